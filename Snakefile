@@ -1,0 +1,18 @@
+# san: rebuild every result of Dong, Cordonnier & Loukas (ICML 2021) from config.yaml.
+# Usage: snakemake --cores all   (see README.md for GPU nodes, SLURM clusters and the report)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/rank_collapse.smk"
+
+
+rule all:
+    input:
+        TARGETS,
+    default_target: True

@@ -1,0 +1,87 @@
+"""Config validation: JSON-Schema with defaults, clear messages naming the key, and cross-reference checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+from referencing import Registry, Resource
+
+
+class ConfigError(ValueError):
+    """A config value is missing, of the wrong type, or refers to something undefined."""
+
+
+def _load_yaml(path: Path) -> Any:
+    with path.open() as fh:
+        return yaml.safe_load(fh)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    parts = [str(p) for p in error.absolute_path]
+    return ".".join(parts) if parts else "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    key = _key_path(error)
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        where = "the top level" if key == "(top level)" else f"'{key}'"
+        return f"unknown config key(s) {extra} under {where}; allowed keys: {allowed}"
+    if error.validator == "required":
+        return f"config key '{key}': {error.message}"
+    expected = error.schema.get("description", "")
+    msg = f"config key '{key}': {error.message}"
+    return msg + (f" (expected: {expected})" if expected else "")
+
+
+def _extend_with_default(validator_class: type) -> type:
+    """A validator that fills in each property's ``default`` (as Snakemake's ``validate`` does)."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):  # type: ignore[no-untyped-def]
+        if isinstance(instance, dict):
+            for prop, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(prop, sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
+    """Validate ``config`` in place against the schema at ``schema_path`` and fill in defaults.
+
+    Raises :class:`ConfigError` listing every violation, each naming the dotted key and what was expected.
+    """
+    schema_path = Path(schema_path)
+    schema = _load_yaml(schema_path)
+    registry = Registry(retrieve=lambda uri: Resource.from_contents(_load_yaml(schema_path.parent / uri)))
+    validator = _extend_with_default(jsonschema.Draft202012Validator)(schema, registry=registry)
+    errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
+        raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n{lines}")
+    check_references(config)
+    return config
+
+
+def check_references(config: dict[str, Any]) -> None:
+    """Cross-checks a schema cannot express: every model an experiment names is defined under ``models``."""
+    models = config.get("models", {})
+    for i, name in enumerate(config.get("rank_collapse", {}).get("models", [])):
+        if name not in models:
+            raise ConfigError(
+                f"config key 'rank_collapse.models.{i}': unknown model {name!r}; "
+                f"define it under 'models' (defined: {sorted(models)})"
+            )
+    for name, spec in models.items():
+        arch = spec.get("init", {}).get("config", {})
+        if "num_attention_heads" in arch and "hidden_size" in arch and arch["hidden_size"] % arch["num_attention_heads"]:
+            raise ConfigError(
+                f"config key 'models.{name}.init.config': hidden_size {arch['hidden_size']} is not divisible by "
+                f"num_attention_heads {arch['num_attention_heads']}"
+            )

@@ -1,0 +1,41 @@
+# Shared helpers: config validation, per-job config slices, library dependencies and target lists.
+import json
+from pathlib import Path
+
+from snakemake.utils import validate
+
+from san.config import validate_config
+
+# Fail on a bad config before any job is scheduled, with a message naming the key; then Snakemake's own validation.
+validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+validate(config, "../schemas/config.schema.yaml")
+
+RESULTS = "results"
+FIGURE_FORMATS = config["figures"]["formats"]
+
+
+def lib(*modules):
+    """Library modules a rule's script imports, as inputs: editing one reruns exactly the jobs that use it."""
+    return [f"san/{m}.py" for m in ("__init__", "provenance", "storage", "device") + modules]
+
+
+def figures(stem):
+    """Paths of one figure in every configured format."""
+    return expand(f"{RESULTS}/figures/{stem}.{{ext}}", ext=FIGURE_FORMATS)
+
+
+def model_weights(model):
+    """Weight sets of a model: 'init' always, 'pretrained' when the config defines a source for it."""
+    spec = config["models"][model]
+    return ["init"] + (["pretrained"] if spec.get("pretrained") else [])
+
+
+def model_slice(wildcards):
+    """The config slice that determines a model folder: family plus the chosen weights' entry."""
+    spec = config["models"][wildcards.model]
+    return {"name": wildcards.model, "family": spec["family"], "weights": wildcards.weights,
+            "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"]}
+
+
+# Final results; each rules file appends its own targets (rule all requests them all).
+TARGETS = []
