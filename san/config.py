@@ -8,6 +8,7 @@ from typing import Any
 import jsonschema
 import yaml
 from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 
 class ConfigError(ValueError):
@@ -52,6 +53,18 @@ def _extend_with_default(validator_class: type) -> type:
     return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
 
 
+def _sub_schema(path: Path) -> Resource:
+    """A schema file that another one ``$ref``s, read as a 2020-12 resource *without* its own ``$schema``.
+
+    jsonschema validates a sub-schema that declares ``$schema`` with that dialect's plain validator class, which
+    would silently skip the defaults of everything under the ``$ref``; dropping the key keeps the default-filling
+    class. (The key stays in the file for Snakemake's own ``validate``, which needs it to detect the dialect.)
+    """
+    contents = dict(_load_yaml(path))
+    contents.pop("$schema", None)
+    return Resource(contents=contents, specification=DRAFT202012)
+
+
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
     """Validate ``config`` in place against the schema at ``schema_path`` and fill in defaults.
 
@@ -59,7 +72,7 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
     """
     schema_path = Path(schema_path)
     schema = _load_yaml(schema_path)
-    registry = Registry(retrieve=lambda uri: Resource.from_contents(_load_yaml(schema_path.parent / uri)))
+    registry = Registry(retrieve=lambda uri: _sub_schema(schema_path.parent / uri))
     validator = _extend_with_default(jsonschema.Draft202012Validator)(schema, registry=registry)
     errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:

@@ -59,3 +59,36 @@ def workflow_copy(tmp_path: Path) -> Path:
 def default_config() -> dict:
     with (ROOT / "config.yaml").open() as fh:
         return yaml.safe_load(fh)
+
+
+TINY_MODELS = {
+    "tiny-bert": {"family": "bert", "init": {"seed": 0, "config": {
+        "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "intermediate_size": 64}}},
+    "tiny-albert": {"family": "albert", "init": {"seed": 0, "config": {
+        "embedding_size": 16, "hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "intermediate_size": 64, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}}},
+    "tiny-xlnet": {"family": "xlnet", "init": {"seed": 0, "config": {
+        "d_model": 32, "n_layer": 3, "n_head": 4, "d_inner": 64}}},
+}
+
+
+def tiny_config(default: dict) -> dict:
+    """The default config shrunk to seconds: tiny init models, few short sequences, few paths."""
+    import copy
+
+    cfg = copy.deepcopy(default)
+    cfg["models"] = {**copy.deepcopy(TINY_MODELS), "all-MiniLM-L6-v2": copy.deepcopy(default["models"]["all-MiniLM-L6-v2"])}
+    cfg["rank_collapse"].update(models=list(TINY_MODELS), batch_size=2, threads=1)
+    cfg["text"].update(n_sequences=4, seq_len=16)
+    cfg["path_products"].update(n_paths=5)
+    cfg["figures"].update(formats=["png"], dpi=40)
+    return cfg
+
+
+def rank_collapse_targets(cfg: dict) -> list[str]:
+    out = []
+    for m in cfg["rank_collapse"]["models"]:
+        out += [f"results/rank_collapse/{m}.nc", f"results/path_products/{m}.nc"]
+        out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_{m}", f"rank_collapse_{m}_log",
+                                                       f"path_products_{m}") for ext in cfg["figures"]["formats"]]
+    return out

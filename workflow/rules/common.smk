@@ -7,7 +7,9 @@ from snakemake.utils import validate
 from san.config import validate_config
 
 # Fail on a bad config before any job is scheduled, with a message naming the key; then Snakemake's own validation.
-validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
+# The schema's folder itself (not workflow.source_path's cached copy of one file), so its $refs to sibling schema
+# files resolve.
+validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 validate(config, "../schemas/config.schema.yaml")
 
 RESULTS = "results"

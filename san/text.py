@@ -1,0 +1,128 @@
+"""Input text for the rank-collapse experiment (Sec. 4): natural English prose, pinned by a content hash.
+
+Offline source: the prose paragraphs of Python's bundled documentation (``pydoc_data.topics``), code blocks
+excluded. Online source: the wiki_bio test split that the paper used, through the ``datasets`` package.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+_HEADING_UNDERLINE = re.compile(r"^([*=\-~^\"'`#+])\1{2,}\s*$")
+
+
+def _is_prose(lines: Sequence[str]) -> bool:
+    text = " ".join(line.strip() for line in lines)
+    if any(line.lstrip().startswith((">>>", "...", "$ ")) for line in lines):
+        return False
+    if any(_HEADING_UNDERLINE.match(line.strip()) for line in lines):
+        return False
+    letters = sum(ch.isalpha() or ch.isspace() for ch in text)
+    # code, grammar productions and tables are dominated by punctuation; prose has sentences
+    return len(text) >= 80 and letters / len(text) > 0.85 and "." in text and not text.rstrip().endswith("::")
+
+
+def prose_paragraphs(doc: str) -> list[str]:
+    """Prose paragraphs of one reStructuredText-like document, each joined into a single line.
+
+    Literal blocks (indented paragraphs after a paragraph ending in ``::``), doctest lines, headings and
+    punctuation-heavy paragraphs (grammar, tables, signatures) are dropped.
+    """
+    paragraphs: list[str] = []
+    literal_indent: int | None = None
+    for block in re.split(r"\n\s*\n", doc):
+        lines = [line for line in block.split("\n") if line.strip()]
+        if not lines:
+            continue
+        indent = min(len(line) - len(line.lstrip()) for line in lines)
+        if literal_indent is not None:
+            if indent > literal_indent:
+                continue
+            literal_indent = None
+        if lines[-1].rstrip().endswith("::"):
+            literal_indent = indent
+        if _is_prose(lines):
+            text = " ".join(line.strip() for line in lines)
+            paragraphs.append(text.replace("::", ":"))
+    return paragraphs
+
+
+def pydoc_documents() -> list[list[str]]:
+    """The prose paragraphs of every topic of Python's bundled documentation, topic by topic (sorted keys)."""
+    from pydoc_data.topics import topics
+
+    docs = [prose_paragraphs(topics[key]) for key in sorted(topics)]
+    return [d for d in docs if d]
+
+
+def wiki_bio_documents(dataset: str, split: str, revision: str) -> list[list[str]]:
+    """The wiki_bio biographies (``target_text``) as one-paragraph documents; needs network and ``datasets``."""
+    try:
+        import datasets
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise RuntimeError("text.source: wiki_bio needs the `datasets` package (pip install 'san[online]')") from exc
+    try:
+        ds = datasets.load_dataset(dataset, split=split, revision=revision)
+    except Exception as exc:  # noqa: BLE001 - any hub failure gets the same actionable message
+        raise RuntimeError(
+            f"could not load dataset {dataset!r} (split {split!r}, revision {revision!r}) from the hub: {exc}. "
+            "Offline, use the default `text: {source: pydoc}`."
+        ) from exc
+    return [[t.strip()] for t in ds["target_text"] if t.strip()]
+
+
+def passages(documents: Iterable[list[str]], count_tokens, min_tokens: int) -> list[str]:
+    """Group consecutive paragraphs of each document into passages of at least ``min_tokens`` tokens.
+
+    Passages start at a paragraph boundary and never cross documents, so each is natural, contiguous prose.
+    """
+    out: list[str] = []
+    for paragraphs in documents:
+        current: list[str] = []
+        n = 0
+        for para in paragraphs:
+            current.append(para)
+            n += count_tokens(para)
+            if n >= min_tokens:
+                out.append(" ".join(current))
+                current, n = [], 0
+    return out
+
+
+def choose(n_items: int, n: int, seed: int) -> np.ndarray:
+    """Sorted indices of ``n`` of ``n_items`` items drawn without replacement with ``seed``."""
+    if n_items < n:
+        raise ValueError(f"only {n_items} texts are long enough, but text.n_sequences asks for {n}")
+    return np.sort(np.random.default_rng(seed).choice(n_items, size=n, replace=False))
+
+
+def tokenize_sequences(tokenizer, texts: Sequence[str], seq_len: int, n_sequences: int, seed: int) -> np.ndarray:
+    """``n_sequences`` token-id rows of exactly ``seq_len`` (special tokens included) from texts long enough.
+
+    Texts are grouped into passages with at least ``seq_len`` tokens, a seeded subset is chosen and truncated.
+    """
+    return tokenize_documents(tokenizer, [[t] for t in texts], seq_len, n_sequences, seed)
+
+
+def tokenize_documents(tokenizer, documents, seq_len: int, n_sequences: int, seed: int) -> np.ndarray:
+    """As :func:`tokenize_sequences`, from documents given as lists of paragraphs."""
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    candidates = passages(documents, count, seq_len)
+    idx = choose(len(candidates), n_sequences, seed)
+    enc = tokenizer([candidates[i] for i in idx], truncation=True, max_length=seq_len, padding=False)
+    ids = np.asarray(enc["input_ids"], dtype=np.int64)
+    if ids.shape != (n_sequences, seq_len):
+        raise ValueError(f"tokenised text has shape {ids.shape}, expected {(n_sequences, seq_len)}")
+    return ids
+
+
+def content_hash(ids: np.ndarray) -> str:
+    """sha256 of the token ids (int64, C order): pins the input even when its source changes."""
+    return hashlib.sha256(np.ascontiguousarray(ids, dtype=np.int64).tobytes()).hexdigest()

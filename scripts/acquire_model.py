@@ -1,0 +1,9 @@
+"""Snakemake entry: materialise one model's weights into its folder (see san.models)."""
+
+from san.jobs import job_log
+from san.models import materialise
+
+with job_log(snakemake.log[0]) as log:
+    spec = snakemake.params.model
+    manifest = materialise(spec["name"], spec["family"], spec["weights"], spec["source"], snakemake.output[0])
+    log.info("materialised %s/%s: %s", spec["name"], spec["weights"], manifest)

@@ -1,0 +1,17 @@
+"""Snakemake entry: collect the prose documents of the configured text source."""
+
+import json
+
+from san.jobs import job_log
+from san.text import pydoc_documents, wiki_bio_documents
+
+with job_log(snakemake.log[0]) as log:
+    text = snakemake.params.text
+    if text["source"] == "pydoc":
+        docs = pydoc_documents()
+    else:
+        wb = text["wiki_bio"]
+        docs = wiki_bio_documents(wb["dataset"], wb["split"], wb["revision"])
+    log.info("source %s: %d documents, %d paragraphs", text["source"], len(docs), sum(map(len, docs)))
+    with open(snakemake.output[0], "w") as fh:
+        json.dump({"source": text["source"], "documents": docs}, fh)

@@ -1,0 +1,26 @@
+"""Snakemake entry: token ids of the input sequences for one model's tokenizer."""
+
+import json
+
+import numpy as np
+import xarray as xr
+
+from san.jobs import job_log
+from san.models import load_tokenizer, read_manifest
+from san.storage import write_netcdf
+from san.text import content_hash, tokenize_documents
+
+with job_log(snakemake.log[0]) as log:
+    text = snakemake.params.text
+    with open(snakemake.input.corpus) as fh:
+        corpus = json.load(fh)
+    tokenizer = load_tokenizer(snakemake.input.model)
+    ids = tokenize_documents(tokenizer, corpus["documents"], text["seq_len"], text["n_sequences"], text["seed"])
+    digest = content_hash(ids)
+    log.info("tokenised %s sequences of %s tokens, sha256 %s", *ids.shape, digest)
+    ds = xr.Dataset(
+        {"input_ids": (("sample", "token"), ids, {"long_name": "token id", "units": "1"})},
+        coords={"sample": np.arange(ids.shape[0]), "token": np.arange(ids.shape[1])},
+    )
+    ds["input_ids"].attrs["tokenizer"] = read_manifest(snakemake.input.model).get("tokenizer", "model's own")
+    write_netcdf(ds, snakemake.output[0], text, seed=text["seed"], input_sha256=digest, text_source=corpus["source"])

@@ -1,0 +1,79 @@
+"""Config validation: defaults, clear errors naming the key, failure before any job runs."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import snakemake, write_config
+from san.config import ConfigError, validate_config
+
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def test_default_config_is_valid_and_gets_defaults(default_config):
+    cfg = copy.deepcopy(default_config)
+    validate_config(cfg, SCHEMA)
+    assert cfg["rank_collapse"]["dtype"] == "float64"
+    minimal = {"models": {"m": {"family": "bert", "init": {"config": {}}}}}
+    validate_config(minimal, SCHEMA)
+    assert minimal["device"] == "auto" and minimal["text"]["n_sequences"] == 32
+    assert minimal["models"]["m"]["init"]["seed"] == 0 and minimal["figures"]["formats"] == ["pdf", "png"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["rank_collapse"].update(bogus=1), r"unknown config key\(s\) \['bogus'\] under 'rank_collapse'"),
+        (lambda c: c.update(extra_section={}), r"unknown config key\(s\) \['extra_section'\] under the top level"),
+        (lambda c: c["rank_collapse"].update(batch_size="16"), r"'rank_collapse.batch_size': '16' is not of type"),
+        (lambda c: c["rank_collapse"].update(dtype="float128"), r"'rank_collapse.dtype'"),
+        (lambda c: c["rank_collapse"].update(models=["gpt-5"]), r"'rank_collapse.models.0': unknown model 'gpt-5'"),
+        (lambda c: c["models"]["bert-base-cased"].update(family="gpt"), r"'models.bert-base-cased.family'"),
+        (lambda c: c.update(device="tpu"), r"'device'"),
+        (
+            lambda c: c["models"]["all-MiniLM-L6-v2"]["pretrained"]["sha256"].update({"model.safetensors": "abc"}),
+            r"models.all-MiniLM-L6-v2.pretrained",
+        ),
+    ],
+)
+def test_bad_config_names_the_key(default_config, edit, message):
+    cfg = copy.deepcopy(default_config)
+    edit(cfg)
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg, SCHEMA)
+
+
+def test_bad_config_fails_before_any_job(workflow_copy, default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["rank_collapse"]["dtype"] = "float128"
+    write_config(workflow_copy, cfg)
+    proc = snakemake(workflow_copy, "--cores", "1", check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "rank_collapse.dtype" in out and "float128" in out
+    assert not (workflow_copy / "results").exists()
+
+
+def test_every_schema_property_has_description_and_default():
+    """Each key documents itself (description) and has a default, except required model definitions."""
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        for key, sub in node.get("properties", {}).items():
+            if isinstance(sub, dict) and "$ref" not in sub:
+                assert "description" in sub, f"{path}.{key} has no description"
+            walk(sub, f"{path}.{key}")
+        for key in ("$defs", "items", "additionalProperties"):
+            child = node.get(key)
+            if isinstance(child, dict):
+                for name, sub in (child.items() if key == "$defs" else [(key, child)]):
+                    walk(sub, f"{path}.{name}")
+
+    for path in SCHEMA.parent.glob("*.schema.yaml"):
+        walk(yaml.safe_load(path.read_text()), path.name)
+    top = yaml.safe_load(SCHEMA.read_text())
+    for key, sub in top["properties"].items():
+        assert key == "models" or "default" in sub, f"top-level key {key} has no default"
