@@ -10,9 +10,11 @@ configfile: "config.yaml"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/rank_collapse.smk"
+include: "workflow/rules/circle.smk"
+include: "workflow/rules/paths.smk"
 
 
 rule all:
+    default_target: True
     input:
         TARGETS,
-    default_target: True

@@ -26,6 +26,17 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        # report the alternative the value meant (its type and `source` match) instead of "not valid under any"
+        branches: dict[Any, list[jsonschema.ValidationError]] = {}
+        for sub in error.context:
+            branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+
+        def mismatch(errs: list[jsonschema.ValidationError]) -> tuple[bool, int]:
+            wrong_kind = any(e.validator in ("type", "const") and len(e.relative_path) <= 1 for e in errs)
+            return wrong_kind, len(errs)
+
+        return "; ".join(_describe(e) for e in min(branches.values(), key=mismatch))
     key = _key_path(error)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
@@ -93,7 +104,8 @@ def check_references(config: dict[str, Any]) -> None:
             )
     for name, spec in models.items():
         arch = spec.get("init", {}).get("config", {})
-        if "num_attention_heads" in arch and "hidden_size" in arch and arch["hidden_size"] % arch["num_attention_heads"]:
+        heads, width = arch.get("num_attention_heads"), arch.get("hidden_size")
+        if heads and width and width % heads:
             raise ConfigError(
                 f"config key 'models.{name}.init.config': hidden_size {arch['hidden_size']} is not divisible by "
                 f"num_attention_heads {arch['num_attention_heads']}"

@@ -175,7 +175,9 @@ def materialise_hub(
             raise AcquisitionError(f"hub {repo_id}@{revision} resolves to commit {resolved}, config pins {commit}")
         huggingface_hub.snapshot_download(repo_id, revision=resolved, local_dir=out, allow_patterns=HUB_PATTERNS)
         if tokenizer_repo_id:
-            huggingface_hub.snapshot_download(tokenizer_repo_id, local_dir=out, allow_patterns=["tokenizer*", "vocab.txt", "*.model"])
+            huggingface_hub.snapshot_download(
+                tokenizer_repo_id, local_dir=out, allow_patterns=["tokenizer*", "vocab.txt", "*.model"]
+            )
     except AcquisitionError:
         raise
     except Exception as exc:  # noqa: BLE001 - network, HTTP and offline-mode errors of every client version

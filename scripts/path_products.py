@@ -17,7 +17,7 @@ with job_log(snakemake.log[0]) as log:
     device, dtype = resolve_device(p.device), resolve_dtype(s["dtype"])
     results, manifests = [], {}
     for weights, folder, inputs in zip(p.weights, snakemake.input.models, snakemake.input.inputs, strict=True):
-        ids = torch.as_tensor(read_netcdf(inputs)["input_ids"].values)
+        ids = torch.as_tensor(read_netcdf(inputs)["input_ids"].values)[: s["n_sequences"]]
         model = load_model(folder, p.family, dtype).to(device)
         attn = attention_matrices(model, ids, p.batch_size)
         results.append(path_product_residuals(attn, s["n_paths"], s["seed"]))

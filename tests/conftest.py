@@ -77,7 +77,8 @@ def tiny_config(default: dict) -> dict:
     import copy
 
     cfg = copy.deepcopy(default)
-    cfg["models"] = {**copy.deepcopy(TINY_MODELS), "all-MiniLM-L6-v2": copy.deepcopy(default["models"]["all-MiniLM-L6-v2"])}
+    minilm = copy.deepcopy(default["models"]["all-MiniLM-L6-v2"])
+    cfg["models"] = {**copy.deepcopy(TINY_MODELS), "all-MiniLM-L6-v2": minilm}
     cfg["rank_collapse"].update(models=list(TINY_MODELS), batch_size=2, threads=1)
     cfg["text"].update(n_sequences=4, seq_len=16)
     cfg["path_products"].update(n_paths=5)

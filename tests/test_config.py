@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import snakemake, write_config
 from san.config import ConfigError, validate_config
+
+from conftest import snakemake, write_config
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

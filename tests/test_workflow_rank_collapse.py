@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from conftest import rank_collapse_targets, snakemake, tiny_config, write_config
 from san.storage import read_netcdf
+
+from conftest import rank_collapse_targets, snakemake, tiny_config, write_config
 
 
 @pytest.fixture(scope="module")

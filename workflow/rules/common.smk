@@ -35,8 +35,12 @@ def model_weights(model):
 def model_slice(wildcards):
     """The config slice that determines a model folder: family plus the chosen weights' entry."""
     spec = config["models"][wildcards.model]
-    return {"name": wildcards.model, "family": spec["family"], "weights": wildcards.weights,
-            "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"]}
+    return {
+        "name": wildcards.model,
+        "family": spec["family"],
+        "weights": wildcards.weights,
+        "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"],
+    }
 
 
 # Final results; each rules file appends its own targets (rule all requests them all).

@@ -2,13 +2,11 @@
 
 
 rule corpus:
+    input:
+        lib=lib("text", "jobs"),
     """Prose documents for the rank-collapse input (pydoc offline, wiki_bio online)."""
     output:
         f"{RESULTS}/text/corpus.json",
-    input:
-        lib=lib("text", "jobs"),
-    params:
-        text=config["text"],
     log:
         "logs/corpus.log",
     benchmark:
@@ -19,18 +17,18 @@ rule corpus:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        text=config["text"],
     script:
         "../../scripts/corpus.py"
 
 
 rule acquire_model:
+    input:
+        lib=lib("models", "jobs"),
     """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
-    input:
-        lib=lib("models", "jobs"),
-    params:
-        model=model_slice,
     log:
         "logs/acquire_model/{model}/{weights}.log",
     benchmark:
@@ -41,20 +39,20 @@ rule acquire_model:
     resources:
         mem_mb=4000,
         runtime=30,
+    params:
+        model=model_slice,
     script:
         "../../scripts/acquire_model.py"
 
 
 rule tokenize:
-    """Token ids of the input sequences for one model's tokenizer, with their content hash."""
-    output:
-        f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
         lib=lib("text", "models", "jobs"),
-    params:
-        text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
+    """Token ids of the input sequences for one model's tokenizer, with their content hash."""
+    output:
+        f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
         "logs/tokenize/{model}/{weights}.log",
     benchmark:
@@ -65,23 +63,20 @@ rule tokenize:
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
     script:
         "../../scripts/tokenize_inputs.py"
 
 
 rule rank_collapse:
-    """Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data)."""
-    output:
-        f"{RESULTS}/rank_collapse/{{model}}.nc",
     input:
         models=lambda w: expand(f"{RESULTS}/models/{w.model}/{{weights}}", weights=model_weights(w.model)),
         inputs=lambda w: expand(f"{RESULTS}/inputs/{w.model}/{{weights}}.nc", weights=model_weights(w.model)),
         lib=lib("models", "ablations", "metrics", "rank_collapse", "jobs"),
-    params:
-        family=lambda w: config["models"][w.model]["family"],
-        weights=lambda w: model_weights(w.model),
-        settings={k: v for k, v in config["rank_collapse"].items() if k not in ("models", "threads")},
-        device=config["device"],
+    """Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data)."""
+    output:
+        f"{RESULTS}/rank_collapse/{{model}}.nc",
     log:
         "logs/rank_collapse/{model}.log",
     benchmark:
@@ -93,24 +88,23 @@ rule rank_collapse:
         mem_mb=8000,
         runtime=60,
         gpu=1,
+    params:
+        family=lambda w: config["models"][w.model]["family"],
+        weights=lambda w: model_weights(w.model),
+        settings={k: v for k, v in config["rank_collapse"].items() if k not in ("models", "threads")},
+        device=config["device"],
     script:
         "../../scripts/rank_collapse.py"
 
 
 rule path_products:
-    """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
-    output:
-        f"{RESULTS}/path_products/{{model}}.nc",
     input:
         models=lambda w: expand(f"{RESULTS}/models/{w.model}/{{weights}}", weights=model_weights(w.model)),
         inputs=lambda w: expand(f"{RESULTS}/inputs/{w.model}/{{weights}}.nc", weights=model_weights(w.model)),
         lib=lib("models", "metrics", "rank_collapse", "jobs"),
-    params:
-        family=lambda w: config["models"][w.model]["family"],
-        weights=lambda w: model_weights(w.model),
-        settings=config["path_products"],
-        batch_size=config["rank_collapse"]["batch_size"],
-        device=config["device"],
+    """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
+    output:
+        f"{RESULTS}/path_products/{{model}}.nc",
     log:
         "logs/path_products/{model}.log",
     benchmark:
@@ -122,11 +116,20 @@ rule path_products:
         mem_mb=8000,
         runtime=30,
         gpu=1,
+    params:
+        family=lambda w: config["models"][w.model]["family"],
+        weights=lambda w: model_weights(w.model),
+        settings=config["path_products"],
+        batch_size=config["rank_collapse"]["batch_size"],
+        device=config["device"],
     script:
         "../../scripts/path_products.py"
 
 
 rule plot_rank_collapse:
+    input:
+        data=rules.rank_collapse.output[0],
+        lib=lib("plots", "jobs"),
     """Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y."""
     output:
         linear=report(
@@ -143,11 +146,6 @@ rule plot_rank_collapse:
             subcategory="{model}",
             labels={"model": "{model}", "scale": "log"},
         ),
-    input:
-        data=rules.rank_collapse.output[0],
-        lib=lib("plots", "jobs"),
-    params:
-        figures=config["figures"],
     log:
         "logs/plot_rank_collapse/{model}.log",
     benchmark:
@@ -158,11 +156,16 @@ rule plot_rank_collapse:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        figures=config["figures"],
     script:
         "../../scripts/plot_rank_collapse.py"
 
 
 rule plot_path_products:
+    input:
+        data=rules.path_products.output[0],
+        lib=lib("plots", "jobs"),
     """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     output:
         report(
@@ -171,11 +174,6 @@ rule plot_path_products:
             category="Chained attention along paths (appendix)",
             labels={"model": "{model}"},
         ),
-    input:
-        data=rules.path_products.output[0],
-        lib=lib("plots", "jobs"),
-    params:
-        figures=config["figures"],
     log:
         "logs/plot_path_products/{model}.log",
     benchmark:
@@ -186,6 +184,8 @@ rule plot_path_products:
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        figures=config["figures"],
     script:
         "../../scripts/plot_path_products.py"
 
