@@ -13,6 +13,16 @@ import torch
 from torch import nn
 
 
+def softmax_last(scores: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension. Rows of at most 32 elements are normalised with explicit ops, several
+    times faster on CPUs than ``torch.softmax``'s kernel for such short rows (equal up to rounding; the shift by the
+    row maximum is detached, which leaves values and gradients unchanged since softmax is shift-invariant)."""
+    if scores.shape[-1] > 32:
+        return torch.softmax(scores, dim=-1)
+    e = (scores - scores.detach().amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
 class MultiHeadSelfAttention(nn.Module):
     """H-head self-attention on ``(batch, tokens, dim)`` inputs with per-head access.
 
@@ -39,32 +49,61 @@ class MultiHeadSelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(b, n, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         return q, k, v
 
-    def attention_probs(self, x: torch.Tensor) -> torch.Tensor:
-        """Row-stochastic attention matrices ``P_h`` of every head, shape ``(batch, H, tokens, tokens)``."""
-        q, k, _ = self._split(x)
-        return torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)
+    def attention_probs(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Row-stochastic attention matrices ``P_h`` of every head, shape ``(batch, H, tokens, tokens)``.
 
-    def head_forward(self, x: torch.Tensor, head: torch.Tensor | int) -> torch.Tensor:
+        ``mask`` (optional, ``(batch, tokens)`` bool, True for real tokens) removes padding keys.
+        """
+        q, k, _ = self._split(x)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+        return torch.softmax(scores, dim=-1)
+
+    def head_forward(self, x: torch.Tensor, head: torch.Tensor | int, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Output of single heads, ``P_h X W^V_h W^O_h`` (with the value bias), *without* the output bias.
 
         ``head`` is an int (one head for the whole batch) or a long tensor of shape ``(batch,)`` choosing a head
-        per batch element, which lets many paths be evaluated as one batched computation (Sec. 2.1).
+        per batch element, which lets many paths be evaluated as one batched computation (Sec. 2.1). Only the
+        chosen heads' slices of the fused projections are computed. ``mask`` is as in :meth:`attention_probs`.
         """
-        b = x.shape[0]
-        q, k, v = self._split(x)
-        idx = torch.as_tensor(head, device=x.device).expand(b) if not torch.is_tensor(head) or head.dim() == 0 else head
-        ar = torch.arange(b, device=x.device)
-        q, k, v = q[ar, idx], k[ar, idx], v[ar, idx]  # (batch, tokens, d_h)
-        p = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(self.head_dim), dim=-1)
-        ctx = p @ v
-        w_o = self.out.weight.view(self.dim, self.n_heads, self.head_dim)[:, idx].permute(1, 2, 0)  # (b, d_h, dim)
-        return ctx @ w_o
+        if not torch.is_tensor(head) or head.dim() == 0:
+            return self._single_head(x, int(head), mask)
+        if head.shape != x.shape[:1]:
+            raise ValueError(f"head must be an int or of shape {tuple(x.shape[:1])}, got {tuple(head.shape)}")
+        out = x.new_empty(x.shape[0], x.shape[1], self.dim)
+        for h in torch.unique(head).tolist():
+            rows = (head == h).nonzero().squeeze(1)
+            out[rows] = self._single_head(x[rows], h, None if mask is None else mask[rows])
+        return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Sum over heads plus output bias: ``SA(X)`` of Eq. 1, shape ``(batch, tokens, dim)``."""
+    def _single_head(self, x: torch.Tensor, head: int, mask: torch.Tensor | None) -> torch.Tensor:
+        """``P_h X W^V_h W^O_h`` (value bias included, output bias excluded) of one head for the whole batch."""
+        if not 0 <= head < self.n_heads:
+            raise ValueError(f"head {head} out of range for {self.n_heads} heads")
+        b, n, _ = x.shape
+        dh = self.head_dim
+        w = self.qkv.weight.view(3, self.n_heads, dh, self.dim)[:, head].reshape(3 * dh, self.dim)
+        bias = self.qkv.bias.view(3, self.n_heads, dh)[:, head].reshape(3 * dh)
+        q, k, v = nn.functional.linear(x, w, bias).view(b, n, 3, dh).unbind(2)  # (batch, tokens, d_h) each
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        ctx = softmax_last(scores) @ v
+        return nn.functional.linear(ctx, self.out.weight[:, head * dh : (head + 1) * dh])
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Sum over heads plus output bias: ``SA(X)`` of Eq. 1, shape ``(batch, tokens, dim)``.
+
+        ``mask`` is as in :meth:`attention_probs`; dropout acts on the attention probabilities while training.
+        """
         q, k, v = self._split(x)
         ctx = nn.functional.scaled_dot_product_attention(
-            q, k, v, dropout_p=self.dropout if self.training else 0.0
+            q,
+            k,
+            v,
+            attn_mask=None if mask is None else mask[:, None, None, :],
+            dropout_p=self.dropout if self.training else 0.0,
         )
         b, _, n, _ = ctx.shape
         return self.out(ctx.transpose(1, 2).reshape(b, n, self.dim))

