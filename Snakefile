@@ -8,10 +8,15 @@ min_version("9.0")
 configfile: "config.yaml"
 
 
+# Front page of `snakemake --report results/report.html`: the claims and this run's numbers (see report.smk).
+report: "results/report/captions/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/rank_collapse.smk"
 include: "workflow/rules/circle.smk"
 include: "workflow/rules/paths.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:

@@ -12,6 +12,7 @@ from typing import Any
 
 import jinja2
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 
@@ -70,17 +71,26 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
     for name, ds in results.items():
         med = ds["rank1_residual"].median("path")
         per_model[name] = {
-            str(w): {"shortest": _f(med.sel(weights=w).isel(depth=0)), "longest": _f(med.sel(weights=w).isel(depth=-1)),
-                     "depth": int(ds["depth"].max())}
+            str(w): {
+                "shortest": _f(med.sel(weights=w).isel(depth=0)),
+                "longest": _f(med.sel(weights=w).isel(depth=-1)),
+                "depth": int(ds["depth"].max()),
+            }
             for w in ds["weights"].values
         }
     shrinks = [v["longest"] < v["shortest"] for e in per_model.values() for v in e.values()]
     rows = {
-        name: "; ".join(f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items())
-        + "."
+        name: "; ".join(
+            f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})"
+            for w, v in e.items()
+        )
         for name, e in per_model.items()
     }
-    return {"longer_paths_closer_to_rank1": bool(shrinks) and all(shrinks), "per_model": per_model, "caption_rows": rows}
+    return {
+        "longer_paths_closer_to_rank1": bool(shrinks) and all(shrinks),
+        "per_model": per_model,
+        "caption_rows": {name: row + "." for name, row in rows.items()},
+    }
 
 
 def yes_no(flag: bool) -> str:
@@ -107,3 +117,86 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
         target.write_text(env.from_string(path.read_text()).render(**context))
         written.append(target)
     return written
+
+
+def circle_claims(table: pd.DataFrame) -> dict[str, Any]:
+    """Fig. 3 claim: pure attention collapses the two sequences; skip connections counteract it.
+
+    ``table`` is the collapse table of the circle experiment (one row per variant and hidden dimension with the
+    number of seeds and of collapsed seeds).
+    """
+    by_variant = table.groupby("variant")[["n_collapsed", "n_seeds"]].sum()
+    counts = {v: (int(r.n_collapsed), int(r.n_seeds)) for v, r in by_variant.iterrows()}
+    pure = [counts[v] for v in ("SAN", "SAN+MLP") if v in counts]
+    skip = [counts[v] for v in ("SAN+skip", "transformer") if v in counts]
+    pure_c, pure_n = sum(c for c, _ in pure), sum(n for _, n in pure)
+    skip_c, skip_n = sum(c for c, _ in skip), sum(n for _, n in skip)
+    return {
+        "per_variant": {v: {"collapsed": c, "runs": n} for v, (c, n) in counts.items()},
+        "pure_collapsed": pure_c,
+        "pure_runs": pure_n,
+        "skip_collapsed": skip_c,
+        "skip_runs": skip_n,
+        "pure_collapses_more": pure_n > 0 and skip_n > 0 and pure_c / pure_n > skip_c / skip_n,
+        "caption": "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items()),
+    }
+
+
+def path_effectiveness_claims(results: Mapping[str, xr.Dataset], short: int = 2) -> dict[str, Any]:
+    """Fig. 4 claim: short paths carry most of the model's accuracy, long paths little.
+
+    Per task: full-model and chance accuracy, mean accuracy by path length for the largest ``n_paths``, the best
+    accuracy reached by paths of length <= ``short`` and by the longest paths.
+    """
+    per_task: dict[str, Any] = {}
+    for task, ds in results.items():
+        acc = ds["accuracy"].mean("repeat")
+        n = int(ds["n_paths"].max())
+        by_len = acc.sel(n_paths=n)
+        lengths = by_len["path_length"].values
+        short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
+        per_task[task] = {
+            "full": _f(ds["full_model_accuracy"]),
+            "chance": _f(ds["chance_accuracy"]),
+            "n_paths": n,
+            "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
+            "short_best": short_best,
+            "longest": _f(by_len.isel(path_length=-1)),
+        }
+    holds = [t["short_best"] > t["longest"] for t in per_task.values()]
+    learned = [t["full"] > t["chance"] for t in per_task.values()]
+    caption = "; ".join(
+        f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
+        f"{t['n_paths']} paths) {t['short_best']:.3f}, longest paths {t['longest']:.3f}"
+        for task, t in per_task.items()
+    )
+    return {
+        "short": short,
+        "short_beats_long": bool(holds) and all(holds),
+        "models_learn": bool(learned) and all(learned),
+        "per_task": per_task,
+        "caption": caption,
+    }
+
+
+def runtimes_table(folder: str | Path) -> pd.DataFrame:
+    """Wall time, CPU time and peak memory of every job from Snakemake's ``benchmark:`` files, slowest first.
+
+    The rule is the first folder below ``folder`` (or the file name for single-job rules); the job is the rest.
+    """
+    folder = Path(folder)
+    rows = []
+    for tsv in sorted(folder.rglob("*.tsv")):
+        rel = tsv.relative_to(folder).with_suffix("")
+        df = pd.read_csv(tsv, sep="\t")
+        rows.append(
+            {
+                "rule": rel.parts[0],
+                "job": "/".join(rel.parts[1:]) or rel.parts[0],
+                "wall_s": float(df["s"].iloc[-1]),
+                "cpu_s": float(df["cpu_time"].iloc[-1]) if "cpu_time" in df else float("nan"),
+                "max_rss_mb": float(df["max_rss"].iloc[-1]),
+            }
+        )
+    columns = ["rule", "job", "wall_s", "cpu_s", "max_rss_mb"]
+    return pd.DataFrame(rows, columns=columns).sort_values("wall_s", ascending=False, ignore_index=True)

@@ -78,3 +78,11 @@ def test_every_schema_property_has_description_and_default():
     top = yaml.safe_load(SCHEMA.read_text())
     for key, sub in top["properties"].items():
         assert key == "models" or "default" in sub, f"top-level key {key} has no default"
+
+
+def test_paper_config_merges_and_schedules_hub_downloads(workflow_copy):
+    """README's online command: config/paper.yaml merges over config.yaml and plans the hub acquisitions."""
+    proc = snakemake(workflow_copy, "-n", "--cores", "1", "--configfile", "config/paper.yaml", "--quiet", "rules")
+    out = proc.stdout + proc.stderr
+    counts = {line.split()[0]: int(line.split()[1]) for line in out.splitlines() if line.split()[:1] == ["acquire_model"]}
+    assert counts["acquire_model"] == 8  # 4 init + MiniLM package + 3 hub snapshots

@@ -83,7 +83,7 @@ rule circle_table:
     output:
         report(
             f"{RESULTS}/tables/circle_collapse.csv",
-            caption="../report/circle_table.rst",
+            caption=caption("circle_table"),
             category="Circle (Fig. 3)",
             labels={"table": "collapse"},
         ),
@@ -111,7 +111,7 @@ rule plot_circle:
     output:
         report(
             figures("circle"),
-            caption="../report/circle.rst",
+            caption=caption("circle"),
             category="Circle (Fig. 3)",
             labels={"figure": "trajectories"},
         ),
@@ -140,7 +140,7 @@ rule plot_circle_distance:
     output:
         report(
             figures("circle_distance"),
-            caption="../report/circle_distance.rst",
+            caption=caption("circle_distance"),
             category="Circle (Fig. 3)",
             labels={"figure": "token distance"},
         ),
@@ -169,7 +169,7 @@ rule plot_circle_loss:
     output:
         report(
             figures("circle_loss"),
-            caption="../report/circle_loss.rst",
+            caption=caption("circle_loss"),
             category="Circle (Fig. 3)",
             labels={"figure": "training loss"},
         ),

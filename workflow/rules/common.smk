@@ -1,5 +1,6 @@
 # Shared helpers: config validation, per-job config slices, library dependencies and target lists.
 import json
+import os
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -41,6 +42,16 @@ def model_slice(wildcards):
         "weights": wildcards.weights,
         "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"],
     }
+
+
+# Report captions: templates in workflow/report/ that the summary rule fills with this run's numbers.
+# (relative paths: an absolute path would make a moved or copied workspace rerun the summary)
+REPORT_TEMPLATES = sorted(os.path.relpath(p) for p in Path(workflow.basedir, "workflow", "report").glob("*.rst"))
+
+
+def caption(name):
+    """Path (relative to a rules file) of a caption written by the summary rule for ``snakemake --report``."""
+    return f"../../{RESULTS}/report/captions/{name}.rst"
 
 
 # Final results; each rules file appends its own targets (rule all requests them all).

@@ -134,14 +134,14 @@ rule plot_rank_collapse:
     output:
         linear=report(
             expand(f"{RESULTS}/figures/rank_collapse_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption="../report/rank_collapse.rst",
+            caption=caption("rank_collapse"),
             category="Rank collapse (Fig. 2)",
             subcategory="{model}",
             labels={"model": "{model}", "scale": "linear"},
         ),
         log=report(
             expand(f"{RESULTS}/figures/rank_collapse_{{{{model}}}}_log.{{ext}}", ext=FIGURE_FORMATS),
-            caption="../report/rank_collapse_log.rst",
+            caption=caption("rank_collapse_log"),
             category="Rank collapse (Fig. 2)",
             subcategory="{model}",
             labels={"model": "{model}", "scale": "log"},
@@ -170,7 +170,7 @@ rule plot_path_products:
     output:
         report(
             expand(f"{RESULTS}/figures/path_products_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption="../report/path_products.rst",
+            caption=caption("path_products"),
             category="Chained attention along paths (appendix)",
             labels={"model": "{model}"},
         ),

@@ -1,0 +1,65 @@
+# The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
+# `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
+
+REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
+
+
+# Check each of the paper's claims on this run's results; write summary.json and the report's captions.
+rule summary:
+    input:
+        rank_collapse=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=config["rank_collapse"]["models"]),
+        path_products=expand(f"{RESULTS}/path_products/{{model}}.nc", model=config["rank_collapse"]["models"]),
+        circle=f"{RESULTS}/tables/circle_collapse.csv",
+        paths=expand(f"{RESULTS}/paths/{{task}}.nc", task=config["paths"]["tasks"]),
+        templates=REPORT_TEMPLATES,
+        lib=lib("summary", "jobs"),
+    output:
+        json=f"{RESULTS}/summary.json",
+        captions=[f"{RESULTS}/report/captions/{Path(t).name}" for t in REPORT_TEMPLATES],
+    log:
+        "logs/summary.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/summary.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        models=config["rank_collapse"]["models"],
+        tasks=config["paths"]["tasks"],
+    script:
+        "../../scripts/summary.py"
+
+
+# Wall time, CPU time and peak memory of every job, from the benchmark files.
+rule runtimes:
+    input:
+        # ancient: the table is refreshed when the summary changes, not when a figure is restyled
+        results=[ancient(f) for f in REPORT_INPUTS],
+        summary=rules.summary.output.json,
+        lib=lib("summary", "jobs"),
+    output:
+        report(
+            f"{RESULTS}/tables/runtimes.csv",
+            caption=caption("runtimes"),
+            category="Runtimes",
+        ),
+    log:
+        "logs/runtimes.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/runtimes.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+    params:
+        folder=f"{RESULTS}/benchmarks",
+    script:
+        "../../scripts/runtimes.py"
+
+
+TARGETS += [rules.summary.output.json, rules.runtimes.output[0]]
