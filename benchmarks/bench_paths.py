@@ -1,0 +1,263 @@
+"""Benchmark of the path-effectiveness experiment (the paper's Fig. 4) at the config's settings, in one run.
+
+Per task it prints:
+
+- training time per epoch of the optimised loop (fused Adam/AdamW, fused QKV, numpy-drawn dropout masks,
+  batched-matmul attention while training) and of a plain baseline (``torch.nn.Dropout``, the attention module's
+  ``scaled_dot_product_attention`` with its own dropout, foreach Adam), both measured on the same process over
+  alternating rounds of steps (min over rounds: robust to other jobs on a shared machine), with the extrapolated
+  full training time against the targets (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
+- optionally (``--compile``) the same with ``torch.compile``, compile time included;
+- the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
+  per-path reference of the tests (``san.paths.reference_path_set_accuracy``: a Python loop over paths, each
+  evaluated on the whole input batch with explicit single-head matrices) and of an authors-style per-path loop
+  (each head layer computes every head's attention and values, then keeps the path's head, as the authors'
+  ``modeling_san`` does), on the same inputs, with the speed-ups (target: at least 10x the per-path loop).
+
+Models are randomly initialised (timing does not depend on the weights). Memorisation's evaluation set is
+subsampled (``--mem-eval``) so that the per-path reference finishes in reasonable time; both methods use the same
+subset.
+
+    python benchmarks/bench_paths.py [--tasks sorting convex_hull memorization] [--threads 1] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from san.config import validate_config  # noqa: E402
+from san.paths import SKIP, evaluate_path_sets, reference_path_set_accuracy, sample_path_sets  # noqa: E402
+from san.san_model import SAN, Dropout  # noqa: E402
+from san.tasks import IGNORE, make_task  # noqa: E402
+from san.training import lr_factor, make_optimizer  # noqa: E402
+
+TARGETS_S = {"sorting": 8.0, "convex_hull": 140.0}
+
+
+def make_baseline(model: SAN) -> SAN:
+    """The plain implementation: torch.nn.Dropout everywhere, sdpa attention (with its own dropout)."""
+    for module in list(model.modules()):
+        for child_name, child in list(module.named_children()):
+            if isinstance(child, Dropout):
+                setattr(module, child_name, nn.Dropout(child.p))
+        if hasattr(module, "attention") and hasattr(module, "attn"):
+            module.attention = module.attn.forward  # instance attribute shadows the training path
+    return model
+
+
+class Stepper:
+    """Runs training steps of one variant; time is accumulated per call of :meth:`run`."""
+
+    def __init__(self, task, train_cfg: dict, variant: str, seed: int = 0) -> None:
+        torch.manual_seed(seed)
+        self.model = SAN(task.model_config)
+        if variant == "baseline":
+            make_baseline(self.model)
+        self.model.train()
+        cfg = dict(train_cfg)
+        if variant == "baseline":
+            opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg["optimizer"]]
+            self.opt = opt_cls(self.model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"], foreach=True)
+        else:
+            self.opt = make_optimizer(self.model, cfg, torch.device("cpu"))
+        self.data = task.train
+        self.bs = cfg["batch_size"]
+        self.clip = cfg.get("max_grad_norm")
+        self.order = torch.randperm(len(self.data), generator=torch.Generator().manual_seed(seed))
+        self.pos = 0
+        self.steps_per_epoch = math.ceil(len(self.data) / self.bs)
+
+        def loss_of(x, y, m):
+            return nn.functional.cross_entropy(self.model(x, m).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+
+        self.loss_fn = loss_of
+        self.setup = 0.0
+        if variant == "compile":
+            t0 = time.perf_counter()
+            self.loss_fn = torch.compile(loss_of, dynamic=False)
+            self.run(2)  # trace forward and backward
+            self.setup = time.perf_counter() - t0
+        self.lr = cfg["lr"] * lr_factor(cfg["schedule"], 0, 0, 1)
+
+    def run(self, steps: int) -> None:
+        d = self.data
+        for _ in range(steps):
+            if self.pos + self.bs > len(d):
+                self.pos = 0
+            idx = self.order[self.pos : self.pos + self.bs]
+            self.pos += self.bs
+            m = None if d.mask is None else d.mask[idx]
+            loss = self.loss_fn(d.inputs[idx], d.labels[idx], m)
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if self.clip is not None:
+                nn.utils.clip_grad_norm_(self.model.parameters(), self.clip, foreach=True)
+            self.opt.step()
+
+
+def time_training(task, train_cfg: dict, variants: list[str], steps: int, rounds: int) -> dict[str, dict[str, float]]:
+    steppers = {v: Stepper(task, train_cfg, v) for v in variants}
+    for s in steppers.values():
+        s.run(3)  # warm-up
+    wall: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(rounds):
+        for v, s in steppers.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            s.run(steps)
+            wall[v].append((time.perf_counter() - t0) / steps)
+            cpu[v].append((time.process_time() - c0) / steps)
+    out = {}
+    for v, s in steppers.items():
+        step_s = min(wall[v])
+        out[v] = {
+            "step_ms": 1e3 * step_s,
+            "step_cpu_ms": 1e3 * min(cpu[v]),
+            "epoch_s": step_s * s.steps_per_epoch,
+            "train_s": step_s * s.steps_per_epoch * train_cfg["epochs"] + s.setup,
+            "setup_s": s.setup,
+        }
+    return out
+
+
+@torch.no_grad()
+def authors_style_accuracy(model: SAN, x, y, sets: np.ndarray, mask) -> np.ndarray:
+    """Per-path loop in the style of the authors' code: at a head layer all heads' attention probabilities and
+    values are computed and the path's head is kept; then the affine-free LayerNorm, as in the protocol."""
+    eps = model.cfg.layer_norm_eps
+    x0 = model.embed(x)
+    valid = y >= 0
+    flat = sets.reshape(-1, *sets.shape[-2:])
+    acc = []
+    for path_set in flat:
+        total = torch.zeros_like(x0)
+        for path in path_set.tolist():
+            if path[0] < SKIP:  # PAD row
+                continue
+            h = x0
+            for layer, head in enumerate(path):
+                if head == SKIP:
+                    continue
+                attn = model.layers[layer].attn
+                dh = attn.head_dim
+                q, k, v = attn._split(h)  # (b, H, n, d_h): every head, as the authors' query and key maps
+                scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+                if mask is not None:
+                    scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+                probs = torch.softmax(scores, dim=-1)  # every head's attention
+                out = probs[:, head] @ v[:, head] @ attn.out.weight[:, head * dh : (head + 1) * dh].T
+                h = nn.functional.layer_norm(out + attn.out.bias, (model.cfg.dim,), eps=eps)
+            total = total + h
+        pred = model.classifier(nn.functional.layer_norm(total, (model.cfg.dim,), eps=eps)).argmax(-1)
+        acc.append(int(((pred == y) & valid).sum()) / int(valid.sum()))
+    return np.asarray(acc).reshape(sets.shape[:-2])
+
+
+def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool) -> dict[str, float]:
+    torch.manual_seed(0)
+    model = SAN(task.model_config).eval()
+    cfg = task.model_config
+    ev = task.eval
+    sl = slice(None) if n_inputs is None else slice(0, n_inputs)
+    x, y = ev.inputs[sl], ev.labels[sl]
+    m = None if ev.mask is None else ev.mask[sl]
+    sets = sample_path_sets(cfg.n_layers, cfg.n_heads, eval_cfg["n_paths"], eval_cfg["n_repeats"], eval_cfg["seed"])
+    t0 = time.perf_counter()
+    batched = evaluate_path_sets(model, x, y, m, sets, eval_cfg["memory_mb"]).numpy()
+    t_batched = time.perf_counter() - t0
+    out = {"inputs": len(x), "sets": int(np.prod(sets.shape[:3])), "batched_s": t_batched}
+    if reference:
+        t0 = time.perf_counter()
+        ref = reference_path_set_accuracy(model, x, y, sets, m)
+        out["reference_s"] = time.perf_counter() - t0
+        out["speedup"] = out["reference_s"] / t_batched
+        out["max_abs_diff"] = float(np.abs(batched - ref).max())
+        t0 = time.perf_counter()
+        authors = authors_style_accuracy(model, x, y, sets, m)
+        out["authors_s"] = time.perf_counter() - t0
+        out["authors_speedup"] = out["authors_s"] / t_batched
+        out["max_abs_diff"] = max(out["max_abs_diff"], float(np.abs(batched - authors).max()))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=str(ROOT / "config.yaml"))
+    ap.add_argument("--tasks", nargs="+", default=None)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the training jobs use 1)")
+    ap.add_argument("--steps", type=int, default=60, help="training steps per round and variant")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds; the fastest round counts")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile (compile time included)")
+    ap.add_argument("--mem-eval", type=int, default=10, help="memorisation sequences for the evaluation timing")
+    ap.add_argument("--no-reference", action="store_true", help="skip the per-path reference")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    cfg = yaml.safe_load(Path(args.config).read_text())
+    validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    pcfg = cfg["paths"]
+    tasks = args.tasks or pcfg["tasks"]
+    variants = ["baseline", "optimised"] + (["compile"] if args.compile else [])
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.rounds} rounds x {args.steps} steps")
+    rows = []
+    for name in tasks:
+        tcfg = copy.deepcopy(pcfg[name])
+        t0 = time.perf_counter()
+        task = make_task(name, {"task": name, **tcfg})
+        data_s = time.perf_counter() - t0
+        timing = time_training(task, tcfg["train"], variants, args.steps, args.rounds)
+        n_eval = args.mem_eval if name == "memorization" else None
+        ev = time_evaluation(task, pcfg["evaluation"], n_eval, not args.no_reference)
+        print(f"\n== {name}: {len(task.train)} training inputs, {tcfg['train']['epochs']} epochs (data {data_s:.1f} s)")
+        for v, t in timing.items():
+            target = TARGETS_S.get(name)
+            verdict = (
+                "" if target is None else f"  target < {target:.0f} s: {'met' if t['train_s'] < target else 'NOT met'}"
+            )
+            setup = f" + compile {t['setup_s']:.1f} s" if t["setup_s"] else ""
+            print(
+                f"  train {v:9s}: {t['step_ms']:6.2f} ms/step (cpu {t['step_cpu_ms']:6.2f}),"
+                f" {t['epoch_s']:7.3f} s/epoch, full training ~{t['train_s']:7.1f} s{setup}{verdict}"
+            )
+        base, opt = timing["baseline"]["step_ms"], timing["optimised"]["step_ms"]
+        print(f"  training speed-up optimised vs baseline: {base / opt:.2f}x")
+        line = f"  path evaluation ({ev['sets']} sets on {ev['inputs']} inputs): batched {ev['batched_s']:.2f} s"
+        print(line)
+        if "speedup" in ev:
+            for label, key in (
+                ("per-path reference (tests)", "reference_"),
+                ("authors-style per-path loop", "authors_"),
+            ):
+                speedup = ev["speedup"] if key == "reference_" else ev["authors_speedup"]
+                seconds = ev[key + "s"]
+                print(
+                    f"    vs {label}: {seconds:.2f} s, speed-up {speedup:.1f}x"
+                    f" (target >= 10x: {'met' if speedup >= 10 else 'NOT met'})"
+                )
+            print(f"    max |accuracy difference| between the three methods: {ev['max_abs_diff']:.1e}")
+        rows.append((name, timing, ev))
+    print("\nsummary: task, s/epoch, full training s (optimised), path evaluation s, speed-up vs reference, vs authors")
+    for name, timing, ev in rows:
+        t = timing["optimised"]
+        nan = float("nan")
+        print(
+            f"  {name:13s} {t['epoch_s']:8.3f} {t['train_s']:9.1f} {ev['batched_s']:8.2f}"
+            f" {ev.get('speedup', nan):6.1f}x {ev.get('authors_speedup', nan):6.1f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

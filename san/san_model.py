@@ -1,0 +1,256 @@
+"""The self-attention network (SAN) of the path-effectiveness experiment (the paper's Fig. 4).
+
+A BERT-style encoder without MLP blocks: an input embedding ``X_0``, then ``L`` post-LN self-attention layers
+
+    ``X_l = LayerNorm(X_{l-1} + sum_h P_h X_{l-1} W^V_h W^O_h + 1 b_O^T)``          (Eq. 1 plus a skip connection)
+
+and a per-token linear classifier. Expanding the skip connections turns the network into a sum over *paths*, each
+taking at every layer either the identity or one head (the paper's path decomposition, Sec. 2.1); :mod:`san.paths`
+evaluates such paths with the per-head maps that :class:`~san.attention.MultiHeadSelfAttention` exposes.
+
+Inputs are either tokens (sorting, memorisation: word plus learned position embeddings, a linear map, LayerNorm)
+or 2-D points (convex hull, circle: a linear map of the coordinates, or two linear maps with a GELU between, then
+LayerNorm; no position embeddings since the input is a set). Dropout acts while training on the embedding, the
+attention probabilities, the attention output and the classifier input, as in BERT and the authors' code.
+
+Speed (these models are tiny, so a training step costs overhead, not arithmetic): dropout masks come from numpy's
+PCG64 generator (:class:`DropoutMasks`, about 3x cheaper than ``torch.bernoulli_`` on a CPU), and while training
+the attention is written with explicit batched matrix products, which for sequences of a few tokens beat
+``scaled_dot_product_attention``'s CPU kernels and let the probabilities use the same masks. In eval mode the layer
+calls :meth:`MultiHeadSelfAttention.forward` unchanged; the two paths are tested to agree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+from san.attention import MultiHeadSelfAttention, softmax_last
+
+
+@dataclass(frozen=True)
+class SANConfig:
+    """Architecture of a :class:`SAN`.
+
+    Args:
+        input_kind: ``"tokens"`` (integer ids) or ``"points"`` (real coordinates).
+        n_layers: depth L.
+        n_heads: heads per layer H.
+        dim: hidden dimension d (divisible by H).
+        n_classes: labels of the per-token classifier.
+        vocab_size: token vocabulary (tokens only).
+        max_len: number of learned position embeddings (tokens only).
+        point_dim: coordinates per point (points only).
+        point_mlp: points only: embed with ``Linear -> GELU -> Linear`` (convex hull) instead of one ``Linear``.
+        dropout: dropout probability while training.
+        layer_norm_eps: epsilon of every LayerNorm (BERT's 1e-12), also of the affine-free ones of path evaluation.
+    """
+
+    input_kind: Literal["tokens", "points"]
+    n_layers: int
+    n_heads: int
+    dim: int
+    n_classes: int
+    vocab_size: int = 0
+    max_len: int = 0
+    point_dim: int = 2
+    point_mlp: bool = False
+    dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+
+    def __post_init__(self) -> None:
+        if self.input_kind not in ("tokens", "points"):
+            raise ValueError(f"input_kind must be 'tokens' or 'points', got {self.input_kind!r}")
+        if self.dim % self.n_heads:
+            raise ValueError(f"dim {self.dim} is not divisible by n_heads {self.n_heads}")
+        if self.input_kind == "tokens" and (self.vocab_size < 1 or self.max_len < 1):
+            raise ValueError("a token SAN needs vocab_size >= 1 and max_len >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SANConfig:
+        return cls(**d)
+
+
+class DropoutMasks:
+    """Source of inverted-dropout masks drawn from numpy's PCG64 generator.
+
+    A mask keeps each element independently with probability ``1 - q / 2^16`` where ``q = round(p 2^16)`` (for
+    ``p = 0.1``: drop probability 0.100006) and scales kept elements by ``1 / (1 - p)``. Seeded, hence reproducible.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def seed(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def mask(self, shape: torch.Size, p: float, like: torch.Tensor) -> torch.Tensor:
+        """A float mask of ``shape`` (dtype and device of ``like``): 0 or ``1 / (1 - p)``."""
+        threshold = round(p * 65536) - 32768  # uniform int16 >= threshold: kept
+        draws = self.rng.integers(0, 65536, size=int(np.prod(shape)), dtype=np.uint16).view(np.int16)
+        keep = torch.from_numpy(draws).view(shape).to(like.device, non_blocking=True) >= threshold
+        return keep.to(like.dtype).mul_(1.0 / (1.0 - p))
+
+
+class Dropout(nn.Module):
+    """Inverted dropout with masks from a shared :class:`DropoutMasks` (identity in eval mode or for p = 0)."""
+
+    def __init__(self, p: float, masks: DropoutMasks) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+        self.masks = masks
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return x * self.masks.mask(x.shape, self.p, x)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class TokenEmbedding(nn.Module):
+    """``LayerNorm(Linear(E_word[x] + E_pos))``: word plus learned position embeddings, a linear map, LayerNorm."""
+
+    def __init__(self, cfg: SANConfig) -> None:
+        super().__init__()
+        self.word = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.position = nn.Embedding(cfg.max_len, cfg.dim)
+        self.linear = nn.Linear(cfg.dim, cfg.dim)
+        self.norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] > self.position.num_embeddings:
+            raise ValueError(f"sequence of {x.shape[1]} tokens exceeds max_len {self.position.num_embeddings}")
+        return self.norm(self.linear(self.word(x) + self.position.weight[: x.shape[1]]))
+
+
+class PointEmbedding(nn.Module):
+    """``LayerNorm(Linear(x))``, or ``LayerNorm(Linear(GELU(Linear(x))))`` with ``point_mlp``; equivariant to order."""
+
+    def __init__(self, cfg: SANConfig) -> None:
+        super().__init__()
+        self.linear = nn.Linear(cfg.point_dim, cfg.dim)
+        self.linear2 = nn.Linear(cfg.dim, cfg.dim) if cfg.point_mlp else None
+        self.norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.linear(x)
+        if self.linear2 is not None:
+            h = self.linear2(nn.functional.gelu(h))
+        return self.norm(h)
+
+
+class SANLayer(nn.Module):
+    """``LayerNorm(X + Dropout(SA(X)))``: multi-head self-attention with a skip connection, no MLP block."""
+
+    def __init__(self, cfg: SANConfig, masks: DropoutMasks) -> None:
+        super().__init__()
+        self.attn = MultiHeadSelfAttention(cfg.dim, cfg.n_heads, dropout=cfg.dropout)
+        self.attn_dropout = Dropout(cfg.dropout, masks)
+        self.dropout = Dropout(cfg.dropout, masks)
+        self.norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps)
+
+    def attention(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``SA(X)``: :meth:`MultiHeadSelfAttention.forward` in eval mode; while training the same computation
+        with explicit batched products and dropout on the attention probabilities."""
+        attn = self.attn
+        if not self.training:
+            return attn(x, mask)
+        b, n, _ = x.shape
+        q, k, v = attn.qkv(x).view(b, n, 3, attn.n_heads, attn.head_dim).unbind(2)  # (b, n, H, d_h) each
+        scores = torch.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(attn.head_dim))
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+        probs = self.attn_dropout(softmax_last(scores))
+        ctx = torch.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, n, attn.dim)
+        return attn.out(ctx)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.norm(x + self.dropout(self.attention(x, mask)))
+
+
+class SAN(nn.Module):
+    """Self-attention network with skip connections and a per-token classifier (the models of Fig. 4).
+
+    ``forward(inputs, mask)`` returns logits of shape ``(batch, tokens, n_classes)``; ``mask`` (bool,
+    ``(batch, tokens)``, True for real tokens) hides padding from attention. :meth:`embed` gives ``X_0``,
+    ``layers[l].attn`` the addressable heads of layer ``l`` and ``classifier`` the output map, which is all that
+    path evaluation needs.
+    """
+
+    def __init__(self, cfg: SANConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.dropout_masks = DropoutMasks()
+        self.embedding: nn.Module = TokenEmbedding(cfg) if cfg.input_kind == "tokens" else PointEmbedding(cfg)
+        self.embed_dropout = Dropout(cfg.dropout, self.dropout_masks)
+        self.layers = nn.ModuleList(SANLayer(cfg, self.dropout_masks) for _ in range(cfg.n_layers))
+        self.classifier_dropout = Dropout(cfg.dropout, self.dropout_masks)
+        self.classifier = nn.Linear(cfg.dim, cfg.n_classes)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Initialisation of the authors' code: BERT's N(0, 0.02) for embeddings, queries, keys and the other
+        linear maps, zero biases, unit LayerNorms; PyTorch's default Kaiming-uniform for the value and output maps
+        of every head (which the authors kept as raw parameters), so that each head starts with an O(1) gain."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear | nn.Embedding):
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+            if isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+        d = self.cfg.dim
+        bound = 1.0 / math.sqrt(d)  # kaiming_uniform_(a=sqrt(5)) of a (d, d) map
+        for layer in self.layers:
+            nn.init.uniform_(layer.attn.qkv.weight[2 * d :], -bound, bound)
+            nn.init.uniform_(layer.attn.out.weight, -bound, bound)
+
+    def embed(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The input embedding ``X_0`` of shape ``(batch, tokens, dim)`` (dropout only while training)."""
+        return self.embed_dropout(self.embedding(inputs))
+
+    def forward(self, inputs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.embed(inputs)
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.classifier(self.classifier_dropout(x))
+
+
+def save_san(model: SAN, path: str, metadata: dict[str, str] | None = None) -> None:
+    """Write the weights as safetensors with the architecture (JSON) in the file's metadata."""
+    import json
+
+    from safetensors.torch import save_file
+
+    meta = {"san_config": json.dumps(model.cfg.to_dict(), sort_keys=True), **(metadata or {})}
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(state, path, metadata=meta)
+
+
+def load_san(path: str, device: torch.device | str = "cpu") -> tuple[SAN, dict[str, str]]:
+    """Rebuild a :class:`SAN` from a file written by :func:`save_san`; returns the model (eval mode) and metadata."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(path, framework="pt") as fh:
+        meta = dict(fh.metadata() or {})
+    if "san_config" not in meta:
+        raise ValueError(f"{path} has no san_config metadata: not written by san.san_model.save_san")
+    model = SAN(SANConfig.from_dict(json.loads(meta["san_config"])))
+    model.load_state_dict(load_file(path, device=str(device)))
+    return model.to(device).eval(), meta

@@ -1,0 +1,12 @@
+"""Snakemake entry: Fig. 4 (accuracy of sampled path sets by path length, one panel per task)."""
+
+from san.jobs import job_log
+from san.plots import apply_style, save
+from san.plots_paths import path_effectiveness_figure
+from san.storage import read_netcdf
+
+with job_log(snakemake.log[0]):
+    fig_cfg = snakemake.params.figures
+    apply_style(fig_cfg)
+    fig = path_effectiveness_figure([read_netcdf(p) for p in snakemake.input.data])
+    save(fig, snakemake.output, fig_cfg["dpi"])

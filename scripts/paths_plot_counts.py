@@ -1,0 +1,11 @@
+"""Snakemake entry: distribution of path lengths of common architectures (log-scale path length)."""
+
+from san.jobs import job_log
+from san.plots import apply_style, save
+from san.plots_paths import path_length_distribution_figure
+from san.storage import read_netcdf
+
+with job_log(snakemake.log[0]):
+    fig_cfg = snakemake.params.figures
+    apply_style(fig_cfg)
+    save(path_length_distribution_figure(read_netcdf(snakemake.input.data)), snakemake.output, fig_cfg["dpi"])

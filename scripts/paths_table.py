@@ -1,0 +1,10 @@
+"""Snakemake entry: the path-effectiveness table (full model, chance, mean accuracy by path length)."""
+
+from san.jobs import job_log
+from san.plots_paths import summary_table
+from san.storage import read_netcdf
+
+with job_log(snakemake.log[0]) as log:
+    table = summary_table([read_netcdf(p) for p in snakemake.input.data])
+    log.info("path effectiveness:\n%s", table.to_string())
+    table.to_csv(snakemake.output[0], float_format="%.4f")

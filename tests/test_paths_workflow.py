@@ -1,0 +1,167 @@
+"""End to end: the path-effectiveness rules (the paper's Fig. 4) on a tiny config, in a copy of the workflow."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from san.paths import PAD, SKIP, path_length_shares
+from san.storage import read_netcdf
+
+from conftest import copy_workflow, snakemake, write_config
+
+TASKS = ["sorting", "convex_hull", "memorization"]
+N_PATHS, REPEATS = [2, 3], 2
+
+
+def tiny(default: dict) -> dict:
+    cfg = copy.deepcopy(default)
+    p = cfg["paths"]
+    for task in TASKS:
+        p[task]["model"].update(n_layers=2, n_heads=2, dim=8)
+        p[task]["train"].update(epochs=2, batch_size=8)
+    p["sorting"]["data"].update(n_train=32, n_eval=16)
+    p["convex_hull"]["data"].update(n_train=32, n_eval=16)
+    p["memorization"]["data"].update(n_sequences=6, seq_len=16)
+    p["evaluation"].update(n_paths=N_PATHS, n_repeats=REPEATS, memory_mb=16)
+    p.update(train_threads=1, eval_threads=1)
+    cfg["figures"].update(formats=["png"], dpi=30)
+    return cfg
+
+
+def targets(cfg: dict) -> list[str]:
+    exts = cfg["figures"]["formats"]
+    out = [f"results/paths/{t}.nc" for t in TASKS] + [f"results/paths/{t}/model.safetensors" for t in TASKS]
+    out += ["results/path_counts.nc", "results/paths/summary.csv"]
+    return out + [f"results/figures/{s}.{e}" for s in ("path_effectiveness", "path_length_distribution") for e in exts]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, default_config):
+    wf = copy_workflow(tmp_path_factory.mktemp("paths") / "wf")
+    cfg = tiny(default_config)
+    write_config(wf, cfg)
+    snakemake(wf, "--cores", "2", *targets(cfg))
+    return wf, cfg
+
+
+def planned_jobs(wf, cfg) -> dict[str, int]:
+    out = snakemake(wf, "-n", "--cores", "1", *targets(cfg))
+    text = out.stdout + out.stderr
+    if "Nothing to be done" in text:
+        return {}
+    stats = text.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
+
+
+def test_outputs_exist(run):
+    wf, cfg = run
+    for t in targets(cfg):
+        assert (wf / t).is_file() and (wf / t).stat().st_size > 0, t
+    for task in TASKS:
+        log = pd.read_csv(wf / f"results/paths/{task}/train_log.tsv", sep="\t")
+        assert list(log.columns) == ["epoch", "loss", "lr", "seconds"] and len(log) == 2
+        assert (wf / f"logs/paths/train/{task}.log").is_file()
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_task_results_layout_and_provenance(run, task):
+    wf, cfg = run
+    ds = read_netcdf(wf / f"results/paths/{task}.nc")
+    assert ds["accuracy"].dims == ("n_paths", "path_length", "repeat")
+    assert ds["accuracy"].shape == (len(N_PATHS), 3, REPEATS)
+    assert ((ds["accuracy"] >= 0) & (ds["accuracy"] <= 1)).all()
+    assert list(ds["n_paths"].values) == N_PATHS and list(ds["path_length"].values) == [0, 1, 2]
+    for name in ("full_model_accuracy", "chance_accuracy"):
+        assert ds[name].dims == () and 0 <= float(ds[name]) <= 1
+    assert ds["train_loss"].dims == ("epoch",) and ds.sizes["epoch"] == 2
+    paths = ds["paths"].values
+    assert paths.shape == (len(N_PATHS), 3, REPEATS, max(N_PATHS), 2)
+    real = paths[..., 0] != PAD
+    assert (real.sum(-1) == np.array(N_PATHS)[:, None, None]).all()
+    lengths = (paths != SKIP).sum(-1)
+    assert (lengths[real] == np.broadcast_to(np.arange(3)[None, :, None, None], real.shape)[real]).all()
+    np.testing.assert_allclose(ds["path_share"].values, path_length_shares(2, 2))
+    for key in ("config", "package_versions", "git_commit", "seed", "device", "train_seconds", "eval_seconds"):
+        assert key in ds.attrs, key
+    recorded = json.loads(ds.attrs["config"])
+    assert recorded["evaluation"]["n_repeats"] == REPEATS and recorded["task"]["task"] == task
+    assert recorded["task"]["train"]["epochs"] == 2
+    assert ds.attrs["task"] == task
+    # length-0 sets are all identical paths, so every repeat (and set size) scores the same
+    assert np.unique(ds["accuracy"].sel(path_length=0).values).size == 1
+
+
+def test_memorisation_is_evaluated_on_its_training_sequences(run):
+    wf, _ = run
+    with np.load(wf / "results/paths/memorization/data.npz") as d:
+        assert d["train_inputs"].shape == (6, 16)
+        np.testing.assert_array_equal(d["train_inputs"], d["eval_inputs"])
+        np.testing.assert_array_equal(d["train_labels"], d["eval_labels"])
+    ds = read_netcdf(wf / "results/paths/memorization.nc")
+    assert ds.attrs["n_eval_tokens"] == 6 * 16
+
+
+def test_path_counts_cover_paper_config_and_tasks(run):
+    wf, cfg = run
+    ds = read_netcdf(wf / "results/path_counts.nc")
+    names = list(ds["architecture"].values)
+    assert "GPT-3" in names and "DeiT-T" in names
+    for model in cfg["models"]:
+        assert model in names
+    for task in TASKS:
+        assert f"SAN ({task})" in names
+    np.testing.assert_allclose(ds["share"].sum("path_length", skipna=True), 1.0)
+    gpt3 = ds.sel(architecture="GPT-3")
+    assert int(gpt3["n_layers"]) == 96 and int(gpt3["n_heads"]) == 96
+    assert float(gpt3["mean_path_length"]) == pytest.approx(96 * 96 / 97)
+
+
+def test_summary_table(run):
+    wf, _ = run
+    table = pd.read_csv(wf / "results/paths/summary.csv", index_col="task")
+    assert list(table.index) == TASKS
+    assert {"full_model", "chance", "acc_n2_k0", "acc_n3_k2"} <= set(table.columns)
+
+
+def test_evaluation_settings_rerun_only_the_evaluation(run):
+    wf, cfg = run
+    assert planned_jobs(wf, cfg) == {}
+    edited = copy.deepcopy(cfg)
+    edited["paths"]["evaluation"]["n_repeats"] = REPEATS + 1
+    write_config(wf, edited)
+    try:
+        jobs = planned_jobs(wf, edited)
+    finally:
+        write_config(wf, cfg)
+    assert jobs.get("paths_evaluate") == 3 and "paths_train" not in jobs and "paths_counts" not in jobs
+    edited = copy.deepcopy(cfg)
+    edited["paths"]["sorting"]["train"]["lr"] = 1e-4
+    write_config(wf, edited)
+    try:
+        jobs = planned_jobs(wf, edited)
+    finally:
+        write_config(wf, cfg)
+    assert jobs.get("paths_train") == 1 and jobs.get("paths_evaluate") == 1
+
+
+def test_lint_and_format_clean(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    files = [str(ROOT / "workflow/rules/paths.smk")]
+    out = subprocess.run([sys.executable, "-m", "snakefmt", "--check", *files], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    wf = copy_workflow(tmp_path / "wf")
+    out = snakemake(wf, "--lint", check=False)
+    text = out.stdout + out.stderr
+    assert "paths.smk" not in text, text
+    for rule in ("paths_train", "paths_evaluate", "paths_counts", "paths_table", "paths_plot", "paths_plot_counts"):
+        assert f"rule {rule} " not in text, text
