@@ -39,9 +39,11 @@ def main() -> None:
         targets = [t for t in rank_collapse_targets(cfg) if t.endswith(".nc")]
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "snakemake", "--cores", args.cores, "--quiet", "all", *targets],
+            [sys.executable, "-m", "snakemake", "--cores", args.cores, *targets],
             cwd=wf,
             check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wall = time.perf_counter() - start
         rows = []

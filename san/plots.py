@@ -54,12 +54,16 @@ def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) ->
         ax.set_ylabel(r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$")
         if log_scale:
             ax.set_yscale("log")
-    leg = axes[0][-1].get_legend()
-    if leg is not None:
-        leg.set_title("")
-        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1.0))
+    legend_outside(axes[0][-1])
     fig.tight_layout()
     return fig
+
+
+def legend_outside(ax: plt.Axes) -> None:
+    """Move ``ax``'s legend (if any) to the right of the panel, without a title."""
+    if ax.get_legend() is not None:
+        ax.get_legend().set_title("")
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0))
 
 
 def path_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:

@@ -18,6 +18,8 @@ import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
+from san.plots import legend_outside  # noqa: E402
+
 
 def _variant_label(ds: xr.Dataset, variant: str) -> str:
     """Variant name with its switches, e.g. ``SAN+skip\\n(layer skip, step skip)``."""
@@ -146,10 +148,7 @@ def distance_figure(ds: xr.Dataset, collapse_threshold: float | None = None) -> 
         ax.set_xlabel("recurrent step t")
         ax.set_ylabel(r"token distance $d_t / d_0$")
         _power_ticks(ax)
-    leg = axes[0][-1].get_legend()
-    if leg is not None:
-        leg.set_title("")
-        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1.0))
+    legend_outside(axes[0][-1])
     fig.tight_layout()
     return fig
 
@@ -180,9 +179,6 @@ def loss_figure(ds: xr.Dataset) -> plt.Figure:
         ax.set_xlabel("epoch")
         ax.set_ylabel("training loss per example")
         _power_ticks(ax)
-    leg = axes[0][-1].get_legend()
-    if leg is not None:
-        leg.set_title("")
-        sns.move_legend(axes[0][-1], "upper left", bbox_to_anchor=(1.02, 1.0))
+    legend_outside(axes[0][-1])
     fig.tight_layout()
     return fig

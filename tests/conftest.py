@@ -43,6 +43,18 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200
     return proc
 
 
+def planned_jobs(workdir: Path, *targets: str) -> dict[str, int]:
+    """Rules and job counts that a dry run of ``targets`` would execute (empty when nothing is to be done)."""
+    import re
+
+    out = snakemake(workdir, "-n", "--cores", "1", *targets)
+    text = out.stdout + out.stderr
+    if "Nothing to be done" in text:
+        return {}
+    stats = text.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
+
+
 def write_config(workdir: Path, config: dict, name: str = "config.yaml") -> Path:
     path = workdir / name
     path.write_text(yaml.safe_dump(config, sort_keys=False))

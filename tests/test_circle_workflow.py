@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -15,6 +14,7 @@ from san.circle import Variant, run_circle
 from san.storage import read_netcdf
 
 from conftest import copy_workflow, snakemake, write_config
+from conftest import planned_jobs as dry_run_jobs
 
 VARIANTS = ["SAN", "transformer"]  # one without, one with MLP and skips
 DIMS, SEEDS = [4], [0, 1]
@@ -51,13 +51,7 @@ def run(tmp_path_factory, default_config):
 
 
 def planned_jobs(wf, cfg) -> dict[str, int]:
-    """Rules (and job counts) a dry run of the circle targets would execute."""
-    out = snakemake(wf, "-n", "--cores", "1", *circle_targets(cfg))
-    text = out.stdout + out.stderr
-    if "Nothing to be done" in text:
-        return {}
-    stats = text.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
+    return dry_run_jobs(wf, *circle_targets(cfg))
 
 
 def test_outputs_labels_and_provenance(run):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 
 import numpy as np
 import pandas as pd
@@ -14,6 +13,7 @@ from san.paths import PAD, SKIP, path_length_shares
 from san.storage import read_netcdf
 
 from conftest import copy_workflow, snakemake, write_config
+from conftest import planned_jobs as dry_run_jobs
 
 TASKS = ["sorting", "convex_hull", "memorization"]
 N_PATHS, REPEATS = [2, 3], 2
@@ -51,12 +51,7 @@ def run(tmp_path_factory, default_config):
 
 
 def planned_jobs(wf, cfg) -> dict[str, int]:
-    out = snakemake(wf, "-n", "--cores", "1", *targets(cfg))
-    text = out.stdout + out.stderr
-    if "Nothing to be done" in text:
-        return {}
-    stats = text.split("Job stats:", 1)[1].split("total", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
+    return dry_run_jobs(wf, *targets(cfg))
 
 
 def test_outputs_exist(run):

@@ -63,6 +63,8 @@ def test_path_effectiveness_claims():
     t = c["per_task"]["sorting"]
     assert t["n_paths"] == 20 and t["short_best"] == 0.8 and t["longest"] == 0.1
     assert c["short_beats_long"] and c["models_learn"] and "full model 0.900" in c["caption"]
+    assert t["short_share_of_gain"] == pytest.approx(5 / 6) and c["short_reach_most"]
+    assert "83% of the full" in c["caption"]
 
 
 def test_render_captions_fills_numbers_and_keeps_snakemake_syntax(tmp_path):
