@@ -6,7 +6,7 @@ residual ``||res(X_l)||_{1,inf} / ||X_l||_{1,inf}`` is recorded (layer 0 is the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -17,21 +17,22 @@ from san.ablations import variant
 from san.metrics import rank1_relative_residual, relative_residual
 
 
-def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs):
-    kwargs = {"attention_mask": torch.ones_like(ids), **kwargs}
+def _forward_batches(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int, **kwargs) -> Iterator:
+    """Model outputs for consecutive batches of ``input_ids`` (full-length sequences, no padding)."""
+    device = next(model.parameters()).device
     if model.config.model_type == "xlnet":
         kwargs["use_mems"] = False
-    return model(input_ids=ids, **kwargs)
+    for start in range(0, input_ids.shape[0], batch_size):
+        ids = input_ids[start : start + batch_size].to(device)
+        yield model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
 
 
 @torch.inference_mode()
 def layer_residuals(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int) -> np.ndarray:
     """Relative residual of every layer's output for every sequence: array ``(layers + 1, sequences)``."""
-    device = next(model.parameters()).device
     chunks = []
-    for start in range(0, input_ids.shape[0], batch_size):
-        ids = input_ids[start : start + batch_size].to(device)
-        states = _forward(model, ids, output_hidden_states=True).hidden_states
+    for out in _forward_batches(model, input_ids, batch_size, output_hidden_states=True):
+        states = out.hidden_states
         expected = model.config.num_hidden_layers + 1
         if len(states) != expected:
             raise RuntimeError(f"model returned {len(states)} hidden states, expected {expected} (layers + input)")
@@ -58,11 +59,9 @@ def residuals_by_variant(
 @torch.inference_mode()
 def attention_matrices(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int) -> torch.Tensor:
     """Attention matrices of the unmodified model: tensor ``(layers, sequences, heads, tokens, tokens)`` on CPU."""
-    device = next(model.parameters()).device
     chunks = []
-    for start in range(0, input_ids.shape[0], batch_size):
-        ids = input_ids[start : start + batch_size].to(device)
-        att = _forward(model, ids, output_attentions=True).attentions
+    for out in _forward_batches(model, input_ids, batch_size, output_attentions=True):
+        att = out.attentions
         if not att or att[0] is None:
             raise RuntimeError("the model returned no attention matrices; load it with attn_implementation='eager'")
         chunks.append(torch.stack([a.cpu() for a in att]))
