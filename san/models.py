@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -243,7 +242,3 @@ def load_tokenizer(folder: str | Path):
     """The tokenizer saved in a materialised model folder."""
     return AutoTokenizer.from_pretrained(Path(folder), trust_remote_code=False)
 
-
-def hub_offline() -> bool:
-    """Whether the environment forbids hub access (``HF_HUB_OFFLINE``)."""
-    return os.environ.get("HF_HUB_OFFLINE", "0").lower() in {"1", "true", "yes"}

@@ -100,16 +100,11 @@ def choose(n_items: int, n: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n_items, size=n, replace=False))
 
 
-def tokenize_sequences(tokenizer, texts: Sequence[str], seq_len: int, n_sequences: int, seed: int) -> np.ndarray:
-    """``n_sequences`` token-id rows of exactly ``seq_len`` (special tokens included) from texts long enough.
-
-    Texts are grouped into passages with at least ``seq_len`` tokens, a seeded subset is chosen and truncated.
-    """
-    return tokenize_documents(tokenizer, [[t] for t in texts], seq_len, n_sequences, seed)
-
-
 def tokenize_documents(tokenizer, documents, seq_len: int, n_sequences: int, seed: int) -> np.ndarray:
-    """As :func:`tokenize_sequences`, from documents given as lists of paragraphs."""
+    """``n_sequences`` token-id rows of exactly ``seq_len`` (special tokens included) from documents (paragraph lists).
+
+    Paragraphs are grouped into passages with at least ``seq_len`` tokens, a seeded subset is chosen and truncated.
+    """
 
     def count(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
