@@ -2,11 +2,13 @@
 
 Per task it prints:
 
-- training time per epoch of the optimised loop (fused Adam/AdamW, fused QKV, numpy-drawn dropout masks,
-  batched-matmul attention while training) and of a plain baseline (``torch.nn.Dropout``, the attention module's
-  ``scaled_dot_product_attention`` with its own dropout, foreach Adam), both measured on the same process over
-  alternating rounds of steps (min over rounds: robust to other jobs on a shared machine), with the extrapolated
-  full training time against the targets (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
+- training time per step and epoch of three implementations, measured in the same process over alternating rounds
+  of steps (min over rounds: robust to other jobs on a shared machine): ``baseline`` (``torch.nn.Dropout``, the
+  attention module's ``scaled_dot_product_attention`` with its own dropout, foreach Adam), ``autograd`` (fused
+  QKV, bulk numpy dropout masks, explicit batched-matmul attention, fused Adam/AdamW; ``fused: false``) and
+  ``fused`` (the default: each layer one autograd node with a hand-written backward and oneDNN projections,
+  :mod:`san.fused`), with the extrapolated full training time against the targets (convex hull < 140 s,
+  sorting < 8 s on a 2-core CPU, one thread);
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
   per-path reference of the tests (``san.paths.reference_path_set_accuracy``: a Python loop over paths, each
@@ -39,7 +41,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from san.config import validate_config  # noqa: E402
-from san.paths import SKIP, evaluate_path_sets, reference_path_set_accuracy, sample_path_sets  # noqa: E402
+from san.paths import (  # noqa: E402
+    PAD,
+    SKIP,
+    evaluate_path_sets,
+    prefix_tree,
+    reference_path_set_accuracy,
+    sample_path_sets,
+)
 from san.san_model import SAN, Dropout  # noqa: E402
 from san.tasks import IGNORE, make_task  # noqa: E402
 from san.training import lr_factor, make_optimizer  # noqa: E402
@@ -64,6 +73,7 @@ class Stepper:
     def __init__(self, task, train_cfg: dict, variant: str, seed: int = 0) -> None:
         torch.manual_seed(seed)
         self.model = SAN(task.model_config)
+        self.model.set_fused(variant == "fused")
         if variant == "baseline":
             make_baseline(self.model)
         self.model.train()
@@ -179,6 +189,10 @@ def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool)
     batched = evaluate_path_sets(model, x, y, m, sets, eval_cfg["memory_mb"]).numpy()
     t_batched = time.perf_counter() - t0
     out = {"inputs": len(x), "sets": int(np.prod(sets.shape[:3])), "batched_s": t_batched}
+    # arithmetic bound of the speed-up: single-head computations of the per-path loop vs the prefix tree
+    real = torch.as_tensor(sets)[(torch.as_tensor(sets) != PAD).all(-1)]
+    out["loop_heads"] = int((real >= 0).sum())
+    out["tree_heads"] = prefix_tree(real, cfg.n_heads).n_head_evaluations
     if reference:
         t0 = time.perf_counter()
         ref = reference_path_set_accuracy(model, x, y, sets, m)
@@ -210,7 +224,7 @@ def main() -> None:
     validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
     pcfg = cfg["paths"]
     tasks = args.tasks or pcfg["tasks"]
-    variants = ["baseline", "optimised"] + (["compile"] if args.compile else [])
+    variants = ["baseline", "autograd", "fused"] + (["compile"] if args.compile else [])
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.rounds} rounds x {args.steps} steps")
     rows = []
     for name in tasks:
@@ -232,10 +246,18 @@ def main() -> None:
                 f"  train {v:9s}: {t['step_ms']:6.2f} ms/step (cpu {t['step_cpu_ms']:6.2f}),"
                 f" {t['epoch_s']:7.3f} s/epoch, full training ~{t['train_s']:7.1f} s{setup}{verdict}"
             )
-        base, opt = timing["baseline"]["step_ms"], timing["optimised"]["step_ms"]
-        print(f"  training speed-up optimised vs baseline: {base / opt:.2f}x")
+        step = {v: t["step_ms"] for v, t in timing.items()}
+        print(
+            f"  training speed-up of fused: {step['baseline'] / step['fused']:.2f}x vs baseline,"
+            f" {step['autograd'] / step['fused']:.2f}x vs autograd"
+        )
         line = f"  path evaluation ({ev['sets']} sets on {ev['inputs']} inputs): batched {ev['batched_s']:.2f} s"
         print(line)
+        print(
+            f"    single-head computations: per-path loop {ev['loop_heads']}, prefix tree {ev['tree_heads']}"
+            f" ({ev['loop_heads'] / ev['tree_heads']:.1f}x fewer: the bound of the speed-up when both are"
+            " compute-bound)"
+        )
         if "speedup" in ev:
             for label, key in (
                 ("per-path reference (tests)", "reference_"),
@@ -249,9 +271,9 @@ def main() -> None:
                 )
             print(f"    max |accuracy difference| between the three methods: {ev['max_abs_diff']:.1e}")
         rows.append((name, timing, ev))
-    print("\nsummary: task, s/epoch, full training s (optimised), path evaluation s, speed-up vs reference, vs authors")
+    print("\nsummary: task, s/epoch, full training s (fused), path evaluation s, speed-up vs reference, vs authors")
     for name, timing, ev in rows:
-        t = timing["optimised"]
+        t = timing["fused"]
         nan = float("nan")
         print(
             f"  {name:13s} {t['epoch_s']:8.3f} {t['train_s']:9.1f} {ev['batched_s']:8.2f}"

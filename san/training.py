@@ -3,9 +3,11 @@
 These models are tiny: a step costs Python and kernel-launch overhead more than arithmetic. The loop therefore
 keeps the whole dataset on the device, draws batches by indexing (no DataLoader), uses the fused Adam/AdamW
 kernels (one kernel for all parameters; about 3x the foreach variant's speed here), sets gradients to None instead
-of zeroing them, and reads the loss back once per epoch instead of once per step; the model draws its dropout
-masks from numpy and uses a short-row softmax (see :mod:`san.san_model`). ``torch.compile`` is optional
-(``compile: true``): on a CPU its compile time is not repaid at these sizes (see ``benchmarks/bench_paths.py``).
+of zeroing them, and reads the loss back once per epoch instead of once per step. The model draws its dropout
+masks in bulk from numpy and, with ``fused: true`` (the default), runs every layer as one autograd node with a
+hand-written backward and oneDNN projections (:mod:`san.fused`). ``torch.compile`` is optional
+(``compile: true``): on a CPU it is slower than eager at these sizes, compile time aside
+(see ``benchmarks/bench_paths.py``).
 """
 
 from __future__ import annotations
@@ -86,12 +88,14 @@ def train_model(
     """Train ``model`` on ``data`` with the settings ``cfg`` (the ``train`` slice of a task's config).
 
     Keys: ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
-    ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping), ``shuffle`` and ``compile``.
+    ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping), ``shuffle``, ``compile`` and
+    ``fused`` (see :meth:`san.san_model.SAN.set_fused`).
     ``seed`` drives the batch order and dropout. ``on_epoch(epoch, loss, lr, seconds)`` is called after each epoch.
     """
     device = torch.device(device)
     t_setup = time.perf_counter()
     model.to(device).train()
+    model.set_fused(cfg.get("fused", True))
     data = data.to(device)
     gen = torch.Generator(device="cpu").manual_seed(seed)  # batch order
     torch.manual_seed(seed)  # any torch-drawn randomness

@@ -13,7 +13,13 @@ PATHS_TASK_RE = "|".join(PATHS_TASKS)
 paths_task_slice = lambda wildcards: {"task": wildcards.task, **PATHS[wildcards.task]}
 # Library modules of a training job; only memorisation reads the prose text.
 paths_train_lib = lambda wildcards: lib(
-    "attention", "san_model", "tasks", "training", "jobs", *(["text"] if wildcards.task == "memorization" else [])
+    "attention",
+    "fused",
+    "san_model",
+    "tasks",
+    "training",
+    "jobs",
+    *(["text"] if wildcards.task == "memorization" else []),
 )
 # Architectures of the path-length distribution: the paper's list, the configured models, the tasks' SANs.
 PATHS_ARCHITECTURES = (
@@ -69,7 +75,7 @@ rule paths_evaluate:
         model=rules.paths_train.output.model,
         data=rules.paths_train.output.data,
         train_log=rules.paths_train.output.train_log,
-        lib=lib("attention", "san_model", "tasks", "text", "paths", "jobs"),
+        lib=lib("attention", "fused", "san_model", "tasks", "text", "paths", "jobs"),
     output:
         f"{RESULTS}/paths/{{task}}.nc",
     log:
@@ -96,7 +102,7 @@ rule paths_evaluate:
 # Share of paths of each length, C(L,k) H^k / (H+1)^L, for the paper's architectures and the configured ones.
 rule paths_counts:
     input:
-        lib=lib("attention", "san_model", "paths", "jobs"),
+        lib=lib("attention", "fused", "san_model", "paths", "jobs"),
     output:
         f"{RESULTS}/path_counts.nc",
     log:
