@@ -8,8 +8,6 @@ import torch
 from san import fused
 from san.fused import SANLayerFunction, linear, softmax_rows
 from san.san_model import SAN, DropoutMasks, SANConfig
-from san.tasks import make_task
-from san.training import train_model
 
 torch.set_num_threads(1)
 
@@ -131,34 +129,3 @@ def test_dropout_masks_are_consecutive_slices_of_a_reproducible_pool():
     assert set(torch.unique(half).tolist()) <= {0.0, 2.0}
     f64 = small.mask(torch.Size((4,)), 0.1, torch.zeros((), dtype=torch.float64))
     assert f64.dtype == torch.float64
-
-
-def test_fused_and_autograd_training_reach_the_same_model():
-    spec = {
-        "seed": 0,
-        "data": {"seq_len": 5, "vocab_size": 4, "n_train": 64, "n_eval": 16},
-        "model": {"n_layers": 2, "n_heads": 2, "dim": 16, "dropout": 0.1},
-    }
-    task = make_task("sorting", spec)
-    train = {
-        "epochs": 3,
-        "batch_size": 16,
-        "optimizer": "adam",
-        "lr": 3e-3,
-        "betas": [0.9, 0.999],
-        "eps": 1e-8,
-        "weight_decay": 0.0,
-        "schedule": {"kind": "constant"},
-        "max_grad_norm": None,
-        "shuffle": True,
-        "compile": False,
-    }
-    params = []
-    for fused_ in (True, False):
-        torch.manual_seed(0)
-        model = SAN(task.model_config).double()
-        data = type(task.train)(task.train.inputs, task.train.labels)
-        train_model(model, data, {**train, "fused": fused_}, seed=1)
-        params.append([p.detach() for p in model.parameters()])
-    for a, b in zip(*params, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)

@@ -128,3 +128,15 @@ def test_training_ignores_padding_labels():
     model = SAN(task.model_config)
     result = train_model(model, data, {**TRAIN, "epochs": 1}, seed=0)
     assert np.isfinite(result.loss).all()
+
+
+def test_fused_and_autograd_training_reach_the_same_model():
+    task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
+    params = []
+    for fused in (True, False):
+        torch.manual_seed(0)
+        model = SAN(task.model_config).double()
+        train_model(model, task.train, {**TRAIN, "epochs": 3, "fused": fused}, seed=1)
+        params.append([p.detach() for p in model.parameters()])
+    for a, b in zip(*params, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
