@@ -111,6 +111,7 @@ class DropoutMasks:
         self._key = (p, like.dtype, like.device)
         self._pos = 0
 
+    @torch.compiler.disable  # host-side bookkeeping: run eagerly under torch.compile instead of guarding on it
     def mask(self, shape: torch.Size, p: float, like: torch.Tensor) -> torch.Tensor:
         """A float mask of ``shape`` (dtype and device of ``like``): 0 or ``1 / (1 - p)``."""
         n = math.prod(shape)

@@ -89,13 +89,18 @@ def train_model(
 
     Keys: ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
     ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping), ``shuffle``, ``compile`` and
-    ``fused`` (see :meth:`san.san_model.SAN.set_fused`).
+    ``fused`` (see :meth:`san.san_model.SAN.set_fused`; ignored with ``compile``, which traces the autograd
+    formulation).
     ``seed`` drives the batch order and dropout. ``on_epoch(epoch, loss, lr, seconds)`` is called after each epoch.
     """
     device = torch.device(device)
     t_setup = time.perf_counter()
     model.to(device).train()
-    model.set_fused(cfg.get("fused", True))
+    fused = bool(cfg.get("fused", True))
+    if fused and cfg.get("compile"):
+        log.info("compile: true traces the autograd formulation; the fused layer (san.fused) is eager-only")
+        fused = False
+    model.set_fused(fused)
     data = data.to(device)
     gen = torch.Generator(device="cpu").manual_seed(seed)  # batch order
     torch.manual_seed(seed)  # any torch-drawn randomness
@@ -121,6 +126,7 @@ def train_model(
         loss_fn(xb, yb, mb).backward()
         model.load_state_dict(state)
         model.zero_grad(set_to_none=True)
+        model.dropout_masks.seed(seed)  # the trace drew masks: start the run on the same masks as eager
     result.setup_seconds = time.perf_counter() - t_setup
 
     step = 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
 import torch
@@ -140,3 +142,16 @@ def test_fused_and_autograd_training_reach_the_same_model():
         params.append([p.detach() for p in model.parameters()])
     for a, b in zip(*params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="inductor needs a C++ compiler")
+def test_compiled_training_runs_the_autograd_formulation():
+    task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
+    losses = []
+    for compile_ in (True, False):
+        torch.manual_seed(0)
+        model = SAN(task.model_config)
+        cfg = {**TRAIN, "epochs": 2, "compile": compile_, "fused": True}
+        losses.append(train_model(model, task.train, cfg, seed=1).loss)
+        assert [layer.fused for layer in model.layers] == [not compile_] * len(model.layers)
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)  # same masks, same arithmetic up to rounding
