@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from san.config import validate_config  # noqa: E402
 from san.paths import (  # noqa: E402
-    PAD,
     SKIP,
+    _flatten_sets,
     evaluate_path_sets,
     prefix_tree,
     reference_path_set_accuracy,
@@ -190,9 +190,9 @@ def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool)
     t_batched = time.perf_counter() - t0
     out = {"inputs": len(x), "sets": int(np.prod(sets.shape[:3])), "batched_s": t_batched}
     # arithmetic bound of the speed-up: single-head computations of the per-path loop vs the prefix tree
-    real = torch.as_tensor(sets)[(torch.as_tensor(sets) != PAD).all(-1)]
-    out["loop_heads"] = int((real >= 0).sum())
-    out["tree_heads"] = prefix_tree(real, cfg.n_heads).n_head_evaluations
+    paths = _flatten_sets(torch.as_tensor(sets))[0]
+    out["loop_heads"] = int((paths >= 0).sum())
+    out["tree_heads"] = prefix_tree(paths, cfg.n_heads).n_head_evaluations
     if reference:
         t0 = time.perf_counter()
         ref = reference_path_set_accuracy(model, x, y, sets, m)

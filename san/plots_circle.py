@@ -117,30 +117,10 @@ def distance_figure(ds: xr.Dataset, collapse_threshold: float | None = None) -> 
     order = [str(v) for v in ds.variant.values]
     fig, axes = plt.subplots(1, len(dims), figsize=(3.4 * len(dims), 3.0), sharey=True, squeeze=False)
     for ax, d in zip(axes[0], dims, strict=True):
-        sub = df[df["hidden_dim"] == d]
-        sns.lineplot(  # every seed, thin: collapse is often all-or-nothing per seed
-            data=sub,
-            x="step",
-            y="log10",
-            hue="variant",
-            hue_order=order,
-            units="seed",
-            estimator=None,
-            lw=0.5,
-            alpha=0.35,
-            ax=ax,
-            legend=False,
-        )
-        sns.lineplot(
-            data=sub,
-            x="step",
-            y="log10",
-            hue="variant",
-            hue_order=order,
-            errorbar="sd",
-            ax=ax,
-            legend=ax is axes[0][-1],
-        )
+        lines = {"data": df[df["hidden_dim"] == d], "x": "step", "y": "log10", "hue": "variant", "hue_order": order}
+        # every seed, thin: collapse is often all-or-nothing per seed; then mean and std over seeds
+        sns.lineplot(**lines, units="seed", estimator=None, lw=0.5, alpha=0.35, ax=ax, legend=False)
+        sns.lineplot(**lines, errorbar="sd", ax=ax, legend=ax is axes[0][-1])
         if collapse_threshold is not None:
             ax.axhline(np.log10(collapse_threshold), color="0.4", ls="--", lw=0.8)
         ax.axhline(np.log10(floor), color="0.7", ls=":", lw=0.8)

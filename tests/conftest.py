@@ -61,6 +61,14 @@ def write_config(workdir: Path, config: dict, name: str = "config.yaml") -> Path
     return path
 
 
+def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
+    """Copy the workflow into ``dest``, write ``config`` and build ``targets`` with two cores."""
+    wf = copy_workflow(dest)
+    write_config(wf, config)
+    snakemake(wf, "--cores", "2", *targets)
+    return wf
+
+
 @pytest.fixture
 def workflow_copy(tmp_path: Path) -> Path:
     """A fresh copy of the workflow in a temporary folder."""

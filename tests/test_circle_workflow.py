@@ -13,7 +13,7 @@ import torch
 from san.circle import Variant, run_circle
 from san.storage import read_netcdf
 
-from conftest import copy_workflow, snakemake, write_config
+from conftest import built_workflow, write_config
 from conftest import planned_jobs as dry_run_jobs
 
 VARIANTS = ["SAN", "transformer"]  # one without, one with MLP and skips
@@ -43,11 +43,8 @@ def tiny(default: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, default_config):
-    wf = copy_workflow(tmp_path_factory.mktemp("circle") / "wf")
     cfg = tiny(default_config)
-    write_config(wf, cfg)
-    snakemake(wf, "--cores", "2", *circle_targets(cfg))
-    return wf, cfg
+    return built_workflow(tmp_path_factory.mktemp("circle") / "wf", cfg, circle_targets(cfg)), cfg
 
 
 def planned_jobs(wf, cfg) -> dict[str, int]:

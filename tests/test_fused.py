@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from san import fused
-from san.fused import SANLayerFunction, linear, softmax_rows
+from san.attention import softmax_last
+from san.fused import SANLayerFunction, linear
 from san.san_model import SAN, DropoutMasks, SANConfig
 
 torch.set_num_threads(1)
@@ -110,10 +111,10 @@ def test_linear_falls_back_without_onednn(monkeypatch):
     assert torch.equal(linear(x, w), x @ w.t())
 
 
-def test_softmax_rows_is_the_softmax_and_handles_masked_keys():
+def test_short_row_softmax_is_the_softmax_and_handles_masked_keys():
     s = torch.randn(3, 5, 6, dtype=torch.float64) * 30
     s[0, :, 4:] = float("-inf")
-    torch.testing.assert_close(softmax_rows(s.clone()), torch.softmax(s, -1))
+    torch.testing.assert_close(softmax_last(s.clone()), torch.softmax(s, -1))
 
 
 def test_dropout_masks_are_consecutive_slices_of_a_reproducible_pool():

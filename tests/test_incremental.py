@@ -190,13 +190,18 @@ def check(work: Path, c: Case) -> list[Job]:
     return jobs
 
 
-@pytest.mark.parametrize("c", CONFIG_CASES, ids=lambda c: c.name)
-def test_config_edit_reruns_one_experiment(work: Path, c: Case) -> None:
+def edit_config(work: Path, c: Case) -> None:
+    """Set ``c.key`` to ``c.value`` in the copy's config.yaml (skip when the section is absent)."""
     config = yaml.safe_load((work / "config.yaml").read_text())
     if c.key[0] not in config:
         pytest.skip(f"no {c.key[0]} section in config.yaml")
     set_key(config, c.key, c.value)
     write_config(work, config)
+
+
+@pytest.mark.parametrize("c", CONFIG_CASES, ids=lambda c: c.name)
+def test_config_edit_reruns_one_experiment(work: Path, c: Case) -> None:
+    edit_config(work, c)
     jobs = check(work, c)
     assert all(any("Params have changed" in r for r in j.reasons) for j in jobs if j.direct), describe(jobs)
 
@@ -212,11 +217,7 @@ def test_module_edit_reruns_its_rules(work: Path, c: Case) -> None:
 
 @pytest.mark.parametrize("c", FIGURE_CASES, ids=lambda c: c.name)
 def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
-    config = yaml.safe_load((work / "config.yaml").read_text())
-    if c.key[0] not in config:
-        pytest.skip(f"no {c.key[0]} section in config.yaml")
-    set_key(config, c.key, c.value)
-    write_config(work, config)
+    edit_config(work, c)
     check(work, c)
 
 

@@ -12,7 +12,7 @@ import pytest
 from san.paths import PAD, SKIP, path_length_shares
 from san.storage import read_netcdf
 
-from conftest import copy_workflow, snakemake, write_config
+from conftest import built_workflow, copy_workflow, snakemake, write_config
 from conftest import planned_jobs as dry_run_jobs
 
 TASKS = ["sorting", "convex_hull", "memorization"]
@@ -43,11 +43,8 @@ def targets(cfg: dict) -> list[str]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, default_config):
-    wf = copy_workflow(tmp_path_factory.mktemp("paths") / "wf")
     cfg = tiny(default_config)
-    write_config(wf, cfg)
-    snakemake(wf, "--cores", "2", *targets(cfg))
-    return wf, cfg
+    return built_workflow(tmp_path_factory.mktemp("paths") / "wf", cfg, targets(cfg)), cfg
 
 
 def planned_jobs(wf, cfg) -> dict[str, int]:
