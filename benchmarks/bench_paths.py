@@ -40,6 +40,7 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from san import fused  # noqa: E402
 from san.config import validate_config  # noqa: E402
 from san.paths import (  # noqa: E402
     SKIP,
@@ -225,7 +226,11 @@ def main() -> None:
     pcfg = cfg["paths"]
     tasks = args.tasks or pcfg["tasks"]
     variants = ["baseline", "autograd", "fused"] + (["compile"] if args.compile else [])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.rounds} rounds x {args.steps} steps")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), {args.rounds} rounds x {args.steps} steps,"
+        f" CPU capability {torch.backends.cpu.get_cpu_capability()}, fused-layer products via"
+        f" {'oneDNN' if fused.USE_ONEDNN else 'MKL/addmm'}"
+    )
     rows = []
     for name in tasks:
         tcfg = copy.deepcopy(pcfg[name])

@@ -11,9 +11,12 @@ by hand: about 15 kernels forward and 18 backward, one autograd node per layer, 
 that autograd would otherwise keep. The arithmetic is the same as the autograd formulation
 (:meth:`san.san_model.SANLayer.attention`); tests compare both, and the backward with ``gradcheck`` in float64.
 
-Matrix products of float32 CPU tensors go through oneDNN (:func:`linear`) where PyTorch exposes it: on CPUs where
-MKL takes a slower code path (AMD EPYC measured here: MKL's single-thread SGEMM at about half oneDNN's speed on
-these shapes) this halves the cost of the projections, with IEEE float32 arithmetic either way.
+Matrix products of float32 CPU tensors go through oneDNN (:func:`linear`) on CPUs with AVX-512, where PyTorch
+exposes it: there MKL may keep to its AVX2 code (AMD EPYC Zen 5 measured: MKL's single-thread SGEMM at about half
+oneDNN's speed on these shapes), and oneDNN halves the cost of the projections. On AVX2-only CPUs both libraries
+run AVX2 code and oneDNN's per-call overhead makes it slower (Zen 3 measured: 1.1-2x slower on these shapes), so
+MKL is used. The choice depends only on the CPU, never on timings, so a machine always computes the same numbers;
+the arithmetic is IEEE float32 either way.
 """
 
 from __future__ import annotations
@@ -28,15 +31,18 @@ from san.attention import softmax_last
 _ONEDNN_LINEAR: Any = None
 if torch.backends.mkldnn.is_available():
     _ONEDNN_LINEAR = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+#: whether :func:`linear` uses oneDNN for float32 CPU products (only where the CPU has AVX-512, see above)
+USE_ONEDNN: bool = _ONEDNN_LINEAR is not None and torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight.T + bias`` for 2-D ``x`` ``(m, k)`` and ``weight`` ``(n, k)`` (any strides).
 
-    Float32 CPU tensors use oneDNN's matmul (plain float32 arithmetic, no down-conversion); everything else, and
-    PyTorch builds without oneDNN, uses ``torch.addmm``/``torch.mm``.
+    Float32 CPU tensors use oneDNN's matmul (plain float32 arithmetic, no down-conversion) where
+    :data:`USE_ONEDNN` (AVX-512 CPUs); everything else, and PyTorch builds without oneDNN, uses
+    ``torch.addmm``/``torch.mm``.
     """
-    if _ONEDNN_LINEAR is not None and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[0] > 0:
+    if USE_ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and x.shape[0] > 0:
         return _ONEDNN_LINEAR(x, weight, bias, "none", [], "")
     if bias is None:
         return x @ weight.t()

@@ -88,7 +88,11 @@ def test_fused_layer_without_dropout_equals_the_eval_module():
     torch.testing.assert_close(train_out, model(x, mask))
 
 
-def test_linear_is_an_exact_float32_product_and_sees_weight_updates():
+@pytest.mark.parametrize("onednn", [False, True])
+def test_linear_is_an_exact_float32_product_and_sees_weight_updates(onednn, monkeypatch):
+    if onednn and fused._ONEDNN_LINEAR is None:
+        pytest.skip("this PyTorch build has no oneDNN linear")
+    monkeypatch.setattr(fused, "USE_ONEDNN", onednn)  # test both backends whatever this CPU would pick
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(50, 24, generator=gen)
     w = torch.randn(36, 24, generator=gen)
@@ -105,7 +109,7 @@ def test_linear_is_an_exact_float32_product_and_sees_weight_updates():
 
 
 def test_linear_falls_back_without_onednn(monkeypatch):
-    monkeypatch.setattr(fused, "_ONEDNN_LINEAR", None)
+    monkeypatch.setattr(fused, "USE_ONEDNN", False)
     x, w, b = torch.randn(5, 4), torch.randn(3, 4), torch.randn(3)
     assert torch.equal(linear(x, w, b), torch.addmm(b, x, w.t()))
     assert torch.equal(linear(x, w), x @ w.t())
