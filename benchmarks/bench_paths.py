@@ -6,9 +6,9 @@ Per task it prints:
   of steps (min over rounds: robust to other jobs on a shared machine): ``baseline`` (``torch.nn.Dropout``, the
   attention module's ``scaled_dot_product_attention`` with its own dropout, foreach Adam), ``autograd`` (fused
   QKV, bulk numpy dropout masks, explicit batched-matmul attention, fused Adam/AdamW; ``fused: false``) and
-  ``fused`` (the default: each layer one autograd node with a hand-written backward and oneDNN projections,
-  :mod:`san.fused`), with the extrapolated full training time against the targets (convex hull < 140 s,
-  sorting < 8 s on a 2-core CPU, one thread);
+  ``fused`` (the default: each layer one autograd node with a hand-written backward and, on AVX-512 CPUs,
+  oneDNN projections, :mod:`san.fused`), with the extrapolated full training time against the targets
+  (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
   per-path reference of the tests (``san.paths.reference_path_set_accuracy``: a Python loop over paths, each

@@ -5,7 +5,7 @@ keeps the whole dataset on the device, draws batches by indexing (no DataLoader)
 kernels (one kernel for all parameters; about 3x the foreach variant's speed here), sets gradients to None instead
 of zeroing them, and reads the loss back once per epoch instead of once per step. The model draws its dropout
 masks in bulk from numpy and, with ``fused: true`` (the default), runs every layer as one autograd node with a
-hand-written backward and oneDNN projections (:mod:`san.fused`). ``torch.compile`` is optional
+hand-written backward and, on AVX-512 CPUs, oneDNN projections (:mod:`san.fused`). ``torch.compile`` is optional
 (``compile: true``): on a CPU it is slower than eager at these sizes, compile time aside
 (see ``benchmarks/bench_paths.py``).
 """
