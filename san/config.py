@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _describe(error: jsonschema.ValidationError, prefix: str = "") -> str:
     if error.validator in ("oneOf", "anyOf") and error.context:
         # report the alternative the value meant (its type and `source` match) instead of "not valid under any"
         branches: dict[Any, list[jsonschema.ValidationError]] = {}
@@ -36,8 +37,10 @@ def _describe(error: jsonschema.ValidationError) -> str:
             wrong_kind = any(e.validator in ("type", "const") and len(e.relative_path) <= 1 for e in errs)
             return wrong_kind, len(errs)
 
-        return "; ".join(_describe(e) for e in min(branches.values(), key=mismatch))
+        return "; ".join(_describe(e, prefix) for e in min(branches.values(), key=mismatch))
     key = _key_path(error)
+    if prefix:  # errors of a config slice validated on its own, named by the slice's place in the config
+        key = prefix if key == "(top level)" else f"{prefix}.{key}"
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
         extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
@@ -90,6 +93,8 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
         lines = "\n".join(f"  - {_describe(e)}" for e in errors)
         raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n{lines}")
     check_references(config)
+    if isinstance(config.get("paths"), dict):
+        path_task_slices(config["paths"], schema_path.parent / "paths.schema.yaml")
     return config
 
 
@@ -110,3 +115,61 @@ def check_references(config: dict[str, Any]) -> None:
                 f"config key 'models.{name}.init.config': hidden_size {arch['hidden_size']} is not divisible by "
                 f"num_attention_heads {arch['num_attention_heads']}"
             )
+
+
+#: the path-effectiveness tasks that :func:`san.tasks.make_task` builds (the paper's Fig. 4)
+PATH_TASK_KINDS = ("sorting", "convex_hull", "memorization")
+
+
+def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with the keys of ``changes`` replaced, recursing into nested mappings (neither input changes)."""
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def path_task_slices(paths: dict[str, Any], schema_path: str | Path) -> dict[str, dict[str, Any]]:
+    """The config slice of every task in ``paths.tasks`` (a schema-validated ``paths`` section), by name.
+
+    A task named ``sorting``, ``convex_hull`` or ``memorization`` is its own section plus ``task: <name>``. A
+    variant (``paths.variants.<name>``) is the section of its ``task`` with the variant's ``seed``, ``data``,
+    ``model`` and ``train`` keys replaced, validated against that task's schema (``schema_path``: the paths schema
+    file), plus ``task: <its task>`` and ``name: <name>`` (its ``title`` is the figures' concern, not the jobs'
+    that train and evaluate it, so it is left out). Raises :class:`ConfigError` naming
+    the key for an undefined task name or a variant value the task's schema rejects.
+    """
+    schema_path = Path(schema_path)
+    variants = paths.get("variants") or {}
+    slices: dict[str, dict[str, Any]] = {}
+    for i, name in enumerate(paths["tasks"]):
+        if name in PATH_TASK_KINDS:
+            slices[name] = {"task": name, **paths[name]}
+            continue
+        if name not in variants:
+            raise ConfigError(
+                f"config key 'paths.tasks.{i}': unknown task {name!r}; expected one of {list(PATH_TASK_KINDS)} or a "
+                f"variant defined under 'paths.variants' (defined: {sorted(variants)})"
+            )
+        spec = variants[name]
+        kind = spec["task"]
+        changes = {k: v for k, v in spec.items() if k not in ("task", "title")}
+        merged = _merge(paths[kind], changes)
+        schema = _load_yaml(schema_path)
+        sub = {**schema["properties"][kind], "$defs": schema.get("$defs", {})}
+        validator = _extend_with_default(jsonschema.Draft202012Validator)(sub)
+        errors = sorted(validator.iter_errors(merged), key=lambda e: [str(p) for p in e.absolute_path])
+        if errors:
+            lines = "\n".join(f"  - {_describe(e, f'paths.variants.{name}')}" for e in errors)
+            raise ConfigError(f"invalid variant {name!r} of task {kind!r} ({len(errors)} problem(s)):\n{lines}")
+        slices[name] = {"task": kind, "name": name, **merged}
+    return slices
+
+
+def path_task_architectures(slices: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The SANs of the tasks (``slices`` from :func:`path_task_slices`) for the path-length distribution: one entry
+    ``{name: "SAN (task, ...)", layers, heads}`` per distinct depth and width, naming every task that uses it."""
+    shapes: dict[tuple[int, int], list[str]] = {}
+    for name, task in slices.items():
+        shapes.setdefault((task["model"]["n_layers"], task["model"]["n_heads"]), []).append(name)
+    return [{"name": f"SAN ({', '.join(names)})", "layers": L, "heads": H} for (L, H), names in shapes.items()]

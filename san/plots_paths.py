@@ -5,7 +5,7 @@ Only the ``.nc`` results are read: restyling never reruns training or evaluation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -21,6 +21,18 @@ TASK_TITLES = {"sorting": "Sorting", "convex_hull": "Convex hull", "memorization
 
 def _task(ds: xr.Dataset) -> str:
     return str(ds.attrs.get("task", "task"))
+
+
+def task_title(ds: xr.Dataset, titles: Mapping[str, str] | None = None) -> str:
+    """Panel title of a task's results: ``titles[name]`` if given, else the task's title (a variant: followed by
+    its name, e.g. "Sorting (sorting_10k)")."""
+    name = _task(ds)
+    if titles and titles.get(name):
+        return titles[name]
+    if name in TASK_TITLES:
+        return TASK_TITLES[name]
+    kind = str(ds.attrs.get("task_kind", name))
+    return f"{TASK_TITLES.get(kind, kind)} ({name})"
 
 
 def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
@@ -41,9 +53,10 @@ def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("task")
 
 
-def path_effectiveness_figure(datasets: Sequence[xr.Dataset]) -> plt.Figure:
+def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[str, str] | None = None) -> plt.Figure:
     """Fig. 4 layout: one panel per task; for each number of paths the mean +- std over repeats of the accuracy of
-    path sets of each length, with the full model and the chance level as horizontal lines."""
+    path sets of each length, with the full model and the chance level as horizontal lines. ``titles``: panel
+    titles by task name (see :func:`task_title`)."""
     fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets), 3.0), squeeze=False)
     palette = sns.color_palette("colorblind")
     for ax, ds in zip(axes[0], datasets, strict=True):
@@ -65,7 +78,7 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset]) -> plt.Figure:
             )
         ax.axhline(float(ds["full_model_accuracy"]), color="black", lw=1.2, label="entire model")
         ax.axhline(float(ds["chance_accuracy"]), color="grey", lw=1.2, ls="--", label="input-blind predictor")
-        ax.set_title(TASK_TITLES.get(_task(ds), _task(ds)))
+        ax.set_title(task_title(ds, titles))
         ax.set_xlabel("path length")
         ax.set_xticks(k)
         ax.set_ylabel("token accuracy" if ax is axes[0][0] else "")

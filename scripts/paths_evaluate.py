@@ -28,11 +28,13 @@ with job_log(snakemake.log[0]) as log:
     set_threads(snakemake.threads)
     device = resolve_device(snakemake.params.device)
     ecfg = snakemake.params.evaluation
+    task_cfg = snakemake.params.task
+    name = task_cfg.get("name", task_cfg["task"])  # a variant's name, or the task's
     model, meta = load_san(snakemake.input.model, device)
     cfg = model.cfg
     with np.load(snakemake.input.data) as arrays:
         train, ev = TaskData.from_numpy(arrays, "train"), TaskData.from_numpy(arrays, "eval")
-    log.info("task %s: %d evaluation inputs, L=%d H=%d", meta["task"], len(ev), cfg.n_layers, cfg.n_heads)
+    log.info("task %s (%s): %d evaluation inputs, L=%d H=%d", name, meta["task"], len(ev), cfg.n_layers, cfg.n_heads)
 
     full = model_accuracy(model, ev.inputs, ev.labels, ev.mask)
     chance = chance_accuracy(train.labels, ev.labels, cfg.n_classes)
@@ -99,9 +101,10 @@ with job_log(snakemake.log[0]) as log:
     write_netcdf(
         ds,
         snakemake.output[0],
-        {"task": snakemake.params.task, "evaluation": ecfg},
+        {"task": task_cfg, "evaluation": ecfg},
         seed=ecfg["seed"],
-        task=meta["task"],
+        task=name,
+        task_kind=meta["task"],
         model_config=json.dumps(cfg.to_dict(), sort_keys=True),
         data=meta["data"],
         device=str(device),

@@ -8,5 +8,5 @@ from san.storage import read_netcdf
 with job_log(snakemake.log[0]):
     fig_cfg = snakemake.params.figures
     apply_style(fig_cfg)
-    fig = path_effectiveness_figure([read_netcdf(p) for p in snakemake.input.data])
+    fig = path_effectiveness_figure([read_netcdf(p) for p in snakemake.input.data], snakemake.params.titles)
     save(fig, snakemake.output, fig_cfg["dpi"])

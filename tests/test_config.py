@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from san.config import ConfigError, validate_config
+from san.config import ConfigError, path_task_architectures, path_task_slices, validate_config
 
 from conftest import snakemake, write_config
 
@@ -37,6 +37,18 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
             lambda c: c["models"]["all-MiniLM-L6-v2"]["pretrained"]["sha256"].update({"model.safetensors": "abc"}),
             r"models.all-MiniLM-L6-v2.pretrained",
         ),
+        (lambda c: c["paths"].update(tasks=["sorting", "sortin"]), r"'paths.tasks.1': unknown task 'sortin'"),
+        (
+            lambda c: c["paths"]["variants"]["sorting_10k"]["data"].update(n_trian=5),
+            r"unknown config key\(s\) \['n_trian'\] under 'paths.variants.sorting_10k.data'",
+        ),
+        (
+            lambda c: c["paths"]["variants"]["sorting_10k"]["train"].update(epochs="many"),
+            r"'paths.variants.sorting_10k.train.epochs': 'many' is not of type 'integer'",
+        ),
+        (lambda c: c["paths"]["variants"]["sorting_10k"].pop("task"), r"'paths.variants.sorting_10k'.*'task'"),
+        (lambda c: c["paths"]["variants"].update(sorting={"task": "sorting"}), r"'paths.variants'"),
+        (lambda c: c["paths"]["variants"].update({"bad-name": {"task": "sorting"}}), r"'paths.variants'"),
     ],
 )
 def test_bad_config_names_the_key(default_config, edit, message):
@@ -87,3 +99,27 @@ def test_paper_config_merges_and_schedules_hub_downloads(workflow_copy):
     rows = [line.split() for line in out.splitlines()]
     counts = {r[0]: int(r[1]) for r in rows if len(r) == 2 and r[1].isdigit()}
     assert counts["acquire_model"] == 8  # 4 init + MiniLM package + 3 hub snapshots
+
+
+def test_path_task_variant_is_its_task_with_the_changed_keys(default_config):
+    cfg = copy.deepcopy(default_config)
+    validate_config(cfg, SCHEMA)
+    p = cfg["paths"]
+    p["variants"]["wide_hull"] = {"task": "convex_hull", "seed": 7, "model": {"dim": 96}, "title": "Hull, wider"}
+    p["tasks"] = ["sorting", "wide_hull", "sorting_10k"]
+    slices = path_task_slices(p, SCHEMA.parent / "paths.schema.yaml")
+    assert list(slices) == ["sorting", "wide_hull", "sorting_10k"]
+    assert slices["sorting"] == {"task": "sorting", **p["sorting"]}  # a task's slice: exactly its section
+    hull = slices["wide_hull"]
+    assert hull["task"] == "convex_hull" and hull["name"] == "wide_hull" and "title" not in hull
+    assert hull["seed"] == 7 and hull["model"] == {**p["convex_hull"]["model"], "dim": 96}
+    assert hull["data"] == p["convex_hull"]["data"] and hull["train"] == p["convex_hull"]["train"]
+    long = slices["sorting_10k"]
+    assert long["data"] == {**p["sorting"]["data"], "n_train": 10000}
+    assert long["train"] == {**p["sorting"]["train"], "epochs": 105}
+    assert p["sorting"]["data"]["n_train"] == 1000  # the task's own section is unchanged
+    archs = path_task_architectures(slices)
+    assert archs == [
+        {"name": "SAN (sorting, sorting_10k)", "layers": 6, "heads": 2},
+        {"name": "SAN (wide_hull)", "layers": 6, "heads": 3},
+    ]

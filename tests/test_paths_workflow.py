@@ -15,19 +15,22 @@ from san.storage import read_netcdf
 from conftest import built_workflow, copy_workflow, snakemake, write_config
 from conftest import planned_jobs as dry_run_jobs
 
-TASKS = ["sorting", "convex_hull", "memorization"]
+TASKS = ["sorting", "convex_hull", "memorization", "sorting_10k"]  # the last: a variant of sorting
+KINDS = {"sorting_10k": "sorting"}
 N_PATHS, REPEATS = [2, 3], 2
 
 
 def tiny(default: dict) -> dict:
     cfg = copy.deepcopy(default)
     p = cfg["paths"]
-    for task in TASKS:
+    p["tasks"] = TASKS
+    for task in ("sorting", "convex_hull", "memorization"):
         p[task]["model"].update(n_layers=2, n_heads=2, dim=8)
         p[task]["train"].update(epochs=2, batch_size=8)
     p["sorting"]["data"].update(n_train=32, n_eval=16)
     p["convex_hull"]["data"].update(n_train=32, n_eval=16)
     p["memorization"]["data"].update(n_sequences=6, seq_len=16)
+    p["variants"]["sorting_10k"].update(data={"n_train": 48}, train={"epochs": 2})
     p["evaluation"].update(n_paths=N_PATHS, n_repeats=REPEATS, memory_mb=16)
     p.update(train_threads=1, eval_threads=1)
     cfg["figures"].update(formats=["png"], dpi=30)
@@ -82,9 +85,9 @@ def test_task_results_layout_and_provenance(run, task):
     for key in ("config", "package_versions", "git_commit", "seed", "device", "train_seconds", "eval_seconds"):
         assert key in ds.attrs, key
     recorded = json.loads(ds.attrs["config"])
-    assert recorded["evaluation"]["n_repeats"] == REPEATS and recorded["task"]["task"] == task
+    assert recorded["evaluation"]["n_repeats"] == REPEATS and recorded["task"]["task"] == KINDS.get(task, task)
     assert recorded["task"]["train"]["epochs"] == 2
-    assert ds.attrs["task"] == task
+    assert ds.attrs["task"] == task and ds.attrs["task_kind"] == KINDS.get(task, task)
     # length-0 sets are all identical paths, so every repeat (and set size) scores the same
     assert np.unique(ds["accuracy"].sel(path_length=0).values).size == 1
 
@@ -106,8 +109,8 @@ def test_path_counts_cover_paper_config_and_tasks(run):
     assert "GPT-3" in names and "DeiT-T" in names
     for model in cfg["models"]:
         assert model in names
-    for task in TASKS:
-        assert f"SAN ({task})" in names
+    # the tasks' SANs, one entry per architecture (all four tasks are L2 H2 here)
+    assert "SAN (sorting, convex_hull, memorization, sorting_10k)" in names
     np.testing.assert_allclose(ds["share"].sum("path_length", skipna=True), 1.0)
     gpt3 = ds.sel(architecture="GPT-3")
     assert int(gpt3["n_layers"]) == 96 and int(gpt3["n_heads"]) == 96
@@ -131,15 +134,39 @@ def test_evaluation_settings_rerun_only_the_evaluation(run):
         jobs = planned_jobs(wf, edited)
     finally:
         write_config(wf, cfg)
-    assert jobs.get("paths_evaluate") == 3 and "paths_train" not in jobs and "paths_counts" not in jobs
+    assert jobs.get("paths_evaluate") == len(TASKS) and "paths_train" not in jobs and "paths_counts" not in jobs
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # a task's setting reaches its variants too
+        (lambda p: p["sorting"]["train"].update(lr=1e-4), {"paths_train": 2, "paths_evaluate": 2}),
+        # a variant's own setting reruns only the variant
+        (lambda p: p["variants"]["sorting_10k"]["train"].update(epochs=3), {"paths_train": 1, "paths_evaluate": 1}),
+        # a panel title is the figure's concern only
+        (lambda p: p["variants"]["sorting_10k"].update(title="Sorting, long"), {"paths_train": 0, "paths_plot": 1}),
+    ],
+)
+def test_task_and_variant_edits_rerun_what_they_touch(run, edit, expected):
+    wf, cfg = run
     edited = copy.deepcopy(cfg)
-    edited["paths"]["sorting"]["train"]["lr"] = 1e-4
+    edit(edited["paths"])
     write_config(wf, edited)
     try:
         jobs = planned_jobs(wf, edited)
     finally:
         write_config(wf, cfg)
-    assert jobs.get("paths_train") == 1 and jobs.get("paths_evaluate") == 1
+    for rule, count in expected.items():
+        assert jobs.get(rule, 0) == count, jobs
+
+
+def test_variant_trains_on_its_own_data_with_its_task_settings(run):
+    wf, _ = run
+    with np.load(wf / "results/paths/sorting_10k/data.npz") as d, np.load(wf / "results/paths/sorting/data.npz") as b:
+        assert d["train_inputs"].shape == (48, 8) and b["train_inputs"].shape == (32, 8)
+        np.testing.assert_array_equal(d["eval_inputs"], b["eval_inputs"])  # same seed and n_eval: same held-out set
+        np.testing.assert_array_equal(np.sort(d["train_inputs"], -1), d["train_labels"])
 
 
 def test_lint_and_format_clean(tmp_path):

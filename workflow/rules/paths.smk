@@ -1,16 +1,21 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
+from san.config import path_task_architectures, path_task_slices
 from san.paths import depth_and_heads
 
 PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]
+# Each task's config slice (seed, data, model, train and its task; a variant's changes applied), by name.
+PATHS_SLICES = path_task_slices(PATHS, Path(workflow.basedir) / "workflow" / "schemas" / "paths.schema.yaml")
+# Panel titles that variants set (the figures' default: the task's title and the variant's name).
+PATHS_TITLES = {name: spec["title"] for name, spec in PATHS["variants"].items() if "title" in spec}
 # Tiny models: CPU jobs unless the config reserves GPUs for them.
 PATHS_DEVICE = config["device"] if PATHS["gpu"] > 0 else "cpu"
 PATHS_TASK_RE = "|".join(PATHS_TASKS)
 
 
-# The config slice of one task (seed, data, model, train) with its name.
-paths_task_slice = lambda wildcards: {"task": wildcards.task, **PATHS[wildcards.task]}
+# The config slice of one task, the only config a task's jobs see.
+paths_task_slice = lambda wildcards: PATHS_SLICES[wildcards.task]
 # Library modules of a training job; only memorisation reads the prose text.
 paths_train_lib = lambda wildcards: lib(
     "attention",
@@ -19,7 +24,7 @@ paths_train_lib = lambda wildcards: lib(
     "tasks",
     "training",
     "jobs",
-    *(["text"] if wildcards.task == "memorization" else []),
+    *(["text"] if PATHS_SLICES[wildcards.task]["task"] == "memorization" else []),
 )
 # Architectures of the path-length distribution: the paper's list, the configured models, the tasks' SANs.
 PATHS_ARCHITECTURES = (
@@ -29,15 +34,7 @@ PATHS_ARCHITECTURES = (
         | {"source": "config model"}
         for name, spec in config["models"].items()
     ]
-    + [
-        {
-            "name": f"SAN ({task})",
-            "layers": PATHS[task]["model"]["n_layers"],
-            "heads": PATHS[task]["model"]["n_heads"],
-            "source": "paths task",
-        }
-        for task in PATHS_TASKS
-    ]
+    + [{**a, "source": "paths task"} for a in path_task_architectures(PATHS_SLICES)]
 )
 
 
@@ -166,6 +163,7 @@ rule paths_plot:
         runtime=10,
     params:
         figures=config["figures"],
+        titles=PATHS_TITLES,
     script:
         "../../scripts/paths_plot.py"
 
