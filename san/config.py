@@ -129,6 +129,22 @@ def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _variant_slice(paths: dict[str, Any], name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The slice of variant ``name``: its task's section with the variant's keys replaced, checked against the
+    task's part of the paths ``schema``; a :class:`ConfigError` names the offending ``paths.variants`` key."""
+    spec = paths["variants"][name]
+    kind = spec["task"]
+    merged = _merge(paths[kind], {k: v for k, v in spec.items() if k not in ("task", "title")})
+    validator = _extend_with_default(jsonschema.Draft202012Validator)(
+        {**schema["properties"][kind], "$defs": schema.get("$defs", {})}
+    )
+    errors = sorted(validator.iter_errors(merged), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        lines = "\n".join(f"  - {_describe(e, f'paths.variants.{name}')}" for e in errors)
+        raise ConfigError(f"invalid variant {name!r} of task {kind!r} ({len(errors)} problem(s)):\n{lines}")
+    return {"task": kind, "name": name, **merged}
+
+
 def path_task_slices(paths: dict[str, Any], schema_path: str | Path) -> dict[str, dict[str, Any]]:
     """The config slice of every task in ``paths.tasks`` (a schema-validated ``paths`` section), by name.
 
@@ -136,33 +152,22 @@ def path_task_slices(paths: dict[str, Any], schema_path: str | Path) -> dict[str
     variant (``paths.variants.<name>``) is the section of its ``task`` with the variant's ``seed``, ``data``,
     ``model`` and ``train`` keys replaced, validated against that task's schema (``schema_path``: the paths schema
     file), plus ``task: <its task>`` and ``name: <name>`` (its ``title`` is the figures' concern, not the jobs'
-    that train and evaluate it, so it is left out). Raises :class:`ConfigError` naming
-    the key for an undefined task name or a variant value the task's schema rejects.
+    that train and evaluate it, so it is left out). Every defined variant is checked, listed or not. Raises
+    :class:`ConfigError` naming the key for an undefined task name or a variant value the task's schema rejects.
     """
-    schema_path = Path(schema_path)
-    variants = paths.get("variants") or {}
+    schema = _load_yaml(Path(schema_path))
+    variants = {name: _variant_slice(paths, name, schema) for name in paths.get("variants") or {}}
     slices: dict[str, dict[str, Any]] = {}
     for i, name in enumerate(paths["tasks"]):
         if name in PATH_TASK_KINDS:
             slices[name] = {"task": name, **paths[name]}
-            continue
-        if name not in variants:
+        elif name in variants:
+            slices[name] = variants[name]
+        else:
             raise ConfigError(
                 f"config key 'paths.tasks.{i}': unknown task {name!r}; expected one of {list(PATH_TASK_KINDS)} or a "
                 f"variant defined under 'paths.variants' (defined: {sorted(variants)})"
             )
-        spec = variants[name]
-        kind = spec["task"]
-        changes = {k: v for k, v in spec.items() if k not in ("task", "title")}
-        merged = _merge(paths[kind], changes)
-        schema = _load_yaml(schema_path)
-        sub = {**schema["properties"][kind], "$defs": schema.get("$defs", {})}
-        validator = _extend_with_default(jsonschema.Draft202012Validator)(sub)
-        errors = sorted(validator.iter_errors(merged), key=lambda e: [str(p) for p in e.absolute_path])
-        if errors:
-            lines = "\n".join(f"  - {_describe(e, f'paths.variants.{name}')}" for e in errors)
-            raise ConfigError(f"invalid variant {name!r} of task {kind!r} ({len(errors)} problem(s)):\n{lines}")
-        slices[name] = {"task": kind, "name": name, **merged}
     return slices
 
 

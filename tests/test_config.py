@@ -49,6 +49,10 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
         (lambda c: c["paths"]["variants"]["sorting_10k"].pop("task"), r"'paths.variants.sorting_10k'.*'task'"),
         (lambda c: c["paths"]["variants"].update(sorting={"task": "sorting"}), r"'paths.variants'"),
         (lambda c: c["paths"]["variants"].update({"bad-name": {"task": "sorting"}}), r"'paths.variants'"),
+        (  # a variant is checked even when paths.tasks does not list it
+            lambda c: c["paths"]["variants"].update(spare={"task": "convex_hull", "model": {"dim": "wide"}}),
+            r"'paths.variants.spare.model.dim': 'wide' is not of type 'integer'",
+        ),
     ],
 )
 def test_bad_config_names_the_key(default_config, edit, message):
