@@ -117,15 +117,17 @@ def check_references(config: dict[str, Any]) -> None:
             )
 
 
-#: the path-effectiveness tasks that :func:`san.tasks.make_task` builds (the paper's Fig. 4)
+#: the path-effectiveness tasks that :func:`san.tasks.make_task` builds (the paper's Fig. 4; ``san.tasks.TASKS``,
+#: repeated here so that validating a config needs no torch)
 PATH_TASK_KINDS = ("sorting", "convex_hull", "memorization")
 
 
 def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
-    """``base`` with the keys of ``changes`` replaced, recursing into nested mappings (neither input changes)."""
-    out = copy.deepcopy(base)
+    """``base`` with the keys of ``changes`` replaced, recursing into nested mappings (a shallow result: copy it
+    before changing it)."""
+    out = dict(base)
     for key, value in changes.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
     return out
 
 
@@ -134,7 +136,7 @@ def _variant_slice(paths: dict[str, Any], name: str, schema: dict[str, Any]) -> 
     task's part of the paths ``schema``; a :class:`ConfigError` names the offending ``paths.variants`` key."""
     spec = paths["variants"][name]
     kind = spec["task"]
-    merged = _merge(paths[kind], {k: v for k, v in spec.items() if k not in ("task", "title")})
+    merged = copy.deepcopy(_merge(paths[kind], {k: v for k, v in spec.items() if k not in ("task", "title")}))
     validator = _extend_with_default(jsonschema.Draft202012Validator)(
         {**schema["properties"][kind], "$defs": schema.get("$defs", {})}
     )

@@ -127,3 +127,13 @@ def test_path_task_variant_is_its_task_with_the_changed_keys(default_config):
         {"name": "SAN (sorting, sorting_10k)", "layers": 6, "heads": 2},
         {"name": "SAN (wide_hull)", "layers": 6, "heads": 3},
     ]
+
+
+def test_path_task_names_agree_across_schema_config_and_tasks():
+    from san.config import PATH_TASK_KINDS
+    from san.tasks import TASKS
+
+    schema = yaml.safe_load((SCHEMA.parent / "paths.schema.yaml").read_text())
+    assert PATH_TASK_KINDS == TASKS
+    assert tuple(schema["properties"]["variants"]["additionalProperties"]["properties"]["task"]["enum"]) == TASKS
+    assert all(kind in schema["properties"] for kind in TASKS)
