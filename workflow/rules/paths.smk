@@ -7,8 +7,8 @@ PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]
 # Each task's config slice (seed, data, model, train and its task; a variant's changes applied), by name.
 PATHS_SLICES = path_task_slices(PATHS, Path(workflow.basedir) / "workflow" / "schemas" / "paths.schema.yaml")
-# Panel titles that variants set (the figures' default: the task's title and the variant's name).
-PATHS_TITLES = {name: spec["title"] for name, spec in PATHS["variants"].items() if "title" in spec}
+# Panel titles that the listed variants set (the figures' default: the task's title and the variant's name).
+PATHS_TITLES = {t: PATHS["variants"][t]["title"] for t in PATHS_TASKS if "title" in PATHS["variants"].get(t, {})}
 # Tiny models: CPU jobs unless the config reserves GPUs for them.
 PATHS_DEVICE = config["device"] if PATHS["gpu"] > 0 else "cpu"
 PATHS_TASK_RE = "|".join(PATHS_TASKS)
