@@ -7,11 +7,11 @@ Per task it prints:
   attention module's ``scaled_dot_product_attention`` with its own dropout, foreach Adam), ``autograd`` (fused
   QKV, bulk numpy dropout masks, explicit batched-matmul attention, fused Adam/AdamW; ``fused: false``) and
   ``fused`` (the default: each layer one autograd node with a hand-written backward and, on AVX-512 CPUs,
-  oneDNN projections, :mod:`san.fused`), with the extrapolated full training time against the targets
+  oneDNN projections, :mod:`san.paths.fused`), with the extrapolated full training time against the targets
   (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
-  per-path reference of the tests (``san.paths.reference_path_set_accuracy``: a Python loop over paths, each
+  per-path reference of the tests (``tests/reference.py``: a Python loop over paths, each
   evaluated on the whole input batch with explicit single-head matrices) and of an authors-style per-path loop
   (each head layer computes every head's attention and values, then keeps the path's head, as the authors'
   ``modeling_san`` does), on the same inputs, best of two runs each, with the speed-ups (target: at least 10x
@@ -39,21 +39,17 @@ import yaml
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from san import fused  # noqa: E402
-from san.config import path_task_slices, validate_config  # noqa: E402
-from san.paths import (  # noqa: E402
-    SKIP,
-    _flatten_sets,
-    evaluate_path_sets,
-    prefix_tree,
-    reference_path_set_accuracy,
-    sample_path_sets,
-)
-from san.san_model import SAN, Dropout  # noqa: E402
-from san.tasks import IGNORE, make_task  # noqa: E402
-from san.training import lr_factor, make_optimizer  # noqa: E402
+from reference import reference_path_set_accuracy  # noqa: E402
+
+from san.core.config import validate_config  # noqa: E402
+from san.paths import fused  # noqa: E402
+from san.paths.evaluate import _flatten_sets, evaluate_path_sets, prefix_tree, sample_path_sets  # noqa: E402
+from san.paths.model import SAN, Dropout  # noqa: E402
+from san.paths.spec import IGNORE, SKIP, task_slices  # noqa: E402
+from san.paths.tasks import make_task  # noqa: E402
+from san.paths.training import lr_factor, make_optimizer  # noqa: E402
 
 TARGETS_S = {"sorting": 8.0, "convex_hull": 140.0}
 
@@ -237,7 +233,7 @@ def main() -> None:
         f" {'oneDNN' if fused.USE_ONEDNN else 'MKL/addmm'}"
     )
     rows = []
-    slices = path_task_slices(pcfg, ROOT / "workflow/schemas/paths.schema.yaml")  # variants resolved
+    slices = task_slices(pcfg, ROOT / "workflow/schemas/paths.schema.yaml")  # variants resolved
     for name in tasks:
         tcfg = copy.deepcopy(slices[name])
         t0 = time.perf_counter()

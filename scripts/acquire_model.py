@@ -1,7 +1,7 @@
 """Snakemake entry: materialise one model's weights into its folder (see san.models)."""
 
-from san.jobs import job_log
-from san.models import materialise
+from san.core.jobs import job_log
+from san.rank_collapse.models import materialise
 
 with job_log(snakemake.log[0]) as log:
     spec = snakemake.params.model

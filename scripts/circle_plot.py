@@ -1,9 +1,9 @@
 """Snakemake entry: the circle trajectory grid (the paper's Fig. 3) from results/circle.nc."""
 
-from san.jobs import job_log
-from san.plots import apply_style, save
-from san.plots_circle import trajectory_figure
-from san.storage import read_netcdf
+from san.circle.plots import trajectory_figure
+from san.core.jobs import job_log
+from san.core.plotting import apply_style, save
+from san.core.storage import read_netcdf
 
 with job_log(snakemake.log[0]):
     fig_cfg, plot = snakemake.params.figures, snakemake.params.plot

@@ -1,9 +1,9 @@
 """Snakemake entry: token distance against recurrent step for the circle experiment, from results/circle.nc."""
 
-from san.jobs import job_log
-from san.plots import apply_style, save
-from san.plots_circle import distance_figure
-from san.storage import read_netcdf
+from san.circle.plots import distance_figure
+from san.core.jobs import job_log
+from san.core.plotting import apply_style, save
+from san.core.storage import read_netcdf
 
 with job_log(snakemake.log[0]):
     fig_cfg = snakemake.params.figures

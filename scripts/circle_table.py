@@ -3,9 +3,9 @@ seeds) from results/circle.nc."""
 
 from pathlib import Path
 
-from san.circle_results import collapse_table
-from san.jobs import job_log
-from san.storage import read_netcdf
+from san.circle.results import collapse_table
+from san.core.jobs import job_log
+from san.core.storage import read_netcdf
 
 with job_log(snakemake.log[0]) as log:
     rep = snakemake.params.report

@@ -2,8 +2,8 @@
 
 import json
 
-from san.jobs import job_log
-from san.text import pydoc_documents, wiki_bio_documents
+from san.core.jobs import job_log
+from san.core.text import pydoc_documents, wiki_bio_documents
 
 with job_log(snakemake.log[0]) as log:
     text = snakemake.params.text

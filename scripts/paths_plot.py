@@ -1,9 +1,9 @@
 """Snakemake entry: Fig. 4 (accuracy of sampled path sets by path length, one panel per task)."""
 
-from san.jobs import job_log
-from san.plots import apply_style, save
-from san.plots_paths import path_effectiveness_figure
-from san.storage import read_netcdf
+from san.core.jobs import job_log
+from san.core.plotting import apply_style, save
+from san.core.storage import read_netcdf
+from san.paths.plots import path_effectiveness_figure
 
 with job_log(snakemake.log[0]):
     fig_cfg = snakemake.params.figures

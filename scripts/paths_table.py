@@ -1,8 +1,8 @@
 """Snakemake entry: the path-effectiveness table (full model, chance, mean accuracy by path length)."""
 
-from san.jobs import job_log
-from san.plots_paths import summary_table
-from san.storage import read_netcdf
+from san.core.jobs import job_log
+from san.core.storage import read_netcdf
+from san.paths.plots import summary_table
 
 with job_log(snakemake.log[0]) as log:
     table = summary_table([read_netcdf(p) for p in snakemake.input.data])

@@ -3,25 +3,17 @@
 import json
 
 import numpy as np
-import torch
 
-from san.device import resolve_device, set_threads
-from san.jobs import job_log
-from san.san_model import SAN, save_san
-from san.tasks import make_task
-from san.training import train_model
+from san.core.device import resolve_device, set_threads
+from san.core.jobs import job_log
+from san.paths.experiment import train
+from san.paths.model import save_san
 
 with job_log(snakemake.log[0]) as log:
     set_threads(snakemake.threads)
     cfg = snakemake.params.task
-    name, seed = cfg["task"], cfg["seed"]
     device = resolve_device(snakemake.params.device)
-    task = make_task(name, cfg)
-    log.info("task %s: %s", name, json.dumps(task.info))
-    torch.manual_seed(seed)  # initialisation
-    model = SAN(task.model_config)
-    n_params = sum(p.numel() for p in model.parameters())
-    log.info("model %s (%d parameters) on %s, %d thread(s)", task.model_config, n_params, device, snakemake.threads)
+    log.info("task %s (%s) on %s, %d thread(s)", cfg.get("name", cfg["task"]), cfg["task"], device, snakemake.threads)
 
     with open(snakemake.output.train_log, "w", buffering=1) as fh:
         fh.write("epoch\tloss\tlr\tseconds\n")
@@ -30,20 +22,21 @@ with job_log(snakemake.log[0]) as log:
             fh.write(f"{epoch}\t{loss:.8g}\t{lr:.8g}\t{seconds:.6g}\n")
             log.info("epoch %d: loss %.5f lr %.3g (%.2f s)", epoch, loss, lr, seconds)
 
-        result = train_model(model, task.train, cfg["train"], seed=seed, device=device, on_epoch=on_epoch)
+        trained = train(cfg, device, on_epoch)
+    task, result = trained.task, trained.result
+    log.info("data %s; model %s", json.dumps(task.info), task.model_config)
     log.info(
         "trained in %.1f s (%.3f s per epoch, setup %.1f s)",
         result.total_seconds,
         sum(result.seconds) / len(result.seconds),
         result.setup_seconds,
     )
-
     np.savez(snakemake.output.data, **task.train.to_numpy("train"), **task.eval.to_numpy("eval"))
     save_san(
-        model,
+        trained.model,
         snakemake.output.model,
         metadata={
-            "task": name,
+            "task": cfg["task"],
             "config": json.dumps(cfg, sort_keys=True),
             "data": json.dumps(task.info, sort_keys=True),
             "device": str(device),

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from san.jobs import job_log
-from san.storage import read_netcdf
-from san.summary import (
+from san.core.jobs import job_log
+from san.core.storage import read_netcdf
+from san.report.claims import (
     circle_claims,
     path_effectiveness_claims,
     path_product_claims,
@@ -17,15 +17,18 @@ from san.summary import (
 
 with job_log(snakemake.log[0]) as log:
     inp, p = snakemake.input, snakemake.params
+    t = p.thresholds
     claims = {
-        "rank_collapse": rank_collapse_claims(dict(zip(p.models, map(read_netcdf, inp.rank_collapse), strict=True)))
+        "rank_collapse": rank_collapse_claims(
+            dict(zip(p.models, map(read_netcdf, inp.rank_collapse), strict=True)), **t["rank_collapse"]
+        )
         if p.models
         else None,
         "path_products": path_product_claims(dict(zip(p.models, map(read_netcdf, inp.path_products), strict=True)))
         if p.models
         else None,
         "circle": circle_claims(pd.read_csv(inp.circle)),
-        "paths": path_effectiveness_claims(dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True)))
+        "paths": path_effectiveness_claims(dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True)), **t["paths"])
         if p.tasks
         else None,
     }

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import xarray as xr
 
-from san.jobs import job_log
-from san.models import load_tokenizer, read_manifest
-from san.storage import write_netcdf
-from san.text import content_hash, tokenize_documents
+from san.core.jobs import job_log
+from san.core.storage import write_netcdf
+from san.core.text import content_hash, tokenize_documents
+from san.rank_collapse.models import load_tokenizer, read_manifest
 
 with job_log(snakemake.log[0]) as log:
     text = snakemake.params.text

@@ -1,9 +1,9 @@
-"""Suggest the SLURM profile's per-rule memory and wall time from the benchmark files of a finished run.
+"""Suggest the per-rule memory and wall time of workflow/resources.yaml from the benchmark files of a finished run.
 
     .venv/bin/python profiles/slurm/sizes.py [results/benchmarks]
 
 Prints, per rule, the jobs measured, the longest wall time (s) and largest max_rss (MB) over its benchmark files,
-and the suggested `set-resources` entry: mem_mb = 2 x max_rss rounded up to 500 MB (at least 1000) and runtime =
+and the suggested entry of workflow/resources.yaml: mem_mb = 2 x max_rss rounded up to 500 MB (at least 1000) and runtime =
 5 x the wall time rounded up to 5 minutes (at least 10). Benchmarks of a run on a loaded machine overstate the time.
 """
 
@@ -17,14 +17,8 @@ from pathlib import Path
 
 
 def rule_of(path: Path, root: Path) -> str:
-    """Rule name of a benchmark file: its first path component (results/benchmarks/<rule>[/<wildcards>].tsv).
-
-    The paths experiment nests its rules (benchmarks/paths/<step>[/<task>].tsv for rule paths_<step>).
-    """
-    parts = path.relative_to(root).with_suffix("").parts
-    if parts[0] == "paths" and len(parts) > 1:
-        return f"paths_{parts[1]}"
-    return parts[0]
+    """Rule name of a benchmark file: its first path component (results/benchmarks/<rule>[/<wildcards>].tsv)."""
+    return path.relative_to(root).with_suffix("").parts[0]
 
 
 def main(root: Path) -> None:
@@ -37,7 +31,7 @@ def main(root: Path) -> None:
                 seconds[rule].append(float(row["s"]))
                 if row.get("max_rss") not in (None, "", "-", "NA"):
                     rss[rule].append(float(row["max_rss"]))
-    print(f"{'rule':24} {'jobs':>5} {'max s':>8} {'max MB':>8}   set-resources")
+    print(f"{'rule':24} {'jobs':>5} {'max s':>8} {'max MB':>8}   workflow/resources.yaml")
     for rule in sorted(seconds):
         wall, mem = max(seconds[rule]), max(rss[rule], default=0.0)
         mem_mb = max(1000, math.ceil(2 * mem / 500) * 500)

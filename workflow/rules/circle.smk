@@ -1,46 +1,49 @@
 # The circle experiment (the paper's Fig. 3): one layer trained to step two point sequences along a circle, applied
-# recurrently. One job per (variant, hidden dim, seed), gathered into results/circle.nc.
+# recurrently. One job per (variant, hidden dim, group of circle.seeds_per_job seeds), gathered into
+# results/circle.nc.
 import re
 
-from san.circle_config import check_config as check_circle_config
-from san.circle_config import run_slice as circle_run_slice
+from san.circle.spec import chunk_label, run_slice as circle_run_slice, seed_chunks
 
 CIRCLE = config["circle"]
-check_circle_config(CIRCLE)
 CIRCLE_DEVICE = CIRCLE["device"] or config["device"]
 
 CIRCLE_VARIANT_RE = "|".join(re.escape(v) for v in CIRCLE["variants"])
+# (variant, hidden dim, seed group) of every job, in the order of the gathered dataset.
+CIRCLE_JOBS = [
+    (v, d, chunk_label(seeds))
+    for v in CIRCLE["variants"]
+    for d in CIRCLE["hidden_dims"]
+    for seeds in seed_chunks(CIRCLE["seeds"], CIRCLE["seeds_per_job"])
+]
+CIRCLE_RUNS = [f"{RESULTS}/circle/{v}/d{d}/seeds{s}.nc" for v, d, s in CIRCLE_JOBS]
 
 
-CIRCLE_RUNS = expand(
-    f"{RESULTS}/circle/{{circle_variant}}/d{{hidden_dim}}/seed{{seed}}.nc",
-    circle_variant=list(CIRCLE["variants"]),
-    hidden_dim=CIRCLE["hidden_dims"],
-    seed=CIRCLE["seeds"],
-)
-
-
-# Train one layer of the circle experiment and roll it out recurrently (one cell and seed of Fig. 3).
 rule circle_train:
+    """Train one layer of the circle experiment and roll it out recurrently (one cell of Fig. 3, a group of seeds)."""
     input:
-        lib=lib("attention", "circle", "circle_results", "jobs"),
+        lib=lib(
+            "core/attention",
+            "core/device",
+            "circle/spec",
+            "circle/experiment",
+            "circle/results",
+        ),
     output:
-        f"{RESULTS}/circle/{{circle_variant}}/d{{hidden_dim}}/seed{{seed}}.nc",
+        f"{RESULTS}/circle/{{circle_variant}}/d{{hidden_dim}}/seeds{{seeds}}.nc",
     log:
-        "logs/circle_train/{circle_variant}/d{hidden_dim}/seed{seed}.log",
+        "logs/circle_train/{circle_variant}/d{hidden_dim}/seeds{seeds}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/circle_train/{{circle_variant}}/d{{hidden_dim}}/seed{{seed}}.tsv"
+        f"{RESULTS}/benchmarks/circle_train/{{circle_variant}}/d{{hidden_dim}}/seeds{{seeds}}.tsv"
     wildcard_constraints:
         circle_variant=CIRCLE_VARIANT_RE,
         hidden_dim=r"\d+",
-        seed=r"\d+",
+        seeds=r"\d+(_\d+)*",
     conda:
         "../../envs/torch.yaml"
     threads: CIRCLE["threads"]
     resources:
-        mem_mb=1000,
-        runtime=10,
-        gpu=int(CIRCLE_DEVICE != "cpu"),
+        **resources("circle_train", gpu=int(CIRCLE_DEVICE != "cpu")),
     params:
         run=lambda w: circle_run_slice(CIRCLE, w.circle_variant),
         device=CIRCLE_DEVICE,
@@ -48,11 +51,11 @@ rule circle_train:
         "../../scripts/circle_train.py"
 
 
-# Gather every (variant, hidden dim, seed) of the circle experiment into one dataset.
 rule circle_gather:
+    """Gather every (variant, hidden dim, seed) of the circle experiment into one dataset."""
     input:
         runs=CIRCLE_RUNS,
-        lib=lib("circle_results", "jobs"),
+        lib=lib("circle/spec", "circle/results"),
     output:
         f"{RESULTS}/circle.nc",
     log:
@@ -63,11 +66,9 @@ rule circle_gather:
         "../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("circle_gather"),
     params:
-        variants=list(CIRCLE["variants"]),
-        hidden_dims=CIRCLE["hidden_dims"],
+        jobs=CIRCLE_JOBS,
         seeds=CIRCLE["seeds"],
         settings={k: CIRCLE[k] for k in ("variants", "data", "model", "train", "rollout")},
         device=CIRCLE_DEVICE,
@@ -75,11 +76,11 @@ rule circle_gather:
         "../../scripts/circle_gather.py"
 
 
-# Token distance after the report steps and the number of collapsed seeds, per variant and hidden dim.
 rule circle_table:
+    """Token distance after the report steps and the number of collapsed seeds, per variant and hidden dim."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("circle_results", "jobs"),
+        lib=lib("circle/results"),
     output:
         report(
             f"{RESULTS}/tables/circle_collapse.csv",
@@ -95,19 +96,18 @@ rule circle_table:
         "../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("circle_table"),
     params:
         report=CIRCLE["report"],
     script:
         "../../scripts/circle_table.py"
 
 
-# Fig. 3 layout: trajectories of the recurrent rollout, rows variants, columns hidden dims (one seed).
-rule plot_circle:
+rule circle_plot:
+    """Fig. 3 layout: trajectories of the recurrent rollout, rows variants, columns hidden dims (one seed)."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("plots", "plots_circle", "jobs"),
+        lib=lib("core/plotting", "circle/plots"),
     output:
         report(
             figures("circle"),
@@ -116,15 +116,14 @@ rule plot_circle:
             labels={"figure": "trajectories"},
         ),
     log:
-        "logs/plot_circle.log",
+        "logs/circle_plot.log",
     benchmark:
-        f"{RESULTS}/benchmarks/plot_circle.tsv"
+        f"{RESULTS}/benchmarks/circle_plot.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("circle_plot"),
     params:
         figures=config["figures"],
         plot=CIRCLE["plot"],
@@ -132,11 +131,11 @@ rule plot_circle:
         "../../scripts/circle_plot.py"
 
 
-# Token distance against recurrent step, over seeds, one line per variant and a panel per hidden dim.
-rule plot_circle_distance:
+rule circle_plot_distance:
+    """Token distance against recurrent step, over seeds, one line per variant and a panel per hidden dim."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("plots", "plots_circle", "jobs"),
+        lib=lib("core/plotting", "circle/plots"),
     output:
         report(
             figures("circle_distance"),
@@ -145,15 +144,14 @@ rule plot_circle_distance:
             labels={"figure": "token distance"},
         ),
     log:
-        "logs/plot_circle_distance.log",
+        "logs/circle_plot_distance.log",
     benchmark:
-        f"{RESULTS}/benchmarks/plot_circle_distance.tsv"
+        f"{RESULTS}/benchmarks/circle_plot_distance.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("circle_plot_distance"),
     params:
         figures=config["figures"],
         collapse_threshold=CIRCLE["report"]["collapse_threshold"],
@@ -161,11 +159,11 @@ rule plot_circle_distance:
         "../../scripts/circle_plot_distance.py"
 
 
-# Training loss per epoch, over seeds, one line per variant and a panel per hidden dim.
-rule plot_circle_loss:
+rule circle_plot_loss:
+    """Training loss per epoch, over seeds, one line per variant and a panel per hidden dim."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("plots", "plots_circle", "jobs"),
+        lib=lib("core/plotting", "circle/plots"),
     output:
         report(
             figures("circle_loss"),
@@ -174,20 +172,26 @@ rule plot_circle_loss:
             labels={"figure": "training loss"},
         ),
     log:
-        "logs/plot_circle_loss.log",
+        "logs/circle_plot_loss.log",
     benchmark:
-        f"{RESULTS}/benchmarks/plot_circle_loss.tsv"
+        f"{RESULTS}/benchmarks/circle_plot_loss.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("circle_plot_loss"),
     params:
         figures=config["figures"],
     script:
         "../../scripts/circle_plot_loss.py"
 
 
-TARGETS += [f"{RESULTS}/circle.nc", f"{RESULTS}/tables/circle_collapse.csv"]
-TARGETS += figures("circle") + figures("circle_distance") + figures("circle_loss")
+FIG3 = [f"{RESULTS}/circle.nc", f"{RESULTS}/tables/circle_collapse.csv"]
+FIG3 += figures("circle") + figures("circle_distance") + figures("circle_loss")
+TARGETS += FIG3
+
+
+rule fig3:
+    """Target: Fig. 3 (the circle experiment): trajectories, token distances, losses and the collapse table."""
+    input:
+        FIG3,

@@ -1,25 +1,41 @@
-# Shared helpers: config validation, per-job config slices, library dependencies and target lists.
-import json
+# Shared helpers: config validation, per-job config slices, library dependencies, resources and target lists.
+# Parsing the workflow imports only torch-free modules (san.core.config and the experiments' `spec` modules).
 import os
 from pathlib import Path
 
+import yaml
 from snakemake.utils import validate
 
-from san.config import validate_config
+from san.experiments import check_config
 
-# Fail on a bad config before any job is scheduled, with a message naming the key; then Snakemake's own validation.
-# The schema's folder itself (not workflow.source_path's cached copy of one file), so its $refs to sibling schema
-# files resolve.
-validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
+
+# Fail on a bad config before any job is scheduled, with a message naming the key: the schema (defaults filled in)
+# and every experiment's cross-checks, once; then Snakemake's own validation against the same schema. (The schema's
+# folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
+CHECKED = check_config(config, SCHEMAS)
 validate(config, "../schemas/config.schema.yaml")
 
 RESULTS = "results"
 FIGURE_FORMATS = config["figures"]["formats"]
+# Memory and wall time of every rule, in one table (a cluster profile submits what the rules declare).
+RESOURCES = yaml.safe_load(Path(workflow.basedir, "workflow", "resources.yaml").read_text())
+
+
+def resources(rule, **extra):
+    """The resources of ``rule`` from workflow/resources.yaml, plus ``extra`` (e.g. a GPU request)."""
+    return {**RESOURCES[rule], **extra}
+
+
+# Modules every script imports: the job log, result storage and its provenance.
+CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenance")
 
 
 def lib(*modules):
-    """Library modules a rule's script imports, as inputs: editing one reruns exactly the jobs that use it."""
-    return [f"san/{m}.py" for m in ("__init__", "provenance", "storage", "device") + modules]
+    """Library modules a rule's script imports (paths below san/ without .py), as inputs: editing one reruns
+    exactly the jobs that use it. A module's package __init__ is added with it."""
+    packages = {f"{m.split('/')[0]}/__init__" for m in modules if "/" in m}
+    return [f"san/{m}.py" for m in dict.fromkeys(CORE + tuple(sorted(packages)) + modules)]
 
 
 def figures(stem):
@@ -27,6 +43,7 @@ def figures(stem):
     return expand(f"{RESULTS}/figures/{stem}.{{ext}}", ext=FIGURE_FORMATS)
 
 
+# Models of the rank-collapse experiment (and of every experiment that reads its inputs).
 def model_weights(model):
     """Weight sets of a model: 'init' always, 'pretrained' when the config defines a source for it."""
     spec = config["models"][model]
@@ -44,6 +61,12 @@ def model_slice(wildcards):
     }
 
 
+def model_inputs(kind):
+    """Input function: the model folders (kind 'models') or tokenised inputs ('inputs') of every weight set."""
+    pattern = {"models": "models/{model}/{weights}", "inputs": "inputs/{model}/{weights}.nc"}[kind]
+    return lambda w: expand(f"{RESULTS}/{pattern}", model=w.model, weights=model_weights(w.model))
+
+
 # Report captions: templates in workflow/report/ that the summary rule fills with this run's numbers.
 # (relative paths: an absolute path would make a moved or copied workspace rerun the summary)
 REPORT_TEMPLATES = sorted(os.path.relpath(p) for p in Path(workflow.basedir, "workflow", "report").glob("*.rst"))
@@ -54,5 +77,6 @@ def caption(name):
     return f"../../{RESULTS}/report/captions/{name}.rst"
 
 
-# Final results; each rules file appends its own targets (rule all requests them all).
+# Final results; each rules file appends its own targets (rule all requests them all) and defines a target rule
+# per paper figure (fig2, fig3, fig4) that builds just that figure's results.
 TARGETS = []

@@ -1,10 +1,11 @@
-# Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths.
+# Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths (appendix).
+RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 
 
-# Prose documents for the rank-collapse input (pydoc offline, wiki_bio online).
 rule corpus:
+    """Prose documents of the input text (pydoc offline, wiki_bio online)."""
     input:
-        lib=lib("text", "jobs"),
+        lib=lib("core/text"),
     output:
         f"{RESULTS}/text/corpus.json",
     log:
@@ -15,18 +16,17 @@ rule corpus:
         "../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("corpus"),
     params:
         text=config["text"],
     script:
         "../../scripts/corpus.py"
 
 
-# Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder.
 rule acquire_model:
+    """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
     input:
-        lib=lib("models", "jobs"),
+        lib=lib("rank_collapse/models"),
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
     log:
@@ -37,44 +37,49 @@ rule acquire_model:
         "../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **resources("acquire_model"),
     params:
         model=model_slice,
     script:
         "../../scripts/acquire_model.py"
 
 
-# Token ids of the input sequences for one model's tokenizer, with their content hash.
-rule tokenize:
+rule tokenize_inputs:
+    """Token ids of the input sequences for one model's tokenizer, with their content hash."""
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
-        lib=lib("text", "models", "jobs"),
+        lib=lib("core/text", "rank_collapse/models"),
     output:
         f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
-        "logs/tokenize/{model}/{weights}.log",
+        "logs/tokenize_inputs/{model}/{weights}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/tokenize/{{model}}/{{weights}}.tsv"
+        f"{RESULTS}/benchmarks/tokenize_inputs/{{model}}/{{weights}}.tsv"
     conda:
         "../../envs/torch.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=10,
+        **resources("tokenize_inputs"),
     params:
         text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
     script:
         "../../scripts/tokenize_inputs.py"
 
 
-# Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data).
 rule rank_collapse:
+    """Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data)."""
     input:
-        models=lambda w: expand(f"{RESULTS}/models/{w.model}/{{weights}}", weights=model_weights(w.model)),
-        inputs=lambda w: expand(f"{RESULTS}/inputs/{w.model}/{{weights}}.nc", weights=model_weights(w.model)),
-        lib=lib("models", "ablations", "metrics", "rank_collapse", "jobs"),
+        models=model_inputs("models"),
+        inputs=model_inputs("inputs"),
+        lib=lib(
+            "core/device",
+            "core/metrics",
+            "rank_collapse/spec",
+            "rank_collapse/models",
+            "rank_collapse/ablations",
+            "rank_collapse/experiment",
+        ),
     output:
         f"{RESULTS}/rank_collapse/{{model}}.nc",
     log:
@@ -85,9 +90,7 @@ rule rank_collapse:
         "../../envs/torch.yaml"
     threads: config["rank_collapse"]["threads"]
     resources:
-        mem_mb=8000,
-        runtime=60,
-        gpu=1,
+        **resources("rank_collapse", gpu=1),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
@@ -97,12 +100,20 @@ rule rank_collapse:
         "../../scripts/rank_collapse.py"
 
 
-# Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure).
 rule path_products:
+    """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
     input:
-        models=lambda w: expand(f"{RESULTS}/models/{w.model}/{{weights}}", weights=model_weights(w.model)),
-        inputs=lambda w: expand(f"{RESULTS}/inputs/{w.model}/{{weights}}.nc", weights=model_weights(w.model)),
-        lib=lib("models", "ablations", "metrics", "rank_collapse", "jobs"),
+        models=model_inputs("models"),
+        inputs=model_inputs("inputs"),
+        lib=lib(
+            "core/device",
+            "core/metrics",
+            "rank_collapse/spec",
+            "rank_collapse/models",
+            "rank_collapse/ablations",
+            "rank_collapse/experiment",
+            "rank_collapse/path_products",
+        ),
     output:
         f"{RESULTS}/path_products/{{model}}.nc",
     log:
@@ -113,9 +124,7 @@ rule path_products:
         "../../envs/torch.yaml"
     threads: config["rank_collapse"]["threads"]
     resources:
-        mem_mb=8000,
-        runtime=30,
-        gpu=1,
+        **resources("path_products", gpu=1),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
@@ -126,11 +135,11 @@ rule path_products:
         "../../scripts/path_products.py"
 
 
-# Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y.
-rule plot_rank_collapse:
+rule rank_collapse_plot:
+    """Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y."""
     input:
         data=rules.rank_collapse.output[0],
-        lib=lib("plots", "jobs"),
+        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         linear=report(
             expand(f"{RESULTS}/figures/rank_collapse_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
@@ -147,26 +156,25 @@ rule plot_rank_collapse:
             labels={"model": "{model}", "scale": "log"},
         ),
     log:
-        "logs/plot_rank_collapse/{model}.log",
+        "logs/rank_collapse_plot/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/plot_rank_collapse/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/rank_collapse_plot/{{model}}.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("rank_collapse_plot"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/plot_rank_collapse.py"
+        "../../scripts/rank_collapse_plot.py"
 
 
-# Box plot of the rank-1 residual of path products over path depth (log y), per weights.
-rule plot_path_products:
+rule path_products_plot:
+    """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     input:
         data=rules.path_products.output[0],
-        lib=lib("plots", "jobs"),
+        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
             expand(f"{RESULTS}/figures/path_products_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
@@ -175,22 +183,29 @@ rule plot_path_products:
             labels={"model": "{model}"},
         ),
     log:
-        "logs/plot_path_products/{model}.log",
+        "logs/path_products_plot/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/plot_path_products/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/path_products_plot/{{model}}.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("path_products_plot"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/plot_path_products.py"
+        "../../scripts/path_products_plot.py"
 
 
-for _model in config["rank_collapse"]["models"]:
-    TARGETS += [f"{RESULTS}/rank_collapse/{_model}.nc", f"{RESULTS}/path_products/{_model}.nc"]
-    TARGETS += figures(f"rank_collapse_{_model}") + figures(f"rank_collapse_{_model}_log")
-    TARGETS += figures(f"path_products_{_model}")
+FIG2 = []
+for _model in RANK_COLLAPSE_MODELS:
+    FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc", f"{RESULTS}/path_products/{_model}.nc"]
+    FIG2 += figures(f"rank_collapse_{_model}") + figures(f"rank_collapse_{_model}_log")
+    FIG2 += figures(f"path_products_{_model}")
+TARGETS += FIG2
+
+
+rule fig2:
+    """Target: Fig. 2 (rank collapse per model) and the appendix's attention products, with their data."""
+    input:
+        FIG2,

@@ -4,15 +4,15 @@
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 
 
-# Check each of the paper's claims on this run's results; write summary.json and the report's captions.
 rule summary:
+    """Check each of the paper's claims on this run's results; write summary.json and the report's captions."""
     input:
         rank_collapse=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=config["rank_collapse"]["models"]),
         path_products=expand(f"{RESULTS}/path_products/{{model}}.nc", model=config["rank_collapse"]["models"]),
         circle=f"{RESULTS}/tables/circle_collapse.csv",
         paths=expand(f"{RESULTS}/paths/{{task}}.nc", task=config["paths"]["tasks"]),
         templates=REPORT_TEMPLATES,
-        lib=lib("summary", "jobs"),
+        lib=lib("rank_collapse/spec", "report/claims"),
     output:
         json=f"{RESULTS}/summary.json",
         captions=[f"{RESULTS}/report/captions/{Path(t).name}" for t in REPORT_TEMPLATES],
@@ -24,22 +24,22 @@ rule summary:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        **resources("summary"),
     params:
         models=config["rank_collapse"]["models"],
         tasks=config["paths"]["tasks"],
+        thresholds=config["report"],
     script:
         "../../scripts/summary.py"
 
 
-# Wall time, CPU time and peak memory of every job, from the benchmark files.
 rule runtimes:
+    """Wall time, CPU time and peak memory of every job, from the benchmark files."""
     input:
         # ancient: the table is refreshed when the summary changes, not when a figure is restyled
         results=[ancient(f) for f in REPORT_INPUTS],
         summary=rules.summary.output.json,
-        lib=lib("summary", "jobs"),
+        lib=lib("report/runtimes"),
     output:
         report(
             f"{RESULTS}/tables/runtimes.csv",
@@ -54,8 +54,7 @@ rule runtimes:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        mem_mb=500,
-        runtime=5,
+        **resources("runtimes"),
     params:
         folder=f"{RESULTS}/benchmarks",
     script:

@@ -1,0 +1,164 @@
+"""Figures of the circle experiment (the paper's Fig. 3), drawn with seaborn from ``results/circle.nc``.
+
+- :func:`trajectory_figure`: the paper's grid (rows: variants, columns: hidden dimension) of the two trajectories of
+  the recurrent rollout over the two training sequences drawn lightly in the background;
+- :func:`distance_figure`: distance between the two tokens against the recurrent step, mean and spread over seeds;
+- :func:`loss_figure`: training loss per epoch, mean and spread over seeds.
+"""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+import xarray as xr  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+
+from san.core.plotting import legend_outside  # noqa: E402
+
+
+def _variant_label(ds: xr.Dataset, variant: str) -> str:
+    """Variant name with its switches, e.g. ``SAN+skip\\n(layer skip, step skip)``."""
+    on = [k.replace("_", " ") for k in ("layer_skip", "step_skip", "mlp") if int(ds[k].sel(variant=variant))]
+    return f"{variant}\n({', '.join(on) if on else 'pure attention'})"
+
+
+def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float | None = 0.6) -> plt.Figure:
+    """The paper's Fig. 3 grid for one ``seed`` (default: the first): per variant (row) and hidden dim (column),
+    the two tokens' trajectories of the recurrent rollout, over the two training sequences in light grey.
+
+    ``axis_limit`` is the half-width of every panel around the centre (points beyond are clipped; the panel notes
+    the final token distance and radius so that a trajectory that leaves the view is still described); ``None``
+    fits each panel to its data.
+    """
+    seed = int(ds.seed.values[0]) if seed is None else int(seed)
+    variants, dims = list(ds.variant.values), list(ds.hidden_dim.values)
+    colors = sns.color_palette("colorblind", 2)
+    fig, axes = plt.subplots(
+        len(variants),
+        len(dims),
+        figsize=(2.5 * len(dims), 2.5 * len(variants)),
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+    )
+    seq = ds["sequence"]
+    for i, v in enumerate(variants):
+        for j, d in enumerate(dims):
+            ax = axes[i][j]
+            for tok in range(seq.sizes["token"]):
+                s = seq.sel(token=tok)
+                ax.plot(s.sel(coord="x"), s.sel(coord="y"), color="0.8", lw=3, solid_capstyle="round", zorder=1)
+            traj = ds["trajectory"].sel(variant=v, hidden_dim=d, seed=seed)
+            for tok in range(traj.sizes["token"]):
+                t = traj.sel(token=tok)
+                x, y = t.sel(coord="x").values, t.sel(coord="y").values
+                ax.plot(x, y, "-", color=colors[tok], lw=0.8, marker=".", ms=2, zorder=2, label=f"sequence {tok + 1}")
+                ax.plot(x[0], y[0], "o", color=colors[tok], ms=5, mec="k", mew=0.5, zorder=3)
+                ax.plot(x[-1], y[-1], "X", color=colors[tok], ms=6, mec="k", mew=0.5, zorder=3)
+            last = int(ds.step.values[-1])
+            dist = float(ds["token_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last))
+            radius = float(ds["centre_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last).max())
+            ax.text(
+                0.03,
+                0.03,
+                f"T={last}: dist {dist:.2g}\nmax radius {radius:.2g}",
+                transform=ax.transAxes,
+                fontsize="x-small",
+                va="bottom",
+                ha="left",
+                bbox={"fc": "white", "ec": "none", "alpha": 0.7},
+            )
+            if axis_limit is not None:
+                ax.set_xlim(-axis_limit, axis_limit)
+                ax.set_ylim(-axis_limit, axis_limit)
+            ax.set_aspect("equal", adjustable="box")
+            if i == 0:
+                ax.set_title(f"hidden dim {int(d)}")
+            if j == 0:
+                ax.set_ylabel(_variant_label(ds, v))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=2, bbox_to_anchor=(0.5, 1.0), frameon=False)
+    fig.suptitle(
+        f"Recurrent rollout of the trained layer (seed {seed}; o start, x step {int(ds.step.values[-1])})", y=1.03
+    )
+    fig.tight_layout()
+    return fig
+
+
+def _log10_frame(da: xr.DataArray, floor: float) -> pd.DataFrame:
+    """Long frame of ``log10(max(da, floor))`` with the array's coordinates as columns."""
+    clipped = np.log10(da.clip(min=floor)).rename("log10")
+    return clipped.to_dataframe().reset_index()
+
+
+def _power_ticks(ax: plt.Axes) -> None:
+    """Label a log10-valued y axis with powers of ten."""
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"$10^{{{int(round(y))}}}$"))
+
+
+def distance_figure(ds: xr.Dataset, collapse_threshold: float | None = None) -> plt.Figure:
+    """Token distance relative to its start, ``d_t / d_0``, against the recurrent step: one panel per hidden dim,
+    one line per variant, mean and +-1 std over seeds computed in log10 space (a geometric mean), over thin lines
+    of the single seeds.
+
+    Values are clipped below at the float64 machine epsilon (exact collapse, distance 0, is drawn there); the
+    dashed line is the collapse threshold of the table.
+    """
+    rel = ds["token_distance"] / ds["token_distance"].sel(step=0)
+    floor = float(np.finfo(np.float64).eps)
+    df = _log10_frame(rel, floor)
+    dims = list(ds.hidden_dim.values)
+    order = [str(v) for v in ds.variant.values]
+    fig, axes = plt.subplots(1, len(dims), figsize=(3.4 * len(dims), 3.0), sharey=True, squeeze=False)
+    for ax, d in zip(axes[0], dims, strict=True):
+        lines = {"data": df[df["hidden_dim"] == d], "x": "step", "y": "log10", "hue": "variant", "hue_order": order}
+        # every seed, thin: collapse is often all-or-nothing per seed; then mean and std over seeds
+        sns.lineplot(**lines, units="seed", estimator=None, lw=0.5, alpha=0.35, ax=ax, legend=False)
+        sns.lineplot(**lines, errorbar="sd", ax=ax, legend=ax is axes[0][-1])
+        if collapse_threshold is not None:
+            ax.axhline(np.log10(collapse_threshold), color="0.4", ls="--", lw=0.8)
+        ax.axhline(np.log10(floor), color="0.7", ls=":", lw=0.8)
+        ax.set_title(f"hidden dim {int(d)}")
+        ax.set_xlabel("recurrent step t")
+        ax.set_ylabel(r"token distance $d_t / d_0$")
+        _power_ticks(ax)
+    legend_outside(axes[0][-1])
+    fig.tight_layout()
+    return fig
+
+
+def loss_figure(ds: xr.Dataset) -> plt.Figure:
+    """Training loss per epoch (summed squared error per example): one panel per hidden dim, one line per variant,
+    mean and +-1 std over seeds in log10 space; the loss before training is drawn at epoch 0, and the dashed line
+    is the loss of the copy predictor ``X_{t+1} = X_t`` that a model must beat to have learnt the step."""
+    loss = xr.concat([ds["init_loss"].expand_dims(epoch=[0]), ds["loss"]], dim="epoch")
+    df = _log10_frame(loss, float(np.finfo(np.float64).tiny))
+    dims = list(ds.hidden_dim.values)
+    order = [str(v) for v in ds.variant.values]
+    fig, axes = plt.subplots(1, len(dims), figsize=(3.4 * len(dims), 3.0), sharey=True, squeeze=False)
+    for ax, d in zip(axes[0], dims, strict=True):
+        sns.lineplot(
+            data=df[df["hidden_dim"] == d],
+            x="epoch",
+            y="log10",
+            hue="variant",
+            hue_order=order,
+            errorbar="sd",
+            ax=ax,
+            legend=ax is axes[0][-1],
+        )
+        if "copy_loss" in ds:
+            ax.axhline(np.log10(float(ds["copy_loss"])), color="0.4", ls="--", lw=0.8)
+        ax.set_title(f"hidden dim {int(d)}")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("training loss per example")
+        _power_ticks(ax)
+    legend_outside(axes[0][-1])
+    fig.tight_layout()
+    return fig

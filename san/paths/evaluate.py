@@ -1,0 +1,266 @@
+"""Paths through a SAN with skip connections (the paper's Sec. 2.1 and Fig. 4).
+
+Expanding ``X_l = X_{l-1} + SA_l(X_{l-1})`` layer by layer writes the network as a sum over *paths*: at each
+layer a path takes either the skip (identity) or one of the H heads. A path's *length* k is the number of
+layers where it takes a head; there are ``C(L, k) H^k`` such paths out of ``(H+1)^L``.
+
+Protocol of the paper's experiment (the authors' ``no_sub_path`` evaluation), for a set of paths:
+
+1. every path starts from the input embedding ``X_0``;
+2. at a skip layer the state passes unchanged; at a head layer ``h`` of layer ``l`` the state becomes
+   ``LN(P_h(X) X W^V_h W^O_h + 1 b_O^T)`` -- the head's attention is computed from the path's own current
+   state, and ``LN`` is a LayerNorm *without* affine parameters and *without* the residual;
+3. the final states of all paths of the set are summed, normalised by an affine-free LayerNorm and classified.
+
+Paths are encoded as int arrays of length L with :data:`SKIP` (-1) or a head index per layer; :data:`PAD` (-2)
+rows stand for "no path" in padded batches of sets. :func:`evaluate_path_sets` evaluates every path of every set
+in one batched computation over a prefix tree (paths that share their first layers share that computation);
+:func:`reference_path_set_logits` is the slow, obviously-correct loop over paths used to test it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from san.paths.spec import PAD, SKIP
+
+if TYPE_CHECKING:  # only the interface is used: layers[l].attn, embed, classifier, cfg
+    from san.paths.model import SAN
+
+def sample_paths(n_layers: int, n_heads: int, length: int, n_paths: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_paths`` paths of length ``length`` drawn uniformly among the ``C(L, k) H^k`` such paths (with
+    replacement): the k head layers uniformly without replacement, each layer's head uniformly."""
+    if not 0 <= length <= n_layers:
+        raise ValueError(f"path length {length} outside 0..{n_layers}")
+    paths = np.full((n_paths, n_layers), SKIP, dtype=np.int64)
+    for p in paths:
+        layers = rng.choice(n_layers, size=length, replace=False)
+        p[layers] = rng.integers(0, n_heads, size=length)
+    return paths
+
+
+def sample_path_sets(n_layers: int, n_heads: int, n_paths: list[int], n_repeats: int, seed: int) -> np.ndarray:
+    """Path sets of the experiment, shape ``(len(n_paths), L+1, n_repeats, max(n_paths), L)``.
+
+    Entry ``[i, k, r]`` holds ``n_paths[i]`` fresh paths of length k (then :data:`PAD` rows); every set is drawn
+    independently from one seeded stream.
+    """
+    rng = np.random.default_rng(seed)
+    out = np.full((len(n_paths), n_layers + 1, n_repeats, max(n_paths), n_layers), PAD, dtype=np.int64)
+    for i, n in enumerate(n_paths):
+        for k in range(n_layers + 1):
+            for r in range(n_repeats):
+                out[i, k, r, :n] = sample_paths(n_layers, n_heads, k, n, rng)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Batched evaluation
+
+
+@dataclass
+class PrefixTree:
+    """Distinct path prefixes, level by level.
+
+    ``parents[l]`` and ``choices[l]`` describe the nodes after layer ``l``: the index of the node they extend
+    (after layer ``l-1``; the root is the embedding) and the layer's choice (:data:`SKIP` or a head). ``leaf[p]``
+    is the node of path ``p`` after the last layer.
+    """
+
+    parents: list[torch.Tensor]
+    choices: list[torch.Tensor]
+    leaf: torch.Tensor
+
+    @property
+    def n_nodes(self) -> list[int]:
+        return [len(p) for p in self.parents]
+
+    @property
+    def n_head_evaluations(self) -> int:
+        """Single-head computations per input needed by the tree (skips cost nothing)."""
+        return int(sum((c >= 0).sum() for c in self.choices))
+
+
+def prefix_tree(paths: torch.Tensor, n_heads: int) -> PrefixTree:
+    """Build the :class:`PrefixTree` of ``paths`` ``(N, L)``."""
+    if paths.ndim != 2 or (paths < SKIP).any() or (paths >= n_heads).any():
+        raise ValueError("paths must be (N, L) with entries SKIP (-1) or a head index in [0, n_heads)")
+    node = torch.zeros(paths.shape[0], dtype=torch.long)
+    parents, choices = [], []
+    base = n_heads + 1
+    for layer in range(paths.shape[1]):
+        key = node * base + (paths[:, layer] + 1)
+        uniq, node = torch.unique(key, return_inverse=True)
+        parents.append(uniq // base)
+        choices.append(uniq % base - 1)
+    return PrefixTree(parents, choices, node)
+
+
+def _normalise(x: torch.Tensor, eps: float) -> torch.Tensor:
+    """LayerNorm over the last dimension without affine parameters."""
+    return nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+
+
+def _flatten_sets(path_sets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``(..., P, L)`` padded sets -> real paths ``(N, L)``, the set index of each ``(N,)`` and the set count."""
+    sets = path_sets.reshape(-1, *path_sets.shape[-2:])
+    real = (sets != PAD).all(dim=-1)
+    if ((sets == PAD).any(dim=-1) & ~(sets == PAD).all(dim=-1)).any():
+        raise ValueError("a path mixes PAD with real entries")
+    set_idx, slot = real.nonzero(as_tuple=True)
+    return sets[set_idx, slot], set_idx, sets.shape[0]
+
+
+@dataclass
+class _HeadGroup:
+    """The nodes of one tree level that take one head: their parents' state rows and their own (contiguous) rows."""
+
+    layer: int
+    head: int
+    parent_rows: torch.Tensor
+    start: int
+    stop: int
+
+
+class _PathSetEvaluator:
+    """The batched computation shared by :func:`path_set_logits` and :func:`evaluate_path_sets`.
+
+    Every distinct prefix that ends with a head gets one row of a state buffer (row 0: the embedding); a prefix
+    ending with a skip reuses its parent's row, so skips cost neither compute nor copies. Rows are numbered level by
+    level and, within a level, head by head, so that all nodes of a level taking head h are one contiguous block
+    computed by a single ``head_forward(x, h)`` call on their gathered parent rows.
+    """
+
+    def __init__(self, model: SAN, path_sets: torch.Tensor | np.ndarray) -> None:
+        model.eval()
+        self.model = model
+        self.device = next(model.parameters()).device
+        path_sets = torch.as_tensor(path_sets, dtype=torch.long)
+        self.batch_shape = path_sets.shape[:-2]
+        paths, set_idx, self.n_sets = _flatten_sets(path_sets)
+        cfg = model.cfg
+        if paths.shape[1] != cfg.n_layers:
+            raise ValueError(f"paths have {paths.shape[1]} layers, the model {cfg.n_layers}")
+        self.tree = prefix_tree(paths, cfg.n_heads)
+        self.groups: list[_HeadGroup] = []
+        node_row = torch.zeros(1, dtype=torch.long)  # the root is row 0
+        n_rows = 1
+        for layer, (parent, choice) in enumerate(zip(self.tree.parents, self.tree.choices, strict=True)):
+            row = node_row[parent]  # skips keep their parent's row
+            for head in range(cfg.n_heads):
+                nodes = (choice == head).nonzero().squeeze(1)
+                if len(nodes):
+                    group = _HeadGroup(
+                        layer, head, node_row[parent[nodes]].to(self.device), n_rows, n_rows + len(nodes)
+                    )
+                    self.groups.append(group)
+                    row[nodes] = torch.arange(group.start, group.stop)
+                    n_rows = group.stop
+            node_row = row
+        self.n_rows = n_rows
+        leaf_row = node_row[self.tree.leaf] if cfg.n_layers else torch.zeros_like(set_idx)
+        # sums[s] = sum of the final states of the paths of set s: a sparse (sets x rows) count matrix
+        dtype = next(model.parameters()).dtype
+        counts = torch.sparse_coo_tensor(
+            torch.stack([set_idx, leaf_row]),
+            torch.ones(len(set_idx), dtype=dtype),
+            (self.n_sets, n_rows),
+            check_invariants=True,
+        )
+        self.counts = counts.coalesce().to(self.device)
+
+    def chunk_size(self, n_tok: int, memory_mb: float) -> int:
+        """Inputs per chunk so that the state buffer and the largest head computation fit in ``memory_mb``
+        (a budget of a few tens of MiB keeps the working set in cache)."""
+        d = self.model.cfg.dim
+        widest = max([1, self.n_sets, *(g.stop - g.start for g in self.groups)])
+        per_input = 4 * n_tok * (self.n_rows * d + widest * (3 * d + n_tok) + self.n_sets * d)
+        return max(1, int(memory_mb * 2**20 // per_input))
+
+    def logits(self, x: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        """Logits ``(sets, batch, tokens, classes)`` of every set on a batch of inputs."""
+        model, cfg = self.model, self.model.cfg
+        b, n_tok, dim = x.shape[0], x.shape[1], cfg.dim
+        emb = model.embed(x)
+        states = emb.new_empty(self.n_rows, b, n_tok, dim)
+        states[0] = emb
+        for g in self.groups:
+            attn = model.layers[g.layer].attn
+            xs = states.index_select(0, g.parent_rows).flatten(0, 1)  # (nodes * b, n, d)
+            mm = None if m is None else m.repeat(len(g.parent_rows), 1)
+            out = attn.head_forward(xs, g.head, mm) + attn.out.bias
+            states[g.start : g.stop] = _normalise(out, cfg.layer_norm_eps).view(-1, b, n_tok, dim)
+        sums = torch.sparse.mm(self.counts, states.view(self.n_rows, -1)).view(self.n_sets, b, n_tok, dim)
+        return model.classifier(_normalise(sums, cfg.layer_norm_eps))
+
+
+@torch.no_grad()
+def path_set_logits(
+    model: SAN, inputs: torch.Tensor, path_sets: torch.Tensor | np.ndarray, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Logits of the model restricted to each set of paths, ``(*sets, batch, tokens, classes)``, in one batch."""
+    ev = _PathSetEvaluator(model, path_sets)
+    out = ev.logits(inputs.to(ev.device), None if mask is None else mask.to(ev.device))
+    return out.reshape(*ev.batch_shape, *out.shape[1:])
+
+
+@torch.no_grad()
+def evaluate_path_sets(
+    model: SAN,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    path_sets: torch.Tensor | np.ndarray | None = None,
+    memory_mb: float = 32.0,
+) -> torch.Tensor:
+    """Token accuracy of the model restricted to each set of paths, evaluated in one batched computation.
+
+    All paths of all sets form one prefix tree: shared prefixes are computed once, skips cost nothing, and each
+    (layer, head) is one ``head_forward`` call over all tree nodes that take it; each set's sum of final states is
+    a sparse matrix product. The evaluation set is processed in chunks of inputs sized to ``memory_mb``.
+
+    Args:
+        model: a trained :class:`~san.san_model.SAN` (put in eval mode here).
+        inputs, labels, mask: the evaluation set; labels < 0 are not scored.
+        path_sets: ``(..., P, L)`` sets of P paths (:data:`PAD` rows allowed for smaller sets).
+        memory_mb: budget of the per-chunk hidden states.
+
+    Returns:
+        accuracies of shape ``path_sets.shape[:-2]`` (float64).
+    """
+    ev = _PathSetEvaluator(model, path_sets)
+    chunk = ev.chunk_size(inputs.shape[1], memory_mb)
+    correct = torch.zeros(ev.n_sets, dtype=torch.float64, device=ev.device)
+    total = 0
+    for start in range(0, inputs.shape[0], chunk):
+        x = inputs[start : start + chunk].to(ev.device)
+        y = labels[start : start + chunk].to(ev.device)
+        m = None if mask is None else mask[start : start + chunk].to(ev.device)
+        pred = ev.logits(x, m).argmax(-1)  # (sets, b, n)
+        valid = y >= 0
+        correct += ((pred == y) & valid).sum(dim=(1, 2)).double()
+        total += int(valid.sum())
+    return (correct / total).cpu().reshape(ev.batch_shape)
+
+
+@torch.no_grad()
+def model_accuracy(
+    model: SAN, inputs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None, batch_size: int = 256
+) -> float:
+    """Token accuracy of the full model (all paths: the normal forward pass) on an evaluation set."""
+    model.eval()
+    device = next(model.parameters()).device
+    correct = total = 0
+    for start in range(0, inputs.shape[0], batch_size):
+        x = inputs[start : start + batch_size].to(device)
+        y = labels[start : start + batch_size].to(device)
+        m = None if mask is None else mask[start : start + batch_size].to(device)
+        valid = y >= 0
+        correct += int(((model(x, m).argmax(-1) == y) & valid).sum())
+        total += int(valid.sum())
+    return correct / total

@@ -1,0 +1,105 @@
+"""Shared test helpers: a copy of the workflow in a temporary folder, Snakemake runs in it, and the one tiny config
+(``tests/config/tiny.yaml``, an overlay on config.yaml that shrinks every experiment to seconds per job)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+COPY_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
+TINY = Path(__file__).resolve().parent / "config" / "tiny.yaml"
+
+
+def default_config() -> dict:
+    """The parsed config.yaml (the embedded offline default)."""
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def _overlay(base: dict, changes: dict, replace: set[str], prefix: str = "") -> dict:
+    """``base`` with ``changes`` merged in: mappings recursively, except the dotted keys in ``replace`` and every
+    non-mapping value, which replace what ``base`` holds."""
+    out = dict(base)
+    for key, value in changes.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and dotted not in replace:
+            out[key] = _overlay(base[key], value, replace, f"{dotted}.")
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def tiny_config(default: dict | None = None) -> dict:
+    """``default`` (config.yaml unless given) with tests/config/tiny.yaml laid over it: every experiment shrunk to
+    seconds per job, one task, one tiny model; the input is not changed."""
+    overlay = yaml.safe_load(TINY.read_text())
+    replace = set(overlay.pop("replace", []))
+    return _overlay(copy.deepcopy(default if default is not None else default_config()), overlay, replace)
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Copy the workflow (not results, not the venv) into ``dest`` so a test may edit it freely."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in COPY_ITEMS:
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / item)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
+    """Run ``python -m snakemake`` in ``workdir`` with this interpreter; the library is imported from the copy."""
+    env = dict(os.environ, PYTHONPATH=str(workdir), OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def planned_jobs(workdir: Path, *targets: str) -> dict[str, int]:
+    """Rules and job counts that a dry run of ``targets`` would execute (empty when nothing is to be done)."""
+    out = snakemake(workdir, "-n", "--cores", "1", *targets)
+    text = out.stdout + out.stderr
+    if "Nothing to be done" in text:
+        return {}
+    stats = text.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", stats, re.M)}
+
+
+def write_config(workdir: Path, config: dict, name: str = "config.yaml") -> Path:
+    path = workdir / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
+    """Copy the workflow into ``dest``, write ``config`` and build ``targets`` with two cores."""
+    wf = copy_workflow(dest)
+    write_config(wf, config)
+    snakemake(wf, "--cores", "2", *targets)
+    return wf
+
+
+def rank_collapse_targets(cfg: dict) -> list[str]:
+    out = []
+    for m in cfg["rank_collapse"]["models"]:
+        out += [f"results/rank_collapse/{m}.nc", f"results/path_products/{m}.nc"]
+        out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_{m}", f"rank_collapse_{m}_log",
+                                                       f"path_products_{m}") for ext in cfg["figures"]["formats"]]
+    return out

@@ -1,0 +1,299 @@
+"""Incremental reruns: after a complete run, an edit reruns exactly the jobs it affects, read from ``snakemake -n``.
+
+A minimal config of the whole workflow is built once (module fixture); each case copies that finished workspace (with
+its ``.snakemake`` metadata and file times), makes one edit and reads the dry run's jobs and ``reason:`` lines:
+
+* a config key of one experiment: its jobs rerun because their params changed, then the jobs that read their
+  results (figures, tables, the report summary) because their input was rebuilt; nothing else;
+* a ``san`` library module: the rules that list it as input (see ``lib()`` in workflow/rules/common.smk), then their
+  consumers; and ``lib()`` must list every ``san`` module that a rule's script imports (directly or not);
+* a figure-only key (``figures``, ``circle.plot``): only figure rules.
+
+(``snakemake --list-changes params`` lists every output in Snakemake 9.27, changed or not; hence the dry run.)
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from helpers import TINY, copy_workflow, snakemake, tiny_config, write_config
+
+# Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a
+# restyled figure must not. Listed here so that the cases need not name them.
+REPORT_RULES = frozenset({"summary", "report_captions", "runtimes"})
+# Reruns because an input was rebuilt by another job (every other reason counts as a direct effect of the edit).
+REBUILT_INPUT = "Input files updated by another job"
+
+
+@dataclass(frozen=True)
+class Job:
+    rule: str
+    wildcards: str
+    reasons: tuple[str, ...]
+
+    @property
+    def direct(self) -> bool:
+        return any(not reason.startswith(REBUILT_INPUT) for reason in self.reasons)
+
+
+def dry_run(workdir: Path, *args: str) -> list[Job]:
+    """Jobs of ``snakemake -n`` (rule ``all`` left out), with their wildcards and reasons."""
+    out = snakemake(workdir, "-n", *args, timeout=300).stdout
+    jobs: list[Job] = []
+    rule = None
+    fields: dict[str, str] = {}
+    for line in [*out.splitlines(), ""]:
+        head = re.match(r"^(?:local)?rule (\S+):$", line)
+        if head or not line.startswith("    "):
+            if rule is not None and rule != "all":
+                reasons = tuple(r.strip() for r in fields.get("reason", "").split("; ") if r.strip())
+                jobs.append(Job(rule, fields.get("wildcards", ""), reasons))
+            rule, fields = (head.group(1) if head else None), {}
+        elif rule is not None and ":" in line:
+            key, value = line.strip().split(":", 1)
+            fields[key] = value.strip()
+    return jobs
+
+
+def describe(jobs: list[Job]) -> str:
+    return "\n".join(f"  {j.rule}[{j.wildcards}]: {'; '.join(j.reasons)}" for j in jobs) or "  (none)"
+
+
+def workflow_rules(workdir: Path) -> set[str]:
+    return {line.split()[0] for line in snakemake(workdir, "--list-rules", timeout=120).stdout.splitlines() if line}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, default_config: dict) -> Path:
+    """A copy of the workflow with the minimal config, run to completion once."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("incremental") / "built")
+    write_config(workdir, tiny_config(default_config))
+    snakemake(workdir, "--cores", "2", timeout=1500)
+    assert dry_run(workdir) == [], "a finished run should leave nothing to do"
+    return workdir
+
+
+@pytest.fixture
+def work(built: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the finished workspace (file times and .snakemake metadata kept)."""
+    return Path(shutil.copytree(built, tmp_path / "wf", symlinks=True))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One edit and the rules it must rerun: ``direct`` for the edit itself, ``downstream`` as their consumers."""
+
+    name: str
+    direct: frozenset[str]
+    downstream: frozenset[str] = frozenset()
+    key: tuple[str, ...] = ()  # config key path (config cases)
+    value: Any = None  # its new value
+    module: str = ""  # san module (module cases)
+    report: bool = True  # the report rules read the rebuilt results
+    needs: frozenset[str] = field(default_factory=frozenset)  # rules that must exist for the case to apply
+
+
+def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: Any) -> Case:
+    needs = kw.pop("needs", None) or (set(direct) | set(downstream))
+    return Case(name, frozenset(direct), frozenset(downstream), needs=frozenset(needs), **kw)
+
+
+CIRCLE_PLOTS = {"plot_circle", "plot_circle_distance", "plot_circle_loss"}
+RANK_PLOTS = {"plot_rank_collapse", "plot_path_products"}
+PATHS_PLOTS = {"paths_plot", "paths_plot_counts"}
+FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS
+
+CONFIG_CASES = [
+    # the training experiments: one job per seed / task, then the gather, tables and figures reading them
+    case(
+        "circle.train.epochs",
+        {"circle_train"},
+        {"circle_gather", "circle_table", *CIRCLE_PLOTS},
+        key=("circle", "train", "epochs"),
+        value=3,
+    ),
+    case(
+        "paths.sorting.train.epochs",
+        {"paths_train"},
+        {"paths_evaluate", "paths_table", "paths_plot"},
+        key=("paths", "sorting", "train", "epochs"),
+        value=3,
+    ),
+    case(
+        "paths.evaluation.n_repeats",
+        {"paths_evaluate"},
+        {"paths_table", "paths_plot"},
+        key=("paths", "evaluation", "n_repeats"),
+        value=3,
+    ),
+    case(
+        "rank_collapse.dtype",
+        {"rank_collapse"},
+        {"plot_rank_collapse"},
+        key=("rank_collapse", "dtype"),
+        value="float32",
+    ),
+    case(
+        "path_products.n_paths",
+        {"path_products"},
+        {"plot_path_products"},
+        key=("path_products", "n_paths"),
+        value=6,
+    ),
+]
+MODULE_CASES = [
+    case("san/metrics.py", {"rank_collapse", "path_products"}, RANK_PLOTS, module="metrics"),
+    case("san/circle.py", {"circle_train"}, {"circle_gather", "circle_table", *CIRCLE_PLOTS}, module="circle"),
+    case("san/training.py", {"paths_train"}, {"paths_evaluate", "paths_table", "paths_plot"}, module="training"),
+    case("san/plots.py", FIGURE_RULES | {"paths_table"}, module="plots", report=False),
+]
+FIGURE_CASES = [
+    case("figures.dpi", FIGURE_RULES, key=("figures", "dpi"), value=41, report=False),
+    case("circle.plot.axis_limit", {"plot_circle"}, key=("circle", "plot", "axis_limit"), value=0.5, report=False),
+]
+
+
+def set_key(config: dict, key: tuple[str, ...], value: Any) -> None:
+    section = config
+    for part in key[:-1]:
+        section = section[part]
+    assert section[key[-1]] != value, f"{'.'.join(key)} is already {value!r}"
+    section[key[-1]] = value
+
+
+def check(work: Path, c: Case) -> list[Job]:
+    """The dry run of ``work`` reruns exactly ``c.direct`` for the edit, then ``c.downstream`` (+ report rules)."""
+    rules = workflow_rules(work)
+    missing = c.needs - rules
+    if missing:
+        pytest.skip(f"rules {sorted(missing)} are not in the workflow")
+    jobs = dry_run(work)
+    direct = {j.rule for j in jobs if j.direct}
+    downstream = {j.rule for j in jobs if not j.direct}
+    listing = describe(jobs)
+    print(f"{c.name}: dry run\n{listing}")
+    assert direct == c.direct, f"jobs rerun by the edit of {c.name}:\n{listing}"
+    assert downstream - REPORT_RULES == set(c.downstream), f"jobs rerun downstream of {c.name}:\n{listing}"
+    # the report rules may read the rebuilt results; a figure-only edit must not reach them
+    assert c.report or not downstream & REPORT_RULES, f"{c.name} reruns report rules:\n{listing}"
+    return jobs
+
+
+def edit_config(work: Path, c: Case) -> None:
+    """Set ``c.key`` to ``c.value`` in the copy's config.yaml (skip when the section is absent)."""
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    if c.key[0] not in config:
+        pytest.skip(f"no {c.key[0]} section in config.yaml")
+    set_key(config, c.key, c.value)
+    write_config(work, config)
+
+
+@pytest.mark.parametrize("c", CONFIG_CASES, ids=lambda c: c.name)
+def test_config_edit_reruns_one_experiment(work: Path, c: Case) -> None:
+    edit_config(work, c)
+    jobs = check(work, c)
+    assert all(any("Params have changed" in r for r in j.reasons) for j in jobs if j.direct), describe(jobs)
+
+
+@pytest.mark.parametrize("c", MODULE_CASES, ids=lambda c: c.name)
+def test_module_edit_reruns_its_rules(work: Path, c: Case) -> None:
+    path = work / "san" / f"{c.module}.py"
+    if not path.exists():
+        pytest.skip(f"no module san/{c.module}.py")
+    path.write_text(path.read_text() + "\n# edited by test_incremental\n")
+    check(work, c)
+
+
+@pytest.mark.parametrize("c", FIGURE_CASES, ids=lambda c: c.name)
+def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
+    edit_config(work, c)
+    check(work, c)
+
+
+# --- lib() is complete: a rule lists every san module its script imports, so editing one reruns the rule ---------
+
+
+def san_imports(path: Path, package: Path) -> set[str]:
+    """Names of the san modules that a Python file imports directly."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[1] for a in node.names if a.name.startswith("san.")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level and path.parent == package:  # relative import inside san
+                base = node.module.split(".")[0] if node.module else None
+            elif node.module == "san" or (node.module or "").startswith("san."):
+                base = node.module.split(".")[1] if "." in node.module else None
+            else:
+                continue
+            if base:
+                names.add(base)
+            else:  # from san import x, y / from . import x
+                names |= {a.name for a in node.names if (package / f"{a.name}.py").exists()}
+    return {n for n in names if (package / f"{n}.py").exists()}
+
+
+def san_closure(path: Path, package: Path) -> set[str]:
+    """San modules imported by a file, transitively (san/__init__.py counts, as Python runs it on any import)."""
+    seen: set[str] = set()
+    todo = san_imports(path, package)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo |= san_imports(package / f"{name}.py", package)
+    return seen | ({"__init__"} if seen else set())
+
+
+def rule_scripts(workdir: Path) -> dict[str, Path]:
+    """The script of every rule that has one, from workflow/rules/*.smk."""
+    scripts = {}
+    for smk in sorted((workdir / "workflow" / "rules").glob("*.smk")):
+        for block in re.split(r"^(?=rule \w+:)", smk.read_text(), flags=re.M)[1:]:
+            name = re.match(r"rule (\w+):", block).group(1)
+            found = re.search(r"^\s+script:\s*\n\s+[rf]?\"([^\"]+)\"", block, flags=re.M)
+            if found:
+                scripts[name] = (smk.parent / found.group(1)).resolve()
+    return scripts
+
+
+def test_lib_inputs_cover_script_imports(workflow_copy: Path, default_config: dict) -> None:
+    cfg = tiny_config(default_config)
+    # a dry run only: schedule every task, so that lib() lists that differ by wildcard are all seen
+    cfg["paths"]["tasks"] = list(default_config["paths"]["tasks"])
+    write_config(workflow_copy, cfg)
+    out = snakemake(workflow_copy, "-n", "-F", timeout=300).stdout
+    declared: dict[str, set[str]] = {}
+    rule = None
+    for line in out.splitlines():
+        head = re.match(r"^(?:local)?rule (\S+):$", line)
+        if head:
+            rule = head.group(1)
+        elif rule and line.strip().startswith("input:"):
+            mods = re.findall(r"(?:^|[\s,])san/(\w+)\.py", line)
+            declared.setdefault(rule, set()).update(mods)
+    scripts = rule_scripts(workflow_copy)
+    assert scripts, "no rule with a script found"
+    package = workflow_copy / "san"
+    problems = []
+    for name, script in sorted(scripts.items()):
+        if name not in declared:
+            continue  # not scheduled with this config
+        missing = san_closure(script, package) - declared[name]
+        if missing:
+            problems.append(f"rule {name} ({script.relative_to(workflow_copy)}): add {sorted(missing)} to lib()")
+    assert not problems, "\n".join(problems)
+
+
+def test_tiny_config_shrinks_every_section(default_config: dict) -> None:
+    """The tiny config shrinks every experiment section (a new section needs an entry in tests/config/tiny.yaml)."""
+    known = set(yaml.safe_load(TINY.read_text())) | {"device"}
+    new = set(default_config) - known
+    assert not new, f"config sections {sorted(new)} are not shrunk by tests/config/tiny.yaml"

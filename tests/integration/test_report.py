@@ -1,0 +1,36 @@
+"""The whole workflow on a minimal config, then `snakemake --report`: captions carry this run's numbers."""
+
+import json
+
+import pytest
+from helpers import copy_workflow, snakemake, tiny_config, write_config
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, default_config):
+    wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
+    write_config(wf, tiny_config(default_config))
+    snakemake(wf, "--cores", "2")
+    snakemake(wf, "--report", "results/report.html")
+    return wf
+
+
+def test_summary_checks_the_claims(built):
+    summary = json.loads((built / "results/summary.json").read_text())
+    assert set(summary) == {"rank_collapse", "path_products", "circle", "paths"}
+    rc = summary["rank_collapse"]
+    assert rc["pure_collapses"] is True and rc["pure_max"] < 1e-3
+    assert isinstance(rc["skip_survives"], bool) and rc["per_model"]["tiny-bert"]["init"]["last_layer"] == 2
+    assert summary["paths"]["per_task"]["sorting"]["n_paths"] == 3
+    runtimes = (built / "results/tables/runtimes.csv").read_text().splitlines()
+    assert runtimes[0] == "rule,job,wall_s,cpu_s,max_rss_mb" and any(r.startswith("rank_collapse,") for r in runtimes)
+
+
+def test_report_has_every_figure_with_measured_captions(built):
+    html = (built / "results/report.html").read_text()
+    assert len(html) > 50_000
+    assert "measured in this run" in html
+    rc = json.loads((built / "results/summary.json").read_text())["rank_collapse"]
+    assert f"max {rc['pure_max']:.1e}" in (built / "results/report/captions/rank_collapse.rst").read_text()
+    for name in ("rank_collapse_tiny-bert", "path_products_tiny-bert", "circle", "path_effectiveness", "runtimes"):
+        assert name in html, name

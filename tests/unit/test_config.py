@@ -1,0 +1,149 @@
+"""Config validation: defaults, clear errors naming the key, failure before any job runs."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import snakemake, write_config
+
+from san.core.config import ConfigError, validate_config
+from san.experiments import check_config
+from san.paths.spec import task_architectures, task_slices
+
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def test_default_config_is_valid_and_gets_defaults(default_config):
+    cfg = copy.deepcopy(default_config)
+    validate_config(cfg, SCHEMA)
+    assert cfg["rank_collapse"]["dtype"] == "float64"
+    minimal = {"models": {"m": {"family": "bert", "init": {"config": {}}}}}
+    validate_config(minimal, SCHEMA)
+    assert minimal["device"] == "auto" and minimal["text"]["n_sequences"] == 32
+    assert minimal["models"]["m"]["init"]["seed"] == 0 and minimal["figures"]["formats"] == ["pdf", "png"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["rank_collapse"].update(bogus=1), r"unknown config key\(s\) \['bogus'\] under 'rank_collapse'"),
+        (lambda c: c.update(extra_section={}), r"unknown config key\(s\) \['extra_section'\] under the top level"),
+        (lambda c: c["rank_collapse"].update(batch_size="16"), r"'rank_collapse.batch_size': '16' is not of type"),
+        (lambda c: c["rank_collapse"].update(dtype="float128"), r"'rank_collapse.dtype'"),
+        (lambda c: c["rank_collapse"].update(models=["gpt-5"]), r"'rank_collapse.models.0': unknown model 'gpt-5'"),
+        (lambda c: c["models"]["bert-base-cased"].update(family="gpt"), r"'models.bert-base-cased.family'"),
+        (lambda c: c.update(device="tpu"), r"'device'"),
+        (
+            lambda c: c["models"]["all-MiniLM-L6-v2"]["pretrained"]["sha256"].update({"model.safetensors": "abc"}),
+            r"models.all-MiniLM-L6-v2.pretrained",
+        ),
+        (lambda c: c["paths"].update(tasks=["sorting", "sortin"]), r"'paths.tasks.1': unknown task 'sortin'"),
+        (
+            lambda c: c["paths"]["derived_tasks"]["sorting_10k"]["data"].update(n_trian=5),
+            r"unknown config key\(s\) \['n_trian'\] under 'paths.derived_tasks.sorting_10k.data'",
+        ),
+        (
+            lambda c: c["paths"]["derived_tasks"]["sorting_10k"]["train"].update(epochs="many"),
+            r"'paths.derived_tasks.sorting_10k.train.epochs': 'many' is not of type 'integer'",
+        ),
+        (
+            lambda c: c["paths"]["derived_tasks"]["sorting_10k"].pop("task"),
+            r"'paths.derived_tasks.sorting_10k'.*'task'",
+        ),
+        (lambda c: c["paths"]["derived_tasks"].update(sorting={"task": "sorting"}), r"'paths.derived_tasks'"),
+        (lambda c: c["paths"]["derived_tasks"].update({"bad-name": {"task": "sorting"}}), r"'paths.derived_tasks'"),
+        (  # a derived task is checked even when paths.tasks does not list it
+            lambda c: c["paths"]["derived_tasks"].update(spare={"task": "convex_hull", "model": {"dim": "wide"}}),
+            r"'paths.derived_tasks.spare.model.dim': 'wide' is not of type 'integer'",
+        ),
+    ],
+)
+def test_bad_config_names_the_key(default_config, edit, message):
+    cfg = copy.deepcopy(default_config)
+    edit(cfg)
+    with pytest.raises(ConfigError, match=message):
+        check_config(cfg, SCHEMA.parent)
+
+
+def test_bad_config_fails_before_any_job(workflow_copy, default_config):
+    cfg = copy.deepcopy(default_config)
+    cfg["rank_collapse"]["dtype"] = "float128"
+    write_config(workflow_copy, cfg)
+    proc = snakemake(workflow_copy, "--cores", "1", check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "rank_collapse.dtype" in out and "float128" in out
+    assert not (workflow_copy / "results").exists()
+
+
+def test_every_schema_property_has_description_and_default():
+    """Each key documents itself (description) and has a default, except required model definitions."""
+
+    def walk(node, path):
+        if not isinstance(node, dict):
+            return
+        for key, sub in node.get("properties", {}).items():
+            # a $ref'd schema documents the keys; properties beside the $ref only set their defaults
+            if isinstance(sub, dict) and "$ref" not in sub and "$ref" not in node:
+                assert "description" in sub, f"{path}.{key} has no description"
+            walk(sub, f"{path}.{key}")
+        for key in ("$defs", "items", "additionalProperties"):
+            child = node.get(key)
+            if isinstance(child, dict):
+                for name, sub in child.items() if key == "$defs" else [(key, child)]:
+                    walk(sub, f"{path}.{name}")
+
+    for path in SCHEMA.parent.glob("*.schema.yaml"):
+        walk(yaml.safe_load(path.read_text()), path.name)
+    top = yaml.safe_load(SCHEMA.read_text())
+    for key, sub in top["properties"].items():
+        assert key == "models" or "default" in sub, f"top-level key {key} has no default"
+
+
+def test_paper_config_merges_and_schedules_hub_downloads(workflow_copy):
+    """README's online command: config/paper.yaml merges over config.yaml and plans the hub acquisitions."""
+    proc = snakemake(workflow_copy, "-n", "--cores", "1", "--configfile", "config/paper.yaml", "--quiet", "rules")
+    out = proc.stdout + proc.stderr
+    rows = [line.split() for line in out.splitlines()]
+    counts = {r[0]: int(r[1]) for r in rows if len(r) == 2 and r[1].isdigit()}
+    assert counts["acquire_model"] == 8  # 4 init + MiniLM package + 3 hub snapshots
+
+
+def test_derived_task_is_its_task_with_the_changed_keys(default_config):
+    cfg = copy.deepcopy(default_config)
+    validate_config(cfg, SCHEMA)
+    p = cfg["paths"]
+    p["derived_tasks"]["wide_hull"] = {"task": "convex_hull", "seed": 7, "model": {"dim": 96}, "title": "Hull, wider"}
+    p["tasks"] = ["sorting", "wide_hull", "sorting_10k"]
+    slices = task_slices(p, SCHEMA.parent / "paths.schema.yaml")
+    assert list(slices) == ["sorting", "wide_hull", "sorting_10k"]
+    assert slices["sorting"] == {"task": "sorting", **p["sorting"]}  # a task's slice: exactly its section
+    hull = slices["wide_hull"]
+    assert hull["task"] == "convex_hull" and hull["name"] == "wide_hull" and "title" not in hull
+    assert hull["seed"] == 7 and hull["model"] == {**p["convex_hull"]["model"], "dim": 96}
+    assert hull["data"] == p["convex_hull"]["data"] and hull["train"] == p["convex_hull"]["train"]
+    long = slices["sorting_10k"]
+    assert long["data"] == {**p["sorting"]["data"], "n_train": 10000}
+    assert long["train"] == {**p["sorting"]["train"], "epochs": 105}
+    assert p["sorting"]["data"]["n_train"] == 1000  # the task's own section is unchanged
+    archs = task_architectures(slices)
+    assert archs == [
+        {"name": "SAN (sorting, sorting_10k)", "layers": 6, "heads": 2},
+        {"name": "SAN (wide_hull)", "layers": 6, "heads": 3},
+    ]
+
+
+def test_spec_names_are_the_schema_enums():
+    """Each experiment's spec module is the one source of its names: the schema's enums and the code agree."""
+    from san.paths.spec import TASK_KINDS
+    from san.paths.tasks import TASK_KINDS as TASKS
+    from san.rank_collapse.spec import FAMILIES, VARIANTS
+
+    paths = yaml.safe_load((SCHEMA.parent / "paths.schema.yaml").read_text())
+    top = yaml.safe_load(SCHEMA.read_text())
+    assert TASK_KINDS == TASKS
+    assert tuple(paths["properties"]["derived_tasks"]["additionalProperties"]["properties"]["task"]["enum"]) == TASKS
+    assert all(kind in paths["properties"] for kind in TASKS)
+    assert tuple(top["properties"]["rank_collapse"]["properties"]["variants"]["items"]["enum"]) == VARIANTS
+    assert tuple(top["$defs"]["model"]["properties"]["family"]["enum"]) == FAMILIES

@@ -1,0 +1,95 @@
+"""The report's claim checks and caption rendering, on hand-made results."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from san.report.claims import (
+    circle_claims,
+    path_effectiveness_claims,
+    path_product_claims,
+    rank_collapse_claims,
+    render_captions,
+)
+from san.report.runtimes import runtimes_table
+
+THRESHOLDS = {"layer": 2, "threshold": 1e-3, "floor": 0.05}  # the config's report.rank_collapse defaults
+
+
+def _rank_collapse(pure_l2: float, skip_last: float) -> xr.Dataset:
+    layers = 4
+    data = np.empty((1, 4, layers, 3))
+    data[0, 0] = data[0, 1] = np.array([0.6, 1e-2, pure_l2, 1e-16])[:, None]
+    data[0, 2] = data[0, 3] = np.array([0.6, 0.5, 0.4, skip_last])[:, None]
+    return xr.Dataset(
+        {"residual_ratio": (("weights", "variant", "layer", "sample"), data)},
+        coords={"weights": ["init"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"], "layer": range(layers)},
+    )
+
+
+def test_rank_collapse_claims_verdicts_and_numbers():
+    good = rank_collapse_claims({"a": _rank_collapse(2e-7, 0.3), "b": _rank_collapse(4e-5, 0.2)}, **THRESHOLDS)
+    assert good["pure_collapses"] and good["skip_survives"]
+    assert good["pure_max"] == pytest.approx(4e-5) and good["skip_min"] == pytest.approx(0.2)
+    assert "SAN 2.0e-07" in good["caption_rows"]["a"] and "at layer 3" in good["caption_rows"]["a"]
+    bad = rank_collapse_claims({"a": _rank_collapse(5e-3, 0.01)}, **THRESHOLDS)
+    assert not bad["pure_collapses"] and not bad["skip_survives"]
+
+
+def test_path_product_claims():
+    rank1 = np.array([[0.5, 0.4], [1e-3, 2e-3], [1e-6, 1e-6]])[None]
+    ds = xr.Dataset(
+        {"rank1_residual": (("weights", "depth", "path"), rank1)}, coords={"weights": ["init"], "depth": [1, 2, 3]}
+    )
+    c = path_product_claims({"m": ds})
+    assert c["longer_paths_closer_to_rank1"] and c["per_model"]["m"]["init"]["longest"] == 1e-6
+    c = path_product_claims({"m": ds.isel(depth=[2, 1, 0]).assign_coords(depth=[1, 2, 3])})
+    assert not c["longer_paths_closer_to_rank1"]
+
+
+def test_circle_claims_counts_collapsed_runs():
+    table = pd.DataFrame(
+        {
+            "variant": ["SAN", "SAN", "SAN+skip", "transformer"],
+            "hidden_dim": [8, 32, 8, 8],
+            "n_seeds": [5, 5, 5, 5],
+            "n_collapsed": [5, 3, 0, 1],
+        }
+    )
+    c = circle_claims(table)
+    assert (c["pure_collapsed"], c["pure_runs"], c["skip_collapsed"], c["skip_runs"]) == (8, 10, 1, 10)
+    assert c["pure_collapses_more"] and "SAN: 8/10 runs collapsed" in c["caption"]
+
+
+def test_path_effectiveness_claims():
+    acc = np.array([[[0.3, 0.3], [0.7, 0.6], [0.5, 0.5], [0.2, 0.2]], [[0.3, 0.3], [0.8, 0.8], [0.6, 0.6], [0.1, 0.1]]])
+    ds = xr.Dataset(
+        {"accuracy": (("n_paths", "path_length", "repeat"), acc), "full_model_accuracy": 0.9, "chance_accuracy": 0.3},
+        coords={"n_paths": [5, 20], "path_length": [0, 1, 2, 3]},
+    )
+    c = path_effectiveness_claims({"sorting": ds}, short=2, most=0.5)
+    t = c["per_task"]["sorting"]
+    assert t["n_paths"] == 20 and t["short_best"] == 0.8 and t["longest"] == 0.1
+    assert c["short_beats_long"] and c["models_learn"] and "full model 0.900" in c["caption"]
+    assert t["short_share_of_gain"] == pytest.approx(5 / 6) and c["short_reach_most"]
+    assert "83% of the full" in c["caption"]
+
+
+def test_render_captions_fills_numbers_and_keeps_snakemake_syntax(tmp_path):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "fig.rst").write_text(
+        "Claim holds: [[ yes_no(c.ok) ]], max [[ c.x | e ]]; model {{ snakemake.wildcards.model }}.\n"
+    )
+    [out] = render_captions(tmp_path / "t", tmp_path / "out", {"c": {"ok": True, "x": 2.5e-7}})
+    assert out.read_text() == "Claim holds: yes, max 2.5e-07; model {{ snakemake.wildcards.model }}.\n"
+
+
+def test_runtimes_table(tmp_path):
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    (tmp_path / "rank_collapse").mkdir()
+    (tmp_path / "rank_collapse" / "bert.tsv").write_text(header + "12.5\t0:00:12\t2000\t0\t0\t0\t0\t0\t0\t20.1\n")
+    (tmp_path / "corpus.tsv").write_text(header + "0.5\t0:00:00\t100\t0\t0\t0\t0\t0\t0\t0.4\n")
+    df = runtimes_table(tmp_path)
+    assert list(df["rule"]) == ["rank_collapse", "corpus"] and list(df["job"]) == ["bert", "corpus"]
+    assert df.loc[0, "wall_s"] == 12.5 and df.loc[0, "cpu_s"] == 20.1 and df.loc[0, "max_rss_mb"] == 2000
