@@ -16,10 +16,13 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/rank_collapse.smk"
 include: "workflow/rules/circle.smk"
 include: "workflow/rules/paths.smk"
+include: "workflow/rules/theory.smk"
+include: "workflow/rules/propagation.smk"
 include: "workflow/rules/report.smk"
 
 
 rule all:
+    """Target: every result of the config (the default target)."""
     default_target: True
     input:
         TARGETS,

@@ -41,8 +41,6 @@ from torch import nn
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from reference import reference_path_set_accuracy  # noqa: E402
-
 from san.core.config import validate_config  # noqa: E402
 from san.paths import fused  # noqa: E402
 from san.paths.evaluate import _flatten_sets, evaluate_path_sets, prefix_tree, sample_path_sets  # noqa: E402
@@ -50,6 +48,8 @@ from san.paths.model import SAN, Dropout  # noqa: E402
 from san.paths.spec import IGNORE, SKIP, task_slices  # noqa: E402
 from san.paths.tasks import make_task  # noqa: E402
 from san.paths.training import lr_factor, make_optimizer  # noqa: E402
+
+from reference import reference_path_set_accuracy  # noqa: E402
 
 TARGETS_S = {"sorting": 8.0, "convex_hull": 140.0}
 

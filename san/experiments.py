@@ -15,7 +15,9 @@ from typing import Any
 from san.circle import spec as circle
 from san.core.config import validate_config
 from san.paths import spec as paths
+from san.propagation import spec as propagation
 from san.rank_collapse import spec as rank_collapse
+from san.theory import spec as theory
 
 
 def _paths(config: dict[str, Any], schemas: Path) -> dict[str, dict[str, Any]]:
@@ -28,6 +30,8 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
     "rank_collapse": lambda config, schemas: rank_collapse.check_config(config),
     "circle": lambda config, schemas: circle.check_config(config["circle"]),
     "paths": _paths,
+    "theory": lambda config, schemas: theory.check_config(config),
+    "propagation": lambda config, schemas: propagation.check_config(config),
 }
 
 

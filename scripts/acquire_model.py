@@ -1,4 +1,4 @@
-"""Snakemake entry: materialise one model's weights into its folder (see san.models)."""
+"""Snakemake entry: materialise one model's weights into its folder (see san.rank_collapse.models)."""
 
 from san.core.jobs import job_log
 from san.rank_collapse.models import materialise

@@ -7,6 +7,7 @@ import pandas as pd
 
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
+from san.propagation.claims import claims as propagation_claims
 from san.report.claims import (
     circle_claims,
     path_effectiveness_claims,
@@ -14,23 +15,26 @@ from san.report.claims import (
     rank_collapse_claims,
     render_captions,
 )
+from san.theory.claims import fig2_exponents, theorem_claims
 
 with job_log(snakemake.log[0]) as log:
     inp, p = snakemake.input, snakemake.params
     t = p.thresholds
+    rank_collapse = dict(zip(p.models, map(read_netcdf, inp.rank_collapse), strict=True))
+    fig2 = {
+        m: fig2_exponents(ds["residual_ratio"].sel(variant="SAN"), p.theory["float_floor"], p.theory["limit"])
+        for m, ds in rank_collapse.items()
+    }
+    paths = dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True))
     claims = {
-        "rank_collapse": rank_collapse_claims(
-            dict(zip(p.models, map(read_netcdf, inp.rank_collapse), strict=True)), **t["rank_collapse"]
-        )
-        if p.models
-        else None,
+        "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"]) if p.models else None,
         "path_products": path_product_claims(dict(zip(p.models, map(read_netcdf, inp.path_products), strict=True)))
         if p.models
         else None,
         "circle": circle_claims(pd.read_csv(inp.circle)),
-        "paths": path_effectiveness_claims(dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True)), **t["paths"])
-        if p.tasks
-        else None,
+        "paths": path_effectiveness_claims(paths, **t["paths"]) if p.tasks else None,
+        "theorem": theorem_claims(read_netcdf(inp.theorem), fig2),
+        "propagation": propagation_claims(dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True))),
     }
     Path(snakemake.output.json).write_text(json.dumps(claims, indent=2, sort_keys=True))
     out_dir = Path(snakemake.output.captions[0]).parent

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from helpers import copy_workflow
 from helpers import default_config as _default_config
 

@@ -225,7 +225,7 @@ def evaluate_path_sets(
     a sparse matrix product. The evaluation set is processed in chunks of inputs sized to ``memory_mb``.
 
     Args:
-        model: a trained :class:`~san.san_model.SAN` (put in eval mode here).
+        model: a trained :class:`~san.paths.model.SAN` (put in eval mode here).
         inputs, labels, mask: the evaluation set; labels < 0 are not scored.
         path_sets: ``(..., P, L)`` sets of P paths (:data:`PAD` rows allowed for smaller sets).
         memory_mb: budget of the per-chunk hidden states.

@@ -9,13 +9,12 @@ dropout product, and CPU kernels for short rows are slow. This module computes o
 (``D_p``, ``D_o``: inverted-dropout masks) as one :class:`torch.autograd.Function` with its gradient written out
 by hand: about 15 kernels forward and 18 backward, one autograd node per layer, and in-place work on buffers
 that autograd would otherwise keep. The arithmetic is the same as the autograd formulation
-(:meth:`san.san_model.SANLayer.attention`); tests compare both, and the backward with ``gradcheck`` in float64.
+(:meth:`san.paths.model.SANLayer.attention`); tests compare both, and the backward with ``gradcheck`` in float64.
 
 Matrix products of float32 CPU tensors go through oneDNN (:func:`linear`) on CPUs with AVX-512, where PyTorch
-exposes it: there MKL may keep to its AVX2 code (AMD EPYC Zen 5 measured: MKL's single-thread SGEMM at about half
-oneDNN's speed on these shapes), and oneDNN halves the cost of the projections. On AVX2-only CPUs both libraries
-run AVX2 code and oneDNN's per-call overhead makes it slower (Zen 3 measured: 1.1-2x slower on these shapes), so
-MKL is used. The choice depends only on the CPU, never on timings, so a machine always computes the same numbers;
+exposes it, because MKL may keep to its AVX2 code there; on AVX2-only CPUs both libraries run AVX2 code and
+oneDNN's per-call overhead makes it the slower one, so MKL is used (the README's performance section has the
+measurements). The choice depends only on the CPU, never on timings, so a machine always computes the same numbers;
 the arithmetic is IEEE float32 either way.
 """
 

@@ -5,8 +5,9 @@ A BERT-style encoder without MLP blocks: an input embedding ``X_0``, then ``L`` 
     ``X_l = LayerNorm(X_{l-1} + sum_h P_h X_{l-1} W^V_h W^O_h + 1 b_O^T)``          (Eq. 1 plus a skip connection)
 
 and a per-token linear classifier. Expanding the skip connections turns the network into a sum over *paths*, each
-taking at every layer either the identity or one head (the paper's path decomposition, Sec. 2.1); :mod:`san.paths`
-evaluates such paths with the per-head maps that :class:`~san.attention.MultiHeadSelfAttention` exposes.
+taking at every layer either the identity or one head (the paper's path decomposition, Sec. 2.1);
+:mod:`san.paths.evaluate` evaluates such paths with the per-head maps that
+:class:`~san.core.attention.MultiHeadSelfAttention` exposes.
 
 Inputs are either tokens (sorting, memorisation: word plus learned position embeddings, a linear map, LayerNorm)
 or 2-D points (convex hull, circle: a linear map of the coordinates, or two linear maps with a GELU between, then
@@ -15,7 +16,7 @@ attention probabilities, the attention output and the classifier input, as in BE
 
 Speed (these models are tiny, so a training step costs overhead, not arithmetic): dropout masks are drawn in bulk
 from numpy's PCG64 generator (:class:`DropoutMasks`), and while training each layer is one autograd node with a
-hand-written backward (:mod:`san.fused`; :meth:`SAN.set_fused` switches back to autograd over the explicit
+hand-written backward (:mod:`san.paths.fused`; :meth:`SAN.set_fused` switches back to autograd over the explicit
 formulation of :meth:`SANLayer.attention`, which uses the same masks). In eval mode the layer calls
 :meth:`MultiHeadSelfAttention.forward` unchanged; the three formulations are tested to agree.
 """
@@ -86,8 +87,8 @@ class DropoutMasks:
     A mask keeps each element independently with probability ``1 - q / 2^16`` where ``q = round(p 2^16)`` (for
     ``p = 0.1``: drop probability 0.100006) and scales kept elements by ``1 / (1 - p)``. Masks are consecutive
     slices of a pool of ``pool_size`` elements refilled at once (raw 64-bit PCG64 words split into four 16-bit
-    draws, compared and scaled in numpy): about 0.7 ns an element, against about 40 µs a call for drawing each
-    small mask separately, which on the tiny SANs of Fig. 4 was a tenth of a training step. Seeded, hence
+    draws, compared and scaled in numpy), because drawing each small mask separately costs a call's overhead that
+    is a sizeable part of a training step of the tiny SANs of Fig. 4 (``benchmarks/bench_paths.py``). Seeded, hence
     reproducible: the same seed and sequence of requests give the same masks. Masks are read-only views.
     """
 
@@ -183,7 +184,7 @@ class SANLayer(nn.Module):
         self.attn_dropout = Dropout(cfg.dropout, masks)
         self.dropout = Dropout(cfg.dropout, masks)
         self.norm = nn.LayerNorm(cfg.dim, eps=cfg.layer_norm_eps)
-        self.fused = True  # training mode: one autograd node with a hand-written backward (san.fused)
+        self.fused = True  # training mode: one autograd node with a hand-written backward (san.paths.fused)
 
     def attention(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """``SA(X)``: :meth:`MultiHeadSelfAttention.forward` in eval mode; while training the same computation
@@ -206,7 +207,7 @@ class SANLayer(nn.Module):
         return self.norm(x + self.dropout(self.attention(x, mask)))
 
     def fused_forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The training-mode layer as one :class:`~san.fused.SANLayerFunction` (hand-written backward), with the
+        """The training-mode layer as one :class:`~san.paths.fused.SANLayerFunction` (hand-written backward), with the
         same dropout masks, drawn in the same order, as the autograd formulation."""
         b, n, d = x.shape
         attn, p = self.attn, self.dropout.p
@@ -269,7 +270,7 @@ class SAN(nn.Module):
             nn.init.uniform_(layer.attn.out.weight, -bound, bound)
 
     def set_fused(self, fused: bool) -> None:
-        """Train every layer as one :class:`~san.fused.SANLayerFunction` (hand-written backward, the default) or
+        """Train every layer as one :class:`~san.paths.fused.SANLayerFunction` (hand-written backward, the default) or
         through autograd op by op (:meth:`SANLayer.attention`); both compute the same function, with the same
         dropout masks. Eval mode always uses :meth:`MultiHeadSelfAttention.forward`."""
         for layer in self.layers:
@@ -307,7 +308,7 @@ def load_san(path: str, device: torch.device | str = "cpu") -> tuple[SAN, dict[s
     with safe_open(path, framework="pt") as fh:
         meta = dict(fh.metadata() or {})
     if "san_config" not in meta:
-        raise ValueError(f"{path} has no san_config metadata: not written by san.san_model.save_san")
+        raise ValueError(f"{path} has no san_config metadata: not written by san.paths.model.save_san")
     model = SAN(SANConfig.from_dict(json.loads(meta["san_config"])))
     model.load_state_dict(load_file(path, device=str(device)))
     return model.to(device).eval(), meta

@@ -102,3 +102,35 @@ def task_architectures(slices: dict[str, dict[str, Any]]) -> list[dict[str, Any]
     for name, task in slices.items():
         shapes.setdefault((task["model"]["n_layers"], task["model"]["n_heads"]), []).append(name)
     return [{"name": f"SAN ({', '.join(names)})", "layers": L, "heads": H} for (L, H), names in shapes.items()]
+
+
+def sequences_and_tokens(task: dict[str, Any]) -> tuple[int, int, int]:
+    """Training sequences, evaluation sequences and tokens per sequence of a task slice (:func:`task_slices`)."""
+    data = task["data"]
+    if task["task"] == "memorization":  # evaluated on its training sequences
+        return data["n_sequences"], data["n_sequences"], data["seq_len"]
+    tokens = data["n_points"] if task["task"] == "convex_hull" else data["seq_len"]
+    return data["n_train"], data["n_eval"], tokens
+
+
+def chain_cost(task: dict[str, Any], n_paths: list[int], n_repeats: int) -> float:
+    """Multiply-adds of a task's training and path evaluation, from its config slice alone (no torch).
+
+    Per token and layer a SAN of width d on n tokens costs about ``4 d^2 + 2 n d`` multiply-adds forward (the four
+    projections and the two attention products), three times that with the backward pass; the evaluation runs
+    every path of every set, about ``L`` head applications per path. The scheduler starts the costliest chains
+    (training, then evaluation) first (the rules' ``priority``), so the longest one does not end alone.
+    """
+    n_train, n_eval, n = sequences_and_tokens(task)
+    L, d = task["model"]["n_layers"], task["model"]["dim"]
+    per_token = L * (4 * d * d + 2 * n * d)
+    train = 3 * task["train"]["epochs"] * n_train * n * per_token
+    evaluate = n_eval * n * (L + 1) * n_repeats * sum(n_paths) * (4 * d * d + 2 * n * d)
+    return float(train + evaluate)
+
+
+def priorities(slices: dict[str, dict[str, Any]], n_paths: list[int], n_repeats: int) -> dict[str, int]:
+    """Scheduling priority of every task's training and evaluation: its rank by :func:`chain_cost` (the costliest
+    chain gets the highest), so a config that makes a task bigger moves it forward."""
+    order = sorted(slices, key=lambda name: chain_cost(slices[name], n_paths, n_repeats))
+    return {name: rank + 1 for rank, name in enumerate(order)}

@@ -2,10 +2,10 @@
 
 These models are tiny: a step costs Python and kernel-launch overhead more than arithmetic. The loop therefore
 keeps the whole dataset on the device, draws batches by indexing (no DataLoader), uses the fused Adam/AdamW
-kernels (one kernel for all parameters; about 3x the foreach variant's speed here), sets gradients to None instead
+kernels (one kernel for all parameters), sets gradients to None instead
 of zeroing them, and reads the loss back once per epoch instead of once per step. The model draws its dropout
 masks in bulk from numpy and, with ``fused: true`` (the default), runs every layer as one autograd node with a
-hand-written backward and, on AVX-512 CPUs, oneDNN projections (:mod:`san.fused`). ``torch.compile`` is optional
+hand-written backward and, on AVX-512 CPUs, oneDNN projections (:mod:`san.paths.fused`). ``torch.compile`` is optional
 (``compile: true``): on a CPU it is slower than eager at these sizes, compile time aside
 (see ``benchmarks/bench_paths.py``).
 """
@@ -89,7 +89,7 @@ def train_model(
 
     Keys: ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
     ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping), ``shuffle``, ``compile`` and
-    ``fused`` (see :meth:`san.san_model.SAN.set_fused`; ignored with ``compile``, which traces the autograd
+    ``fused`` (see :meth:`san.paths.model.SAN.set_fused`; ignored with ``compile``, which traces the autograd
     formulation).
     ``seed`` drives the batch order and dropout. ``on_epoch(epoch, loss, lr, seconds)`` is called after each epoch.
     """
@@ -98,7 +98,7 @@ def train_model(
     model.to(device).train()
     fused = bool(cfg.get("fused", True))
     if fused and cfg.get("compile"):
-        log.info("compile: true traces the autograd formulation; the fused layer (san.fused) is eager-only")
+        log.info("compile: true traces the autograd formulation; the fused layer (san.paths.fused) is eager-only")
         fused = False
     model.set_fused(fused)
     data = data.to(device)

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from helpers import built_workflow, write_config
-from helpers import planned_jobs as dry_run_jobs
 
 from san.circle.experiment import Variant, run_circle
 from san.core.storage import read_netcdf
+
+from helpers import built_workflow, tiny_config, write_config
+from helpers import planned_jobs as dry_run_jobs
 
 VARIANTS = ["SAN", "transformer"]  # one without, one with MLP and skips
 DIMS, SEEDS = [4], [0, 1]
@@ -28,15 +29,12 @@ def circle_targets(cfg: dict) -> list[str]:
 
 
 def tiny(default: dict) -> dict:
-    cfg = copy.deepcopy(default)
+    """The tiny config with two seeds in one job (the job trains them one after the other)."""
+    cfg = tiny_config(default)
     c = cfg["circle"]
-    c["variants"] = {v: c["variants"][v] for v in VARIANTS}
-    c.update(hidden_dims=DIMS, seeds=SEEDS, threads=1)
+    assert list(c["variants"]) == VARIANTS
+    c.update(hidden_dims=DIMS, seeds=SEEDS, seeds_per_job=2)
     c["data"]["n_points"] = 16
-    c["train"].update(epochs=2, batch_size=4)
-    c["rollout"]["steps"] = 10
-    c["report"]["steps"] = [5, 10]
-    cfg["figures"].update(formats=["png"], dpi=30)
     return cfg
 
 
@@ -65,19 +63,19 @@ def test_outputs_labels_and_provenance(run):
     for key in ("config", "package_versions", "git_commit", "device", "train_seconds"):
         assert key in ds.attrs, key
     assert json.loads(ds.attrs["config"])["train"]["lr"] == cfg["circle"]["train"]["lr"]
-    for v in VARIANTS:
-        for s in SEEDS:
-            run_file = wf / f"results/circle/{v}/d4/seed{s}.nc"
-            assert read_netcdf(run_file).attrs["seed"] == s
-            assert (wf / f"logs/circle_train/{v}/d4/seed{s}.log").is_file()
-            assert (wf / f"results/benchmarks/circle_train/{v}/d4/seed{s}.tsv").is_file()
+    for v in VARIANTS:  # one job trains both seeds
+        run_file = wf / f"results/circle/{v}/d4/seeds0_1.nc"
+        assert list(read_netcdf(run_file)["seed"].values) == SEEDS
+        assert (wf / f"logs/circle_train/{v}/d4/seeds0_1.log").is_file()
+        assert (wf / f"results/benchmarks/circle_train/{v}/d4/seeds0_1.tsv").is_file()
     table = pd.read_csv(wf / "results/tables/circle_collapse.csv")
     assert list(table["variant"]) == VARIANTS and set(table["n_collapsed"]) <= {0, 1, 2}
     assert {"dist_5_mean", "dist_10_mean", "dist_10_std"} <= set(table.columns)
 
 
 def test_job_result_equals_the_library_call(run):
-    """The rule passes its config slice through unchanged: the job's numbers are those of a direct call."""
+    """The rule passes its config slice through unchanged: the job's numbers are those of a direct call of one seed
+    (seed 1, trained after seed 0 in the same job)."""
     wf, cfg = run
     c = cfg["circle"]
     torch.set_num_threads(1)
@@ -100,7 +98,7 @@ def test_job_result_equals_the_library_call(run):
         rollout_dtype=torch.float64,
     )
     got = ds["trajectory"].sel(variant="transformer", hidden_dim=4, seed=1).values
-    assert np.allclose(got, direct["trajectory"].values, rtol=1e-6, atol=1e-9)
+    assert np.array_equal(got, direct["trajectory"].values)
 
 
 def test_config_edits_rerun_only_what_they_touch(run):
@@ -116,15 +114,15 @@ def test_config_edits_rerun_only_what_they_touch(run):
                 "circle_train": 2,
                 "circle_gather": 1,
                 "circle_table": 1,
-                "plot_circle": 1,
-                "plot_circle_distance": 1,
-                "plot_circle_loss": 1,
+                "circle_plot": 1,
+                "circle_plot_distance": 1,
+                "circle_plot_loss": 1,
             },
         ),
         # figure styling: only the figures
         "dpi": (
             lambda c: c["figures"].update(dpi=31),
-            {"plot_circle": 1, "plot_circle_distance": 1, "plot_circle_loss": 1},
+            {"circle_plot": 1, "circle_plot_distance": 1, "circle_plot_loss": 1},
         ),
     }
     for name, (edit, expected) in edits.items():

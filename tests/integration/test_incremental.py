@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from helpers import TINY, copy_workflow, snakemake, tiny_config, write_config
 
 # Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a

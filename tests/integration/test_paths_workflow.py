@@ -8,31 +8,24 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import built_workflow, write_config
-from helpers import planned_jobs as dry_run_jobs
 
 from san.core.storage import read_netcdf
 from san.paths.spec import PAD, SKIP, path_length_shares
 
-TASKS = ["sorting", "convex_hull", "memorization", "sorting_10k"]  # the last: a variant of sorting
+from helpers import built_workflow, tiny_config, write_config
+from helpers import planned_jobs as dry_run_jobs
+
+TASKS = ["sorting", "convex_hull", "memorization", "sorting_10k"]  # the last: a task derived from sorting
 KINDS = {"sorting_10k": "sorting"}
 N_PATHS, REPEATS = [2, 3], 2
 
 
 def tiny(default: dict) -> dict:
-    cfg = copy.deepcopy(default)
-    p = cfg["paths"]
-    p["tasks"] = TASKS
-    for task in ("sorting", "convex_hull", "memorization"):
-        p[task]["model"].update(n_layers=2, n_heads=2, dim=8)
-        p[task]["train"].update(epochs=2, batch_size=8)
-    p["sorting"]["data"].update(n_train=32, n_eval=16)
-    p["convex_hull"]["data"].update(n_train=32, n_eval=16)
-    p["memorization"]["data"].update(n_sequences=6, seq_len=16)
-    p["variants"]["sorting_10k"].update(data={"n_train": 48}, train={"epochs": 2})
-    p["evaluation"].update(n_paths=N_PATHS, n_repeats=REPEATS, memory_mb=16)
-    p.update(train_threads=1, eval_threads=1)
-    cfg["figures"].update(formats=["png"], dpi=30)
+    """The tiny config with every task and a derived task listed."""
+    cfg = tiny_config(default)
+    cfg["paths"]["tasks"] = TASKS
+    cfg["paths"]["derived_tasks"]["sorting_10k"].update(data={"n_train": 48}, train={"epochs": 2})
+    assert cfg["paths"]["evaluation"]["n_paths"] == N_PATHS and cfg["paths"]["evaluation"]["n_repeats"] == REPEATS
     return cfg
 
 
@@ -60,7 +53,7 @@ def test_outputs_exist(run):
     for task in TASKS:
         log = pd.read_csv(wf / f"results/paths/{task}/train_log.tsv", sep="\t")
         assert list(log.columns) == ["epoch", "loss", "lr", "seconds"] and len(log) == 2
-        assert (wf / f"logs/paths/train/{task}.log").is_file()
+        assert (wf / f"logs/paths_train/{task}.log").is_file()
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -139,15 +132,21 @@ def test_evaluation_settings_rerun_only_the_evaluation(run):
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        # a task's setting reaches its variants too
+        # a task's setting reaches the tasks derived from it too
         (lambda p: p["sorting"]["train"].update(lr=1e-4), {"paths_train": 2, "paths_evaluate": 2}),
-        # a variant's own setting reruns only the variant
-        (lambda p: p["variants"]["sorting_10k"]["train"].update(epochs=3), {"paths_train": 1, "paths_evaluate": 1}),
+        # a derived task's own setting reruns only that task
+        (
+            lambda p: p["derived_tasks"]["sorting_10k"]["train"].update(epochs=3),
+            {"paths_train": 1, "paths_evaluate": 1},
+        ),
         # a panel title is the figure's concern only
-        (lambda p: p["variants"]["sorting_10k"].update(title="Sorting, long"), {"paths_train": 0, "paths_plot": 1}),
+        (
+            lambda p: p["derived_tasks"]["sorting_10k"].update(title="Sorting, long"),
+            {"paths_train": 0, "paths_plot": 1},
+        ),
     ],
 )
-def test_task_and_variant_edits_rerun_what_they_touch(run, edit, expected):
+def test_task_and_derived_task_edits_rerun_what_they_touch(run, edit, expected):
     wf, cfg = run
     edited = copy.deepcopy(cfg)
     edit(edited["paths"])
@@ -160,7 +159,7 @@ def test_task_and_variant_edits_rerun_what_they_touch(run, edit, expected):
         assert jobs.get(rule, 0) == count, jobs
 
 
-def test_variant_trains_on_its_own_data_with_its_task_settings(run):
+def test_derived_task_trains_on_its_own_data_with_its_task_settings(run):
     wf, _ = run
     with np.load(wf / "results/paths/sorting_10k/data.npz") as d, np.load(wf / "results/paths/sorting/data.npz") as b:
         assert d["train_inputs"].shape == (48, 8) and b["train_inputs"].shape == (32, 8)

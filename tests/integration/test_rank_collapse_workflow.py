@@ -4,9 +4,10 @@ import json
 
 import numpy as np
 import pytest
-from helpers import copy_workflow, rank_collapse_targets, snakemake, tiny_config, write_config
 
 from san.core.storage import read_netcdf
+
+from helpers import copy_workflow, rank_collapse_targets, snakemake, tiny_config, write_config
 
 
 @pytest.fixture(scope="module")

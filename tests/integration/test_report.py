@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from helpers import copy_workflow, snakemake, tiny_config, write_config
 
 

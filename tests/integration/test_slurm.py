@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+
 from helpers import ROOT, copy_workflow, snakemake, tiny_config, write_config
 
 # Rules whose results the SLURM run builds, with everything upstream of them (`snakemake --until`); a new experiment

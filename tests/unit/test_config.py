@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import snakemake, write_config
 
 from san.core.config import ConfigError, validate_config
 from san.experiments import check_config
 from san.paths.spec import task_architectures, task_slices
+
+from helpers import snakemake, write_config
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 

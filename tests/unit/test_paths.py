@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from reference import reference_path_set_accuracy, reference_path_set_logits
 from torch import nn
 
 from san.core.attention import MultiHeadSelfAttention
@@ -22,6 +21,8 @@ from san.paths.evaluate import (
 from san.paths.model import SAN, SANConfig, load_san, save_san
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 from san.rank_collapse.spec import depth_and_heads
+
+from reference import reference_path_set_accuracy, reference_path_set_logits
 
 torch.set_num_threads(1)
 

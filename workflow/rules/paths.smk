@@ -1,6 +1,6 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
-from san.paths.spec import task_architectures
+from san.paths.spec import priorities, task_architectures
 from san.rank_collapse.spec import depth_and_heads
 
 PATHS = config["paths"]
@@ -14,6 +14,8 @@ PATHS_TITLES = {
 # Tiny models: CPU jobs unless the config reserves GPUs for them.
 PATHS_DEVICE = config["device"] if PATHS["gpu"] > 0 else "cpu"
 PATHS_TASK_RE = "|".join(PATHS_TASKS)
+# The costliest training + evaluation chains start first (priority: rank by their arithmetic, from the config).
+PATHS_PRIORITY = priorities(PATHS_SLICES, PATHS["evaluation"]["n_paths"], PATHS["evaluation"]["n_repeats"])
 
 
 # The config slice of one task, the only config a task's jobs see.
@@ -57,6 +59,7 @@ rule paths_train:
         f"{RESULTS}/benchmarks/paths_train/{{task}}.tsv"
     wildcard_constraints:
         task=PATHS_TASK_RE,
+    priority: lambda w: PATHS_PRIORITY[w.task]
     conda:
         "../../envs/torch.yaml"
     threads: PATHS["train_threads"]
@@ -95,6 +98,7 @@ rule paths_evaluate:
         f"{RESULTS}/benchmarks/paths_evaluate/{{task}}.tsv"
     wildcard_constraints:
         task=PATHS_TASK_RE,
+    priority: lambda w: PATHS_PRIORITY[w.task]
     conda:
         "../../envs/torch.yaml"
     threads: PATHS["eval_threads"]

@@ -11,8 +11,18 @@ rule summary:
         path_products=expand(f"{RESULTS}/path_products/{{model}}.nc", model=config["rank_collapse"]["models"]),
         circle=f"{RESULTS}/tables/circle_collapse.csv",
         paths=expand(f"{RESULTS}/paths/{{task}}.nc", task=config["paths"]["tasks"]),
+        theorem=rules.theorem_sweep.output[0],
+        propagation=expand(f"{RESULTS}/propagation/{{sweep}}.nc", sweep=PROPAGATION_SWEEPS),
         templates=REPORT_TEMPLATES,
-        lib=lib("rank_collapse/spec", "report/claims"),
+        lib=lib(
+            "rank_collapse/spec",
+            "report/claims",
+            "theory/spec",
+            "theory/bound",
+            "theory/claims",
+            "propagation/theory",
+            "propagation/claims",
+        ),
     output:
         json=f"{RESULTS}/summary.json",
         captions=[f"{RESULTS}/report/captions/{Path(t).name}" for t in REPORT_TEMPLATES],
@@ -29,6 +39,8 @@ rule summary:
         models=config["rank_collapse"]["models"],
         tasks=config["paths"]["tasks"],
         thresholds=config["report"],
+        theory={k: config["theory"][k] for k in ("float_floor", "limit")},
+        sweeps=PROPAGATION_SWEEPS,
     script:
         "../../scripts/summary.py"
 

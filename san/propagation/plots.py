@@ -1,0 +1,117 @@
+"""Figures of the propagation sweeps (seaborn), read from the ``results/propagation/<sweep>.nc`` datasets only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import xarray as xr
+
+from san.core.plotting import legend_outside, save
+from san.propagation import theory
+from san.propagation.claims import block_kwargs, fixed_params, predicted_critical_beta
+
+
+def _at_largest(ds: xr.Dataset, keep: Sequence[str]) -> xr.Dataset:
+    """Select the last (largest) value of every grid dimension not in ``keep`` (and not layer/seed)."""
+    sel = {d: ds[d].values[-1] for d in ds.dims if d not in (*keep, "layer", "seed")}
+    return ds.sel(sel)
+
+
+def _frame(da: xr.DataArray, name: str) -> pd.DataFrame:
+    return da.to_dataframe(name=name).reset_index()
+
+
+def plot_depth(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
+    """Cosine against depth, a panel per residual scaling (rows) x normalisation (columns), a colour per beta, at
+    the largest width and sequence length; dashed: the Giorlandino & Goldt recursion (post-LN)."""
+    sub = _at_largest(ds, ("residual", "norm", "beta"))
+    df = _frame(sub["cosine"], "cosine")
+    df["beta"] = df["beta"].map(lambda b: f"beta={b:g}")
+    g = sns.relplot(
+        data=df, x="layer", y="cosine", hue="beta", row="residual", col="norm", kind="line",
+        errorbar=("pi", 100), height=2.2, aspect=1.4, facet_kws={"margin_titles": True},
+    )  # fmt: skip
+    for (res, norm), ax in g.axes_dict.items():
+        for i, beta in enumerate(sub["beta"].values):
+            curve = sub["theory_cosine"].sel(residual=res, norm=norm, beta=beta)
+            if np.isfinite(curve).any():
+                ax.plot(sub["layer"], curve, ls="--", color=sns.color_palette()[i], lw=1)
+        ax.set_ylim(-0.05, 1.05)
+    size = ", ".join(f"{k}={ds[k].values[-1]}" for k in ("width", "seq_len") if k in ds.dims)
+    g.figure.suptitle(f"token cosine vs depth ({size}); dashed: G&G recursion", y=1.02)
+    save(g.figure, paths)
+
+
+def plot_qk_variance(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
+    """Last-layer cosine and attention participation against beta (log x): simulation (mean, min-max over seeds)
+    and theory; the vertical line is the predicted critical beta at this depth."""
+    depth = int(ds.sizes["layer"] - 1)
+    last = ds.isel(layer=-1)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    df = _frame(last["cosine"], "cosine")
+    sns.lineplot(data=df, x="beta", y="cosine", errorbar=("pi", 100), marker="o", ax=axes[0], label="simulation")
+    p0 = float(ds["cosine"].isel(layer=0).mean())
+    betas = np.geomspace(float(ds.beta.min()), float(ds.beta.max()), 60)
+    th = [theory.recursion(p0, b, depth, **block_kwargs(ds))[-1] for b in betas]
+    axes[0].plot(betas, th, "k--", lw=1, label="G&G recursion")
+    df = _frame(last["attention_overlap"], "overlap")
+    sns.lineplot(data=df, x="beta", y="overlap", errorbar=("pi", 100), marker="o", ax=axes[1], label="simulation")
+    df = _frame(last["theory_overlap"], "overlap")
+    sns.lineplot(
+        data=df, x="beta", y="overlap", errorbar=None, ls="--", color="k", ax=axes[1], label="REM | measured p"
+    )
+    axes[1].axhline(1 / fixed_params(ds)["seq_len"], color="grey", lw=0.8, ls=":", label="1/T (uniform)")
+    crit = predicted_critical_beta(ds)
+    for ax in axes:
+        ax.set_xscale("log")
+        ax.set_xticks(ds.beta.values, [f"{b:g}" for b in ds.beta.values])
+        ax.minorticks_off()
+        if np.isfinite(crit):
+            ax.axvline(crit, color="r", lw=0.8, label="predicted critical beta")
+    axes[0].set_ylabel(f"cosine at layer {depth}")
+    axes[1].set_ylabel(f"mean sum_j A_ij^2 at layer {depth}")
+    legend_outside(axes[1])
+    axes[0].get_legend().remove()
+    save(fig, paths)
+
+
+def plot_masks(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
+    """Relative residual against depth on log-log axes, a colour per mask, a panel per normalisation (Wu et al.)."""
+    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm"))
+    df = _frame(sub["relative_residual"], "relative residual")
+    g = sns.relplot(
+        data=df, x="layer", y="relative residual", hue="mask", col="norm", kind="line", errorbar=("pi", 100),
+        height=3, aspect=1.2,
+    )  # fmt: skip
+    for ax in g.axes.flat:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    save(g.figure, paths)
+
+
+def plot_sequence_length(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
+    """Stable rank after the last layer against T, A versus A - 11^T/T, a panel per residual x norm (Mind the Gap)."""
+    last = _at_largest(ds.isel(layer=-1), ("seq_len", "centred", "residual", "norm"))
+    df = _frame(last["stable_rank"], "stable rank")
+    df["attention"] = df["centred"].map({0: "A", 1: "A - 11^T/T"})
+    g = sns.relplot(
+        data=df, x="seq_len", y="stable rank", hue="attention", row="residual", col="norm", kind="line",
+        marker="o", errorbar=("pi", 100), height=2.4, aspect=1.3, facet_kws={"margin_titles": True},
+    )  # fmt: skip
+    for ax in g.axes.flat:
+        ax.set_yscale("log")
+    g.figure.suptitle(f"stable rank after {int(ds.sizes['layer'] - 1)} layers (d = T)", y=1.02)
+    save(g.figure, paths)
+
+
+PLOTS = {
+    "depth": plot_depth,
+    "qk_variance": plot_qk_variance,
+    "masks": plot_masks,
+    "sequence_length": plot_sequence_length,
+}

@@ -1,0 +1,117 @@
+"""Names and config helpers of the signal-propagation study, free of torch.
+
+Random transformer blocks at initialisation, forward only, against published theory: Noci et al. (NeurIPS 2022,
+1/sqrt(L) residual branches), Giorlandino & Goldt (ICLR 2026, the post-LN correlation recursion), Wu et al.
+(NeurIPS 2024, masks and LayerNorm) and Nait Saada, Naderi & Tanner (ICML 2025, "Mind the Gap", centred attention).
+The one place that names the sweeps, the block options and the parameters a sweep can vary; the schema's enums, the
+simulator, the figures and the claims read them from here. The workflow imports it while it parses the rules.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from san.core.config import ConfigError
+
+#: the four sweeps of the study (config keys under ``propagation.sweeps`` and the ``{sweep}`` wildcard)
+SWEEPS = ("depth", "qk_variance", "masks", "sequence_length")
+#: where the normalisation sits: none; post-LN ``x <- LN(a x + b f(x))``; pre-LN ``x <- a x + b f(LN(x))``;
+#: pre-RMSNorm ``x <- a x + b f(RMS(x))``. LayerNorm and RMSNorm carry no affine parameters.
+NORMS = ("none", "post_ln", "pre_ln", "rmsnorm")
+#: attention masks: every key; keys j <= i (causal); keys |i - j| <= window (sliding, symmetric band)
+MASKS = ("full", "causal", "sliding")
+#: input tokens: Gaussian with a set pairwise correlation; orthonormal rows scaled to norm sqrt(d) (Mind the Gap's
+#: isometric input); the prose embeddings of the rank-collapse experiment (BERT's embedding output)
+INPUTS = ("gaussian", "isometric", "prose")
+#: the branch weight ``b = 1 / sqrt(L)`` (Noci et al.) is written as this string in a residual scaling
+INV_SQRT_DEPTH = "1/sqrt(L)"
+#: residual scalings by name: skip weight ``a`` and branch weight ``b`` of ``x <- a x + b f(x)``, for both the
+#: attention and the MLP sub-block. With ``mlp`` false/true, ``pure`` and ``skip`` give the paper's four variants
+#: (SAN, SAN+MLP, SAN+skip, transformer).
+DEFAULT_RESIDUALS = {
+    "pure": {"skip": 0.0, "branch": 1.0},
+    "skip": {"skip": 1.0, "branch": 1.0},
+    "inv_sqrt_depth": {"skip": 1.0, "branch": INV_SQRT_DEPTH},
+}
+#: the parameters of a simulation and their defaults; a sweep's ``grid`` varies some (each becomes a dimension of
+#: the result, named after the key), its ``fixed`` sets others
+PARAMS: dict[str, Any] = {
+    "residual": "skip",  # a name from propagation.residuals
+    "mlp": True,  # an MLP sub-block after attention
+    "norm": "post_ln",  # one of NORMS
+    "mask": "full",  # one of MASKS
+    "window": 4,  # half-width w of the sliding mask
+    "beta": 1.0,  # attention inverse temperature: logits have std beta * sqrt(log T) for unit-variance tokens
+    "centred": False,  # use A - 1 1^T / T (row-wise: minus the uniform row over the allowed keys)
+    "seq_len": 64,  # tokens T
+    "width": 128,  # model width d (ignored for prose input: the embeddings' width)
+    "width_ratio": 0.0,  # if > 0, the width is round(width_ratio * T) (Mind the Gap: d = T / gamma)
+    "heads": 1,  # attention heads H (d divisible by H)
+    "input": "gaussian",  # one of INPUTS
+    "input_correlation": 0.2,  # pairwise correlation of the Gaussian input tokens
+    "var_v": 0.2,  # value weights ~ N(0, var_v / d) (Giorlandino & Goldt's Fig. 1: 0.2)
+    "var_b": 4e-4,  # value and MLP biases ~ N(0, var_b) (theirs: 4e-4)
+    "var_w": 0.2,  # MLP weights ~ N(0, var_w / fan_in) (theirs: 0.2)
+    "mlp_ratio": 1.0,  # MLP hidden width / d
+}
+#: the metrics stored per layer
+METRICS = ("cosine", "relative_residual", "stable_rank", "stable_rank_gram", "attention_overlap")
+#: LayerNorm / RMSNorm epsilon (BERT's; float64 runs)
+NORM_EPS = 1e-12
+
+
+def check_sweep(name: str, sweep: Mapping[str, Any], residuals: Mapping[str, Any]) -> None:
+    """Cross-checks of one ``propagation.sweeps.<name>`` section that its schema cannot express (a parameter both
+    swept and fixed, an unknown residual name, widths not divisible by the heads); raises :class:`ConfigError`."""
+    where = f"propagation.sweeps.{name}"
+    both = set(sweep.get("grid", {})) & set(sweep.get("fixed", {}))
+    if both:
+        raise ConfigError(f"config key '{where}': {sorted(both)} are both in grid and in fixed")
+    for point in grid_points(sweep):
+        p = point_params(sweep, point)
+        if p["residual"] not in residuals:
+            raise ConfigError(f"config key '{where}': residual {p['residual']!r} is not one of {sorted(residuals)}")
+        width = p["width"] if p["width_ratio"] <= 0 else round(p["width_ratio"] * p["seq_len"])
+        if p["input"] != "prose" and width % p["heads"]:
+            raise ConfigError(f"config key '{where}': width {width} is not divisible by heads = {p['heads']}")
+
+
+def grid_points(sweep: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every combination of the swept values, in grid order (the last key varies fastest)."""
+    grid = sweep.get("grid", {})
+    keys = list(grid)
+    return [dict(zip(keys, values, strict=True)) for values in itertools.product(*(grid[k] for k in keys))]
+
+
+def point_params(sweep: Mapping[str, Any], point: Mapping[str, Any]) -> dict[str, Any]:
+    """All parameters of one sweep point: the defaults, then the sweep's ``fixed``, then the point's values."""
+    return {**PARAMS, **sweep.get("fixed", {}), **point}
+
+
+def branch_weight(branch: float | str, depth: int) -> float:
+    """The branch weight ``b``: a number, or ``1/sqrt(L)`` for a model of ``depth`` layers (Noci et al.)."""
+    if branch == INV_SQRT_DEPTH:
+        return depth**-0.5
+    return float(branch)
+
+
+def uses_prose(sweep: Mapping[str, Any]) -> bool:
+    """Whether a sweep needs the prose embeddings (and so the rank-collapse model and token ids)."""
+    return any(point_params(sweep, p)["input"] == "prose" for p in grid_points(sweep))
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """Cross-checks of the ``propagation`` section: every sweep (:func:`check_sweep`), and the prose model is a
+    defined bert model when a sweep uses prose input; raises :class:`ConfigError` naming the key."""
+    section = config["propagation"]
+    for name, sweep in section["sweeps"].items():
+        check_sweep(name, sweep, section["residuals"])
+    if any(uses_prose(sweep) for sweep in section["sweeps"].values()):
+        name, models = section["prose_model"], config.get("models", {})
+        if models.get(name, {}).get("family") != "bert":
+            raise ConfigError(
+                f"config key 'propagation.prose_model': {name!r} is not a bert model defined under 'models' "
+                f"(defined: {sorted(models)})"
+            )

@@ -1,0 +1,68 @@
+"""Theorem 2.2 check: the bound, the res minimiser, one pure-SAN layer and the exponent, against independent values."""
+
+import itertools
+
+import numpy as np
+
+from san.theory import bound as B
+from san.theory.experiment import san_layer
+from san.theory.residual import residual
+
+
+def test_bound_one_layer_by_hand():
+    # W_Q W_K^T = [[1, 2], [0, -1]]: ||.||_1 = max column abs sum = 3; W_V W_O = [[2, 0], [1, 1]]:
+    # ||.||_1 = 3, ||.||_inf = 2, ||.||_{1,inf} = sqrt(6); beta = 3 sqrt(6); d_qk = 4, r = 0.5:
+    # bound = 4 * beta / 2 * 0.125 = 0.75 sqrt(6)
+    beta = 3 * np.sqrt(6)
+    assert np.isclose(10 ** B.log10_step_bound(0.5, beta, 4), 0.75 * np.sqrt(6))
+    # closed form over 2 layers equals the recursion applied twice: c^(1+3) r0^9
+    c = 4 * beta / 2
+    assert np.isclose(10 ** B.log10_closed_bound(0.5, np.array([beta, beta]), 4)[-1], c**4 * 0.5**9)
+    assert np.isclose(10 ** B.log10_step_bound(0.5, beta, 4, heads=3), 3 * 0.75 * np.sqrt(6))
+
+
+def test_residual_against_brute_force():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 4, 2))
+    grid = np.linspace(-3, 3, 241)
+    for m in x:
+        best = min(
+            np.sqrt(np.abs(m - c).sum(0).max() * np.abs(m - c).sum(1).max()) for c in itertools.product(grid, grid)
+        )
+        res = residual(m, iterations=200)
+        assert res.lower <= best + 1e-9  # certified lower bound
+        assert res.upper <= best * 1.05  # attained value close to the optimum
+        x_hat = res.x
+        attained = np.sqrt(np.abs(m - x_hat).sum(0).max() * np.abs(m - x_hat).sum(1).max())
+        assert np.isclose(attained, res.upper)
+
+
+def test_san_layer_explicit():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3, 4))
+    wq, wk, wv, wo = (rng.normal(size=s) for s in [(2, 4, 2), (2, 4, 2), (2, 4, 2), (2, 2, 4)])
+    expected = np.zeros((3, 4))
+    for h in range(2):
+        logits = (x @ wq[h]) @ (x @ wk[h]).T / np.sqrt(2)
+        p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+        expected += p @ x @ wv[h] @ wo[h]
+    assert np.allclose(san_layer(x, wq, wk, wv, wo), expected)
+
+
+def test_exponent_doubly_exponential():
+    r = 0.5 ** (3.0 ** np.arange(5))
+    assert np.allclose(B.exponent(r), 3.0)
+
+
+def test_certified_bound_holds_one_layer():
+    from san.theory.experiment import base_distribution_max, head_norms
+
+    rng = np.random.default_rng(2)
+    for scale in (0.05, 0.3, 1.0):
+        x = rng.normal(size=(6, 8))
+        w = [rng.normal(size=s) * scale for s in [(1, 8, 4), (1, 8, 4), (1, 8, 4), (1, 4, 8)]]
+        res = residual(x, iterations=100)
+        nrm = head_norms(*w)
+        q = base_distribution_max(x, res.x, w[0], w[1])
+        cert = B.log10_certified_step(res.norm_1, res.norm_inf, nrm["qk_1"][0], nrm["v_1"][0], nrm["v_inf"][0], q, 6, 4)
+        assert residual(san_layer(x, *w), iterations=100).lower <= 10**cert

@@ -1,0 +1,100 @@
+# Signal propagation at initialisation (beyond the paper): random blocks, float64, forward only, against Noci et al.
+# (1/sqrt(L) branches), Giorlandino & Goldt (post-LN recursion, critical query-key variance), Wu et al. (masks and
+# LayerNorm) and Nait Saada et al. (centred attention). One job per sweep; one figure job for all sweeps.
+from san.propagation.spec import uses_prose
+
+PROPAGATION = config["propagation"]
+PROPAGATION_SWEEPS = list(PROPAGATION["sweeps"])
+PROPAGATION_DEVICE = PROPAGATION["device"] or config["device"]
+PROPAGATION_PROSE = PROPAGATION["prose_model"]
+
+
+def propagation_slice(wildcards):
+    """One sweep's config slice: its grid, fixed values, depth and seeds, and the residual scalings it uses."""
+    sweep = PROPAGATION["sweeps"][wildcards.sweep]
+    return {**sweep, "residuals": PROPAGATION["residuals"]}
+
+
+def propagation_inputs(wildcards):
+    """The rank-collapse model folder and token ids, only for a sweep with prose input."""
+    if not uses_prose(PROPAGATION["sweeps"][wildcards.sweep]):
+        return {}
+    return {
+        "model": f"{RESULTS}/models/{PROPAGATION_PROSE}/init",
+        "inputs": f"{RESULTS}/inputs/{PROPAGATION_PROSE}/init.nc",
+    }
+
+
+rule propagation_sweep:
+    """One sweep of random transformer blocks at initialisation: cosine, relative residual, stable rank per layer."""
+    input:
+        unpack(propagation_inputs),
+        lib=lib(
+            "core/device",
+            "core/metrics",
+            "propagation/spec",
+            "propagation/simulator",
+            "propagation/theory",
+            "propagation/experiment",
+            "rank_collapse/models",
+        ),
+    output:
+        f"{RESULTS}/propagation/{{sweep}}.nc",
+    log:
+        "logs/propagation_sweep/{sweep}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/propagation_sweep/{{sweep}}.tsv"
+    wildcard_constraints:
+        sweep="|".join(PROPAGATION_SWEEPS),
+    conda:
+        "../../envs/torch.yaml"
+    threads: PROPAGATION["threads"]
+    resources:
+        **resources("propagation_sweep", gpu=int(PROPAGATION_DEVICE != "cpu")),
+    params:
+        sweep=propagation_slice,
+        device=PROPAGATION_DEVICE,
+    script:
+        "../../scripts/propagation_sweep.py"
+
+
+rule propagation_plot:
+    """Figures of the propagation sweeps: cosine vs depth with the recursion, the beta transition, masks, T."""
+    input:
+        **{s: f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS},
+        lib=lib("core/plotting", "propagation/spec", "propagation/theory", "propagation/claims", "propagation/plots"),
+    output:
+        **{
+            s: report(
+                figures(f"propagation_{s}"),
+                caption=caption(f"propagation_{s}"),
+                category="Signal propagation (beyond the paper)",
+                labels={"sweep": s},
+            )
+            for s in PROPAGATION_SWEEPS
+        },
+    log:
+        "logs/propagation_plot.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/propagation_plot.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("propagation_plot"),
+    params:
+        figures=config["figures"],
+    script:
+        "../../scripts/propagation_plot.py"
+
+
+PROPAGATION_TARGETS = [f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS]
+for _s in PROPAGATION_SWEEPS:
+    PROPAGATION_TARGETS += figures(f"propagation_{_s}")
+TARGETS += PROPAGATION_TARGETS
+
+
+rule propagation:
+    """Target: the signal-propagation sweeps at initialisation and their figures (beyond the paper)."""
+    input:
+        PROPAGATION_TARGETS,

@@ -1,0 +1,69 @@
+# Theorem 2.2 (and its multi-head corollary) measured against its bound on pure SANs at random initialisation.
+THEORY_MODEL = config["theory"]["embedding_model"]
+
+
+rule theorem_sweep:
+    """Residual per layer vs the paper's bound over the sweep (beta scale x d_qk x LayerNorm x inputs), float64."""
+    input:
+        model=f"{RESULTS}/models/{THEORY_MODEL}/init",
+        inputs=f"{RESULTS}/inputs/{THEORY_MODEL}/init.nc",
+        lib=lib(
+            "core/device",
+            "rank_collapse/models",
+            "theory/spec",
+            "theory/residual",
+            "theory/bound",
+            "theory/experiment",
+            "theory/inputs",
+        ),
+    output:
+        f"{RESULTS}/theorem.nc",
+    log:
+        "logs/theorem_sweep.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/theorem_sweep.tsv"
+    conda:
+        "../../envs/torch.yaml"
+    threads: 2
+    resources:
+        **resources("theorem_sweep"),
+    params:
+        settings=config["theory"],
+    script:
+        "../../scripts/theorem_sweep.py"
+
+
+rule theorem_plot:
+    """Measured residual vs the nominal bound per layer (log scale) and the empirical exponent."""
+    input:
+        data=rules.theorem_sweep.output[0],
+        lib=lib("core/plotting", "theory/plots"),
+    output:
+        report(
+            figures("theorem_bound"),
+            caption=caption("theorem"),
+            category="Theorem 2.2 vs its bound",
+        ),
+    log:
+        "logs/theorem_plot.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/theorem_plot.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("theorem_plot"),
+    params:
+        figures=config["figures"],
+    script:
+        "../../scripts/theorem_plot.py"
+
+
+THEOREM = [f"{RESULTS}/theorem.nc"] + figures("theorem_bound")
+TARGETS += THEOREM
+
+
+rule theorem:
+    """Target: Theorem 2.2 measured against its bound (results/theorem.nc and its figure)."""
+    input:
+        THEOREM,
