@@ -4,6 +4,11 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+# A YAML syntax error or an empty file fails here naming the file and line (Snakemake's loader names neither).
+from san.core.config import check_config_files
+
+check_config_files(["config.yaml"])
+
 
 configfile: "config.yaml"
 
@@ -16,6 +21,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/rank_collapse.smk"
 include: "workflow/rules/circle.smk"
 include: "workflow/rules/paths.smk"
+include: "workflow/rules/paths_decomposition.smk"
 include: "workflow/rules/theory.smk"
 include: "workflow/rules/propagation.smk"
 include: "workflow/rules/report.smk"
@@ -26,3 +32,12 @@ rule all:
     default_target: True
     input:
         TARGETS,
+
+
+onsuccess:
+    # Where the run's results are (also after a partial target such as fig2) and how to render the report.
+    summary = Path(RESULTS, "summary.json")
+    if summary.is_file():
+        print(f"Claims checked on this run: {summary.resolve()}")
+    print(f"Results are in {Path(RESULTS).resolve()}; figures in {Path(RESULTS, 'figures').resolve()}.")
+    print(f"Render the report with: snakemake --report {RESULTS}/report.html")

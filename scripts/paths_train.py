@@ -1,6 +1,7 @@
 """Snakemake entry: train the SAN of one path-effectiveness task; write its weights, data and loss per epoch."""
 
 import json
+from datetime import timedelta
 
 import numpy as np
 
@@ -15,12 +16,25 @@ with job_log(snakemake.log[0]) as log:
     device = resolve_device(snakemake.params.device)
     log.info("task %s (%s) on %s, %d thread(s)", cfg.get("name", cfg["task"]), cfg["task"], device, snakemake.threads)
 
+    n_epochs, elapsed = int(cfg["train"]["epochs"]), [0.0]
+
     with open(snakemake.output.train_log, "w", buffering=1) as fh:
         fh.write("epoch\tloss\tlr\tseconds\n")
 
         def on_epoch(epoch: int, loss: float, lr: float, seconds: float) -> None:
             fh.write(f"{epoch}\t{loss:.8g}\t{lr:.8g}\t{seconds:.6g}\n")
-            log.info("epoch %d: loss %.5f lr %.3g (%.2f s)", epoch, loss, lr, seconds)
+            done, elapsed[0] = epoch + 1, elapsed[0] + seconds
+            eta = elapsed[0] / done * (n_epochs - done)
+            log.info(
+                "epoch %d/%d: loss %.5f lr %.3g (%.2f s); elapsed %s, ETA %s",
+                done,
+                n_epochs,
+                loss,
+                lr,
+                seconds,
+                timedelta(seconds=round(elapsed[0])),
+                timedelta(seconds=round(eta)),
+            )
 
         trained = train(cfg, device, on_epoch)
     task, result = trained.task, trained.result

@@ -19,4 +19,4 @@ with job_log(snakemake.log[0]) as log:
     log.info("sweep %s on %s (%s threads)", sweep, device, torch.get_num_threads())
     ds = run(sweep, p.sweep, device, prose, log=log)
     log.info("CPU seconds: %.1f", ds.attrs["cpu_seconds"])
-    write_netcdf(ds, snakemake.output[0], p.sweep, device=str(device))
+    write_netcdf(ds, snakemake.output[0], p.sweep)  # run() records the device in the attributes

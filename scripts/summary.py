@@ -7,6 +7,7 @@ import pandas as pd
 
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
+from san.paths.claims import path_decomposition_claims
 from san.propagation.claims import claims as propagation_claims
 from san.report.claims import (
     circle_claims,
@@ -33,6 +34,11 @@ with job_log(snakemake.log[0]) as log:
         else None,
         "circle": circle_claims(pd.read_csv(inp.circle)),
         "paths": path_effectiveness_claims(paths, **t["paths"]) if p.tasks else None,
+        "path_decomposition": path_decomposition_claims(
+            dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)), short=t["paths"]["short"]
+        )
+        if p.tasks
+        else None,
         "theorem": theorem_claims(read_netcdf(inp.theorem), fig2),
         "propagation": propagation_claims(dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True))),
     }

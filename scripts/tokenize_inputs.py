@@ -20,7 +20,11 @@ with job_log(snakemake.log[0]) as log:
     log.info("tokenised %s sequences of %s tokens, sha256 %s", *ids.shape, digest)
     ds = xr.Dataset(
         {"input_ids": (("sample", "token"), ids, {"long_name": "token id", "units": "1"})},
-        coords={"sample": np.arange(ids.shape[0]), "token": np.arange(ids.shape[1])},
+        coords={
+            "sample": ("sample", np.arange(ids.shape[0]), {"long_name": "input sequence", "units": "1"}),
+            "token": ("token", np.arange(ids.shape[1]), {"long_name": "token position", "units": "1"}),
+        },
+        attrs={"title": "san: token ids of the input sequences for one model's tokenizer"},
     )
     ds["input_ids"].attrs["tokenizer"] = read_manifest(snakemake.input.model).get("tokenizer", "model's own")
     write_netcdf(ds, snakemake.output[0], text, seed=text["seed"], input_sha256=digest, text_source=corpus["source"])

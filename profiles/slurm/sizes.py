@@ -3,8 +3,9 @@
     .venv/bin/python profiles/slurm/sizes.py [results/benchmarks]
 
 Prints, per rule, the jobs measured, the longest wall time (s) and largest max_rss (MB) over its benchmark files,
-and the suggested entry of workflow/resources.yaml: mem_mb = 2 x max_rss rounded up to 500 MB (at least 1000) and runtime =
-5 x the wall time rounded up to 5 minutes (at least 10). Benchmarks of a run on a loaded machine overstate the time.
+and the suggested entry of workflow/resources.yaml: mem_mb = 2 x max_rss rounded up to 500 MB (at least 1000)
+and runtime = 5 x the wall time rounded up to 5 minutes (at least 10). Benchmarks of a run on a loaded machine
+overstate the time.
 """
 
 from __future__ import annotations

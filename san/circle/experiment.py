@@ -356,5 +356,4 @@ def run(settings: Mapping[str, Any], hidden_dim: int, seeds: Sequence[int], devi
     shared = runs[0][list(DATA_VARIABLES)]
     out = xr.concat([ds.drop_vars(DATA_VARIABLES) for ds in runs], dim=pd.Index(list(seeds), name="seed"))
     out = describe_variables(out.merge(shared), data["n_points"], data["radius"])
-    out["seed"].attrs.update(long_name="seed of the initialisation", units="1")
     return out.assign_attrs(runs[0].attrs, train_seconds=seconds)

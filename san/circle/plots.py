@@ -16,9 +16,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
-from san.core.plotting import legend_outside  # noqa: E402
+from san.core.plotting import figsize, legend_below  # noqa: E402
 
 
 def _variant_label(ds: xr.Dataset, variant: str) -> str:
@@ -41,7 +40,7 @@ def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float
     fig, axes = plt.subplots(
         len(variants),
         len(dims),
-        figsize=(2.5 * len(dims), 2.5 * len(variants)),
+        figsize=figsize(len(dims), len(variants), aspect=1.0),
         squeeze=False,
         sharex=True,
         sharey=True,
@@ -90,16 +89,10 @@ def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float
     return fig
 
 
-def _log10_frame(da: xr.DataArray, floor: float) -> pd.DataFrame:
-    """Long frame of ``log10(max(da, floor))`` with the array's coordinates as columns."""
-    clipped = np.log10(da.clip(min=floor)).rename("log10")
-    return clipped.to_dataframe().reset_index()
-
-
-def _power_ticks(ax: plt.Axes) -> None:
-    """Label a log10-valued y axis with powers of ten."""
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"$10^{{{int(round(y))}}}$"))
+def _clipped_frame(da: xr.DataArray, floor: float, name: str) -> pd.DataFrame:
+    """Long frame of ``max(da, floor)`` (column ``name``) with the array's coordinates as columns: the floor keeps
+    exact zeros on a log axis."""
+    return da.clip(min=floor).rename(name).to_dataframe().reset_index()
 
 
 def distance_figure(ds: xr.Dataset, collapse_threshold: float | None = None) -> plt.Figure:
@@ -112,24 +105,24 @@ def distance_figure(ds: xr.Dataset, collapse_threshold: float | None = None) -> 
     """
     rel = ds["token_distance"] / ds["token_distance"].sel(step=0)
     floor = float(np.finfo(np.float64).eps)
-    df = _log10_frame(rel, floor)
+    df = _clipped_frame(rel, floor, "distance")
     dims = list(ds.hidden_dim.values)
     order = [str(v) for v in ds.variant.values]
-    fig, axes = plt.subplots(1, len(dims), figsize=(3.4 * len(dims), 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(dims), figsize=figsize(len(dims), aspect=0.9), sharey=True, squeeze=False)
     for ax, d in zip(axes[0], dims, strict=True):
-        lines = {"data": df[df["hidden_dim"] == d], "x": "step", "y": "log10", "hue": "variant", "hue_order": order}
+        ax.set_yscale("log")  # set first: seaborn then aggregates over seeds in log space (a geometric mean)
+        lines = {"data": df[df["hidden_dim"] == d], "x": "step", "y": "distance", "hue": "variant", "hue_order": order}
         # every seed, thin: collapse is often all-or-nothing per seed; then mean and std over seeds
         sns.lineplot(**lines, units="seed", estimator=None, lw=0.5, alpha=0.35, ax=ax, legend=False)
         sns.lineplot(**lines, errorbar="sd", ax=ax, legend=ax is axes[0][-1])
         if collapse_threshold is not None:
-            ax.axhline(np.log10(collapse_threshold), color="0.4", ls="--", lw=0.8)
-        ax.axhline(np.log10(floor), color="0.7", ls=":", lw=0.8)
+            ax.axhline(collapse_threshold, color="0.4", ls="--", lw=0.8)
+        ax.axhline(floor, color="0.7", ls=":", lw=0.8)
         ax.set_title(f"hidden dim {int(d)}")
         ax.set_xlabel("recurrent step t")
-        ax.set_ylabel(r"token distance $d_t / d_0$")
-        _power_ticks(ax)
-    legend_outside(axes[0][-1])
+        ax.set_ylabel(r"token distance $d_t / d_0$" if ax is axes[0][0] else "")
     fig.tight_layout()
+    legend_below(fig, axes[0][-1])
     return fig
 
 
@@ -138,15 +131,16 @@ def loss_figure(ds: xr.Dataset) -> plt.Figure:
     mean and +-1 std over seeds in log10 space; the loss before training is drawn at epoch 0, and the dashed line
     is the loss of the copy predictor ``X_{t+1} = X_t`` that a model must beat to have learnt the step."""
     loss = xr.concat([ds["init_loss"].expand_dims(epoch=[0]), ds["loss"]], dim="epoch")
-    df = _log10_frame(loss, float(np.finfo(np.float64).tiny))
+    df = _clipped_frame(loss, float(np.finfo(np.float64).tiny), "loss")
     dims = list(ds.hidden_dim.values)
     order = [str(v) for v in ds.variant.values]
-    fig, axes = plt.subplots(1, len(dims), figsize=(3.4 * len(dims), 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(dims), figsize=figsize(len(dims), aspect=0.9), sharey=True, squeeze=False)
     for ax, d in zip(axes[0], dims, strict=True):
+        ax.set_yscale("log")  # set first: seaborn then aggregates over seeds in log space (a geometric mean)
         sns.lineplot(
             data=df[df["hidden_dim"] == d],
             x="epoch",
-            y="log10",
+            y="loss",
             hue="variant",
             hue_order=order,
             errorbar="sd",
@@ -154,11 +148,10 @@ def loss_figure(ds: xr.Dataset) -> plt.Figure:
             legend=ax is axes[0][-1],
         )
         if "copy_loss" in ds:
-            ax.axhline(np.log10(float(ds["copy_loss"])), color="0.4", ls="--", lw=0.8)
+            ax.axhline(float(ds["copy_loss"]), color="0.4", ls="--", lw=0.8)
         ax.set_title(f"hidden dim {int(d)}")
         ax.set_xlabel("epoch")
-        ax.set_ylabel("training loss per example")
-        _power_ticks(ax)
-    legend_outside(axes[0][-1])
+        ax.set_ylabel("training loss per example" if ax is axes[0][0] else "")
     fig.tight_layout()
+    legend_below(fig, axes[0][-1])
     return fig

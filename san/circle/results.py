@@ -10,11 +10,41 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from san.core.provenance import describe
+
 DATA_VARIABLES = ("sequence", "copy_loss")  # properties of the data, the same in every run
 
 
+# CF long_name and units of every variable and coordinate of a circle result (the plane is dimensionless: "1")
+CF_ATTRS = {
+    "trajectory": ("token positions X_t of the recurrent rollout", "1"),
+    "token_distance": ("distance between the two tokens", "1"),
+    "centre_distance": ("distance of a token from the circle's centre", "1"),
+    "loss": ("training loss per example of the epoch", "1"),
+    "init_loss": ("one-step loss per example before training", "1"),
+    "copy_loss": ("one-step loss per example of the copy predictor", "1"),
+    "final_loss": ("one-step loss per example after training", "1"),
+    "sequence": ("positions of the two training sequences", "1"),
+    "layer_skip": ("variant has a skip connection around the layer", "1"),
+    "step_skip": ("variant has a skip connection around the recurrent step", "1"),
+    "mlp": ("variant has an MLP after attention", "1"),
+    "step": ("recurrent step t", "1"),
+    "token": ("token index", "1"),
+    "coord": ("coordinate axis of the plane", "1"),
+    "epoch": ("training epoch", "1"),
+    "position": ("position along a training sequence", "1"),
+    "seed": ("seed of the initialisation", "1"),
+    "hidden_dim": ("hidden dimension of the layer", "1"),
+    "variant": ("architecture variant", "1"),
+}
+
+
 def describe_variables(ds: xr.Dataset, n_points: int, radius: float) -> xr.Dataset:
-    """Attach units and meanings to the variables of a circle result."""
+    """Attach CF ``long_name`` and ``units`` and a longer ``description`` to the variables of a circle result."""
+    describe(ds, CF_ATTRS)
+    for flag in ("layer_skip", "step_skip", "mlp"):
+        if flag in ds:
+            ds[flag].attrs.update(flag_values=np.array([0, 1], dtype=ds[flag].dtype), flag_meanings="off on")
     meta = {
         "trajectory": "states X_t of the recurrent rollout from the first example (t = 0 is the input)",
         "token_distance": "Euclidean distance between the two tokens at step t (0 = collapsed to one point)",
@@ -29,6 +59,7 @@ def describe_variables(ds: xr.Dataset, n_points: int, radius: float) -> xr.Datas
         if name in ds:
             ds[name].attrs["description"] = text
     ds.attrs.update({"n_points": n_points, "radius": radius})
+    ds.attrs.setdefault("title", "san: circle experiment (Dong et al. 2021, Fig. 3)")
     return ds
 
 

@@ -20,6 +20,45 @@ def _load_yaml(path: Path) -> Any:
         return yaml.safe_load(fh)
 
 
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A YAML config file as a mapping; raises :class:`ConfigError` naming the file (and the line and column, where
+    YAML knows them) when it is not valid YAML, is empty, or does not hold a mapping of config keys."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path}: cannot be read ({exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark, context_mark = getattr(exc, "problem_mark", None), getattr(exc, "context_mark", None)
+        mark = mark or context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        context = getattr(exc, "context", None)
+        if context and context_mark is not None and context_mark is not mark:
+            context += f" (line {context_mark.line + 1}, column {context_mark.column + 1})"
+        problem = ": ".join(str(p) for p in (context, getattr(exc, "problem", None)) if p)
+        raise ConfigError(f"config file {path}{where}: invalid YAML: {problem or exc}") from exc
+    if data is None:
+        raise ConfigError(
+            f"config file {path} is empty: it must hold a mapping of config keys "
+            "(the shipped config.yaml documents every key)"
+        )
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"config file {path}: the top level must be a mapping of config keys, not a {type(data).__name__}"
+        )
+    return data
+
+
+def check_config_files(paths: list[str | Path]) -> None:
+    """Read every config file in ``paths`` that exists (:func:`load_config_file`), so a YAML syntax error or an
+    empty file is reported with its name and line before Snakemake's own loader reports it without them."""
+    for path in paths:
+        if Path(path).is_file():
+            load_config_file(path)
+
+
 def _key_path(error: jsonschema.ValidationError) -> str:
     parts = [str(p) for p in error.absolute_path]
     return ".".join(parts) if parts else "(top level)"
@@ -45,6 +84,11 @@ def _describe(error: jsonschema.ValidationError, prefix: str = "") -> str:
         extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
         where = "the top level" if key == "(top level)" else f"'{key}'"
         return f"unknown config key(s) {extra} under {where}; allowed keys: {allowed}"
+    if "propertyNames" in error.schema_path:
+        return (
+            f"config key '{key}': name {error.instance!r} is not allowed ({error.message}): names become file "
+            "paths and wildcards, so they use letters, digits and the characters shown, starting with a letter or digit"
+        )
     if error.validator == "required":
         return f"config key '{key}': {error.message}"
     expected = error.schema.get("description", "")
@@ -52,8 +96,14 @@ def _describe(error: jsonschema.ValidationError, prefix: str = "") -> str:
     return msg + (f" (expected: {expected})" if expected else "")
 
 
+def _is_integer(checker: Any, instance: Any) -> bool:
+    # JSON Schema counts 4.0 as an integer and Python counts True as one; a job given either crashes or miscounts
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 def _extend_with_default(validator_class: type) -> type:
-    """A validator that fills in each property's ``default`` (as Snakemake's ``validate`` does)."""
+    """A validator that fills in each property's ``default`` (as Snakemake's ``validate`` does) and accepts only
+    Python ints (not floats such as 4.0, not booleans) where the schema says ``integer``."""
     validate_properties = validator_class.VALIDATORS["properties"]
 
     def set_defaults(validator, properties, instance, schema):  # type: ignore[no-untyped-def]
@@ -63,7 +113,11 @@ def _extend_with_default(validator_class: type) -> type:
                     instance.setdefault(prop, sub["default"])
         yield from validate_properties(validator, properties, instance, schema)
 
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+    return jsonschema.validators.extend(
+        validator_class,
+        {"properties": set_defaults},
+        type_checker=validator_class.TYPE_CHECKER.redefine("integer", _is_integer),
+    )
 
 
 def _sub_schema(path: Path) -> Resource:

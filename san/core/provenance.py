@@ -1,9 +1,13 @@
-"""Provenance attributes attached to every result file: config slice, seed, package versions, git commit."""
+"""Provenance and CF metadata of every result file: config slice, seed, package versions, git commit, and the
+CF conventions' global attributes (``Conventions``, ``title``, ``history``, ``references``) and per-variable
+``long_name``/``units`` (:func:`describe`, :func:`missing_cf_attrs`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -57,17 +61,63 @@ def git_commit(path: str | Path | None = None) -> str:
     return commit + ("+dirty" if dirty else "")
 
 
-def provenance_attrs(config: Any, seed: int | None = None, **extra: Any) -> dict[str, str | int]:
-    """netCDF-safe global attributes: the job's config slice (JSON), seed, versions, git commit and ``extra``.
+CONVENTIONS = "CF-1.8"
+PAPER = (
+    "Dong, Cordonnier & Loukas (2021), Attention is not all you need: pure attention loses rank doubly "
+    "exponentially with depth, ICML, arXiv:2103.03404"
+)
+DEFAULT_TITLE = "san: a result of the reproduction of Dong, Cordonnier & Loukas (2021)"
 
+
+def history_line(now: datetime | None = None) -> str:
+    """One CF ``history`` entry: ISO 8601 UTC timestamp and the writing software with its version."""
+    now = now or datetime.now(UTC)
+    try:
+        version = metadata.version("san")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"{now.isoformat(timespec='seconds')}: written by san {version}"
+
+
+def describe(ds: Any, meta: Mapping[str, tuple[str, str]]) -> Any:
+    """Set ``long_name`` and ``units`` (CF: ``"1"`` for a dimensionless number, ``"s"`` for seconds) of the
+    variables and coordinates of ``ds`` named in ``meta`` (``name -> (long_name, units)``); names that ``ds`` does
+    not hold are skipped. Returns ``ds`` (changed in place)."""
+    for name, (long_name, units) in meta.items():
+        if name in ds.variables:
+            ds[name].attrs.update(long_name=long_name, units=units)
+    return ds
+
+
+def missing_cf_attrs(ds: Any) -> list[str]:
+    """What ``ds`` lacks of the CF metadata every result file carries: the global ``Conventions``, ``title``,
+    ``history`` and ``references``, and ``long_name`` and ``units`` on every variable and coordinate."""
+    missing = [f"global {k}" for k in ("Conventions", "title", "history", "references") if k not in ds.attrs]
+    for name in ds.variables:
+        missing += [f"{name}: {k}" for k in ("long_name", "units") if k not in ds[name].attrs]
+    return missing
+
+
+def provenance_attrs(
+    config: Any, seed: int | None = None, title: str | None = None, **extra: Any
+) -> dict[str, str | int]:
+    """netCDF-safe global attributes: the CF globals (``Conventions``, ``title`` (default :data:`DEFAULT_TITLE`),
+    ``history``, ``references``), the job's config slice (JSON), seed, versions, git commit and ``extra``.
+
+    A ``history`` in ``extra`` (a result read and written again) is kept below this write's line, newest first.
     Values that are not str/int/float are stored as JSON strings so that the file stays a valid netCDF4.
     """
+    earlier = extra.pop("history", None)
+    extra.pop("Conventions", None)
     attrs: dict[str, str | int] = {
+        "Conventions": CONVENTIONS,
+        "title": title or DEFAULT_TITLE,
+        "history": history_line() + (f"\n{earlier}" if earlier else ""),
+        "references": PAPER,
         "config": json.dumps(config, sort_keys=True, default=str),
         "package_versions": json.dumps(package_versions(), sort_keys=True),
         "git_commit": git_commit(),
-        "paper": "Dong, Cordonnier & Loukas (2021), Attention is not all you need: pure attention loses rank "
-        "doubly exponentially with depth, ICML, arXiv:2103.03404",
+        "paper": PAPER,
     }
     if seed is not None:
         attrs["seed"] = int(seed)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,25 +11,36 @@ import xarray as xr
 from san.core.provenance import provenance_attrs
 
 
+def part_path(path: str | Path) -> Path:
+    """The file a result is written to before it is renamed into place: ``<name>.part`` beside ``path``."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.part")
+
+
 def write_netcdf(ds: xr.Dataset, path: str | Path, config: Any, seed: int | None = None, **extra: Any) -> Path:
     """Write ``ds`` to ``path`` with provenance attributes; the file appears only once it is complete.
 
     The dataset's own attributes and ``extra`` are kept (values other than str/int/float as JSON strings).
 
-    The dataset is written to a temporary file in the same folder and renamed into place, so an interrupted job
-    never leaves a half-written result behind.
+    The dataset is written to ``<name>.part`` in the same folder (:func:`part_path`) and renamed into place, so an
+    interrupted job never leaves a half-written result behind: a failed write removes the part file, and one left
+    by a killed job is replaced by the next write. The file gets the mode every other output gets (the umask's).
+    String variables and coordinates are stored as character arrays (CF-1.8); they read back as strings.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
-    ds.attrs = provenance_attrs(config, seed=seed, **ds.attrs, **extra)
-    fd, tmp = tempfile.mkstemp(suffix=".nc.part", dir=path.parent)
-    os.close(fd)
+    ds.attrs = provenance_attrs(config, seed=seed, **{**ds.attrs, **extra})
+    for var in ds.variables.values():  # strings as char arrays: CF-1.8 has no variable-length strings
+        if var.dtype.kind in "OU":
+            var.encoding["dtype"] = "S1"
+    tmp = part_path(path)
+    tmp.unlink(missing_ok=True)
     try:
         ds.to_netcdf(tmp, engine="netcdf4")
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

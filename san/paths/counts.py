@@ -35,23 +35,32 @@ def length_distribution(architectures: Sequence[dict[str, Any]]) -> xr.Dataset:
             "count": (
                 ("architecture", "path_length"),
                 count,
-                {"long_name": "number of paths of this length, C(L,k) H^k (float64)"},
+                {"long_name": "number of paths of this length, C(L,k) H^k (float64)", "units": "1"},
             ),
-            "n_layers": (("architecture",), layers, {"long_name": "self-attention layers L"}),
-            "n_heads": (("architecture",), heads, {"long_name": "heads per layer H"}),
+            "n_layers": (("architecture",), layers, {"long_name": "self-attention layers L", "units": "1"}),
+            "n_heads": (("architecture",), heads, {"long_name": "heads per layer H", "units": "1"}),
             "mean_path_length": (
                 ("architecture",),
                 layers * heads / (heads + 1),
-                {"long_name": "expected length of a uniformly drawn path, L H / (H+1)"},
+                {"long_name": "expected length of a uniformly drawn path, L H / (H+1)", "units": "1"},
             ),
             "source": (
                 ("architecture",),
                 [a["source"] for a in architectures],
-                {"long_name": "where the entry comes from"},
+                {"long_name": "where the entry comes from", "units": "1"},
             ),
         },
         coords={
-            "architecture": [a["name"] for a in architectures],
-            "path_length": ("path_length", np.arange(max_len + 1), {"long_name": "layers where a path takes a head"}),
+            "architecture": (
+                "architecture",
+                [a["name"] for a in architectures],
+                {"long_name": "architecture name", "units": "1"},
+            ),
+            "path_length": (
+                "path_length",
+                np.arange(max_len + 1),
+                {"long_name": "layers where a path takes a head", "units": "1"},
+            ),
         },
+        attrs={"title": "san: path-length distribution of common architectures (Dong et al. 2021, Fig. 4)"},
     )

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from san.core.plotting import COLUMN_IN, figsize  # noqa: E402
 from san.paths.spec import TASK_TITLES  # noqa: E402
 
 
@@ -57,7 +58,7 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[st
     """Fig. 4 layout: one panel per task; for each number of paths the mean +- std over repeats of the accuracy of
     path sets of each length, with the full model and the chance level as horizontal lines. ``titles``: panel
     titles by task name (see :func:`task_title`)."""
-    fig, axes = plt.subplots(1, len(datasets), figsize=(3.4 * len(datasets), 3.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(datasets), figsize=figsize(len(datasets), aspect=0.9), squeeze=False)
     palette = sns.color_palette("colorblind")
     for ax, ds in zip(axes[0], datasets, strict=True):
         n_values = [int(n) for n in ds["n_paths"].values]
@@ -84,22 +85,26 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[st
         ax.set_ylabel("token accuracy" if ax is axes[0][0] else "")
     handles, labels = axes[0][0].get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: (not labels[i].endswith("paths"), i))  # path sets first
+    fig.tight_layout()
     fig.legend(
         [handles[i] for i in order],
         [labels[i] for i in order],
-        loc="upper center",
-        ncol=len(labels),
-        bbox_to_anchor=(0.5, 1.08),
+        loc="lower center",
+        ncol=min(len(labels), 4),
+        bbox_to_anchor=(0.5, 1.0),
         frameon=False,
     )
-    fig.tight_layout()
     return fig
 
 
 def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
     """Share of paths of each length, ``C(L,k) H^k / (H+1)^L``, per architecture, on a log path-length axis
-    (lengths from 1; the length-0 path's share ``(H+1)^-L`` is negligible for every listed architecture)."""
-    fig, ax = plt.subplots(figsize=(6.0, 3.6))
+    (lengths from 1; the length-0 path's share ``(H+1)^-L`` is negligible for every listed architecture).
+
+    One column wide; the legend below the panel names each architecture with its ``layers x heads`` in two columns
+    (line style: solid for the paper's architectures, dashed for the configured model, dotted for the paths task).
+    """
+    fig, ax = plt.subplots(figsize=figsize(width=COLUMN_IN, aspect=0.7))
     names = list(ds["architecture"].values)
     palette = sns.color_palette("tab20" if len(names) > 10 else "tab10", len(names))
     styles = {"paper": "-", "config model": "--", "paths task": ":"}
@@ -113,15 +118,27 @@ def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
             color=color,
             ls=styles.get(str(arch["source"].values), "-"),
             lw=1.4,
-            label=f"{name} (L={int(arch['n_layers'])}, H={int(arch['n_heads'])})",
+            label=f"{name} {int(arch['n_layers'])}\u00d7{int(arch['n_heads'])}",
         )
     ax.set_xscale("log")
     ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500) if t <= int(ds["path_length"].max())]
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel("path length")
     ax.set_ylabel("share of paths")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
     fig.tight_layout()
+    fig.legend(
+        *ax.get_legend_handles_labels(),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=2,
+        fontsize="x-small",
+        handlelength=1.8,
+        columnspacing=1.0,
+        labelspacing=0.3,
+        frameon=False,
+        title="architecture, layers \u00d7 heads",
+        title_fontsize="x-small",
+    )
     return fig
 
 
@@ -143,7 +160,7 @@ def path_decomposition_figure(
 
     sampled = {_task(ds): ds for ds in sampled_datasets}
     n = len(exact_datasets)
-    fig, axes = plt.subplots(2, n, figsize=(3.4 * n, 5.6), squeeze=False, sharex="col")
+    fig, axes = plt.subplots(2, n, figsize=figsize(n, 2, aspect=0.8 if n > 1 else 0.7), squeeze=False, sharex="col")
     palette = sns.color_palette("colorblind")
     for col, ds in enumerate(exact_datasets):
         top, bottom = axes[0][col], axes[1][col]
@@ -168,7 +185,7 @@ def path_decomposition_figure(
         )
         top.set_title(task_title(ds, titles))
         top.set_xlabel("")
-        top.set_ylabel("norm share ||Y_k|| / Σ ||Y_j||" if col == 0 else "")
+        top.set_ylabel("norm share" if col == 0 else "")
         # barplot puts categories at 0..L, the same positions as the path lengths
         trained = ds.sel(state="trained")
         bottom.plot(
@@ -211,6 +228,6 @@ def path_decomposition_figure(
         labels += lab
     if axes[0][0].get_legend() is not None:
         axes[0][0].get_legend().remove()
-    fig.legend(handles, labels, loc="upper center", ncol=4, bbox_to_anchor=(0.5, 1.07), frameon=False)
     fig.tight_layout()
+    fig.legend(handles, labels, loc="lower center", ncol=4 if n > 1 else 2, bbox_to_anchor=(0.5, 1.0), frameon=False)
     return fig

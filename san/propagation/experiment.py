@@ -129,6 +129,7 @@ def run(
     ds["resolved_width"] = (tuple(grid), widths, {"long_name": "model width d used", "units": "1"})
     fixed = {k: v for k, v in point_params(sweep_config, {}).items() if k not in grid}
     ds.attrs.update(
+        title=f"san: signal propagation at initialisation, sweep {sweep_name}",
         sweep=sweep_name,
         depth=depth,
         fixed=repr(fixed),

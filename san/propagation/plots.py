@@ -11,15 +11,26 @@ import pandas as pd
 import seaborn as sns
 import xarray as xr
 
-from san.core.plotting import legend_outside, save
+from san.core.plotting import DOUBLE_IN, figsize, legend_outside, save
 from san.propagation import theory
 from san.propagation.claims import block_kwargs, fixed_params, predicted_critical_beta
+from san.propagation.spec import PARAMS
 
 
 def _at_largest(ds: xr.Dataset, keep: Sequence[str]) -> xr.Dataset:
-    """Select the last (largest) value of every grid dimension not in ``keep`` (and not layer/seed)."""
+    """Select the last (largest) value of every grid dimension not in ``keep`` (and not layer/seed); a dimension of
+    ``keep`` that the sweep fixed instead of sweeping comes back with its one fixed value, so every panel layout
+    works for any grid of the config."""
+    fixed = {**PARAMS, **fixed_params(ds)}
+    missing = {d: [fixed[d]] for d in keep if d not in ds.dims}
+    ds = ds.expand_dims(missing) if missing else ds
     sel = {d: ds[d].values[-1] for d in ds.dims if d not in (*keep, "layer", "seed")}
     return ds.sel(sel)
+
+
+def _facet_height(ds: xr.Dataset, col: str, aspect: float, most: float) -> float:
+    """Panel height of a seaborn grid with a column per value of ``col`` so that the row spans :data:`DOUBLE_IN`."""
+    return min(most, DOUBLE_IN / (ds.sizes.get(col, 1) * aspect))
 
 
 def _frame(da: xr.DataArray, name: str) -> pd.DataFrame:
@@ -34,7 +45,8 @@ def plot_depth(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
     df["beta"] = df["beta"].map(lambda b: f"beta={b:g}")
     g = sns.relplot(
         data=df, x="layer", y="cosine", hue="beta", row="residual", col="norm", kind="line",
-        errorbar=("pi", 100), height=2.2, aspect=1.4, facet_kws={"margin_titles": True},
+        errorbar=("pi", 100), height=_facet_height(sub, "norm", 1.4, 2.2), aspect=1.4,
+        facet_kws={"margin_titles": True},
     )  # fmt: skip
     for (res, norm), ax in g.axes_dict.items():
         for i, beta in enumerate(sub["beta"].values):
@@ -52,7 +64,7 @@ def plot_qk_variance(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
     and theory; the vertical line is the predicted critical beta at this depth."""
     depth = int(ds.sizes["layer"] - 1)
     last = ds.isel(layer=-1)
-    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    fig, axes = plt.subplots(1, 2, figsize=figsize(2, aspect=0.7))
     df = _frame(last["cosine"], "cosine")
     sns.lineplot(data=df, x="beta", y="cosine", errorbar=("pi", 100), marker="o", ax=axes[0], label="simulation")
     p0 = float(ds["cosine"].isel(layer=0).mean())
@@ -86,7 +98,7 @@ def plot_masks(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
     df = _frame(sub["relative_residual"], "relative residual")
     g = sns.relplot(
         data=df, x="layer", y="relative residual", hue="mask", col="norm", kind="line", errorbar=("pi", 100),
-        height=3, aspect=1.2,
+        height=_facet_height(sub, "norm", 1.2, 3.0), aspect=1.2,
     )  # fmt: skip
     for ax in g.axes.flat:
         ax.set_xscale("log")
@@ -101,7 +113,8 @@ def plot_sequence_length(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
     df["attention"] = df["centred"].map({0: "A", 1: "A - 11^T/T"})
     g = sns.relplot(
         data=df, x="seq_len", y="stable rank", hue="attention", row="residual", col="norm", kind="line",
-        marker="o", errorbar=("pi", 100), height=2.4, aspect=1.3, facet_kws={"margin_titles": True},
+        marker="o", errorbar=("pi", 100), height=_facet_height(last, "norm", 1.3, 2.4), aspect=1.3,
+        facet_kws={"margin_titles": True},
     )  # fmt: skip
     for ax in g.axes.flat:
         ax.set_yscale("log")

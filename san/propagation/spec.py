@@ -62,20 +62,39 @@ METRICS = ("cosine", "relative_residual", "stable_rank", "stable_rank_gram", "at
 NORM_EPS = 1e-12
 
 
-def check_sweep(name: str, sweep: Mapping[str, Any], residuals: Mapping[str, Any]) -> None:
+def check_sweep(
+    name: str, sweep: Mapping[str, Any], residuals: Mapping[str, Any], prose_tokens: int | None = None
+) -> None:
     """Cross-checks of one ``propagation.sweeps.<name>`` section that its schema cannot express (a parameter both
-    swept and fixed, an unknown residual name, widths not divisible by the heads); raises :class:`ConfigError`."""
+    swept and fixed, an unknown residual name, widths not divisible by the heads or below 1, an isometric input
+    longer than wide, a prose input longer than the ``prose_tokens`` tokens of the rank-collapse input, which the
+    simulator would silently cut); raises :class:`ConfigError`."""
     where = f"propagation.sweeps.{name}"
     both = set(sweep.get("grid", {})) & set(sweep.get("fixed", {}))
     if both:
         raise ConfigError(f"config key '{where}': {sorted(both)} are both in grid and in fixed")
     for point in grid_points(sweep):
         p = point_params(sweep, point)
+        at = f" (grid point {dict(point)})" if point else ""
         if p["residual"] not in residuals:
-            raise ConfigError(f"config key '{where}': residual {p['residual']!r} is not one of {sorted(residuals)}")
+            raise ConfigError(f"config key '{where}': residual {p['residual']!r}{at} is not one of {sorted(residuals)}")
+        if p["input"] == "prose":
+            if prose_tokens is not None and p["seq_len"] > prose_tokens:
+                raise ConfigError(
+                    f"config key '{where}': seq_len {p['seq_len']}{at} exceeds the {prose_tokens} tokens of the "
+                    "prose input (text.seq_len)"
+                )
+            continue  # the width is the prose embeddings'
         width = p["width"] if p["width_ratio"] <= 0 else round(p["width_ratio"] * p["seq_len"])
-        if p["input"] != "prose" and width % p["heads"]:
-            raise ConfigError(f"config key '{where}': width {width} is not divisible by heads = {p['heads']}")
+        if width < 1:
+            raise ConfigError(f"config key '{where}': width_ratio {p['width_ratio']}{at} gives width {width} < 1")
+        if width % p["heads"]:
+            raise ConfigError(f"config key '{where}': width {width}{at} is not divisible by heads = {p['heads']}")
+        if p["input"] == "isometric" and p["seq_len"] > width:
+            raise ConfigError(
+                f"config key '{where}': isometric input needs seq_len <= width, got seq_len {p['seq_len']} and "
+                f"width {width}{at}"
+            )
 
 
 def grid_points(sweep: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -106,8 +125,9 @@ def check_config(config: Mapping[str, Any]) -> None:
     """Cross-checks of the ``propagation`` section: every sweep (:func:`check_sweep`), and the prose model is a
     defined bert model when a sweep uses prose input; raises :class:`ConfigError` naming the key."""
     section = config["propagation"]
+    prose_tokens = config.get("text", {}).get("seq_len")
     for name, sweep in section["sweeps"].items():
-        check_sweep(name, sweep, section["residuals"])
+        check_sweep(name, sweep, section["residuals"], prose_tokens)
     if any(uses_prose(sweep) for sweep in section["sweeps"].values()):
         name, models = section["prose_model"], config.get("models", {})
         if models.get(name, {}).get("family") != "bert":

@@ -55,7 +55,8 @@ def residuals_by_variant(
 ) -> np.ndarray:
     """Relative residuals for each variant: array ``(variants, layers + 1, sequences)`` (Fig. 2's data)."""
     out = []
-    for name in tqdm(variants, desc="variants", leave=False):
+    # disable=None: no bar unless stderr is a terminal (a job's log file gets no carriage-return updates)
+    for name in tqdm(variants, desc="variants", leave=False, disable=None):
         with variant(model, family, name, albert_no_mlp):
             out.append(layer_residuals(model, input_ids, batch_size))
     return np.stack(out)
@@ -116,10 +117,14 @@ def run(
             )
         },
         coords={
-            "weights": list(models),
-            "variant": list(settings["variants"]),
+            "weights": ("weights", list(models), {"long_name": "weights of the model", "units": "1"}),
+            "variant": ("variant", list(settings["variants"]), {"long_name": "architecture variant", "units": "1"}),
             "layer": ("layer", np.arange(arr.shape[2]), {"long_name": "layer index", "units": "1"}),
             "sample": ("sample", np.arange(arr.shape[3]), {"long_name": "input sequence", "units": "1"}),
         },
-        attrs={"manifests": manifests, "input_sha256": hashes},
+        attrs={
+            "title": "san: rank collapse of one model's layer outputs (Dong et al. 2021, Fig. 2)",
+            "manifests": manifests,
+            "input_sha256": hashes,
+        },
     )

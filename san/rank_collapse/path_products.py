@@ -97,12 +97,23 @@ def run(
                 np.stack([r["uniformity"] for r in results]),
                 {"long_name": "relative residual ||P - 1 mean_rows(P)||_{1,inf} / ||P||_{1,inf}", "units": "1"},
             ),
-            "sequence": (dims, np.stack([r["sequence"] for r in results]), {"long_name": "input sequence index"}),
+            "sequence": (
+                dims,
+                np.stack([r["sequence"] for r in results]),
+                {"long_name": "input sequence index", "units": "1"},
+            ),
         },
         coords={
-            "weights": list(models),
-            "depth": ("depth", np.arange(1, results[0]["rank1"].shape[0] + 1), {"long_name": "path length"}),
-            "path": np.arange(settings["n_paths"]),
+            "weights": ("weights", list(models), {"long_name": "weights of the model", "units": "1"}),
+            "depth": (
+                "depth",
+                np.arange(1, results[0]["rank1"].shape[0] + 1),
+                {"long_name": "path length", "units": "1"},
+            ),
+            "path": ("path", np.arange(settings["n_paths"]), {"long_name": "sampled path", "units": "1"}),
         },
-        attrs={"manifests": manifests},
+        attrs={
+            "title": "san: rank-1 residual of attention products along paths (Dong et al. 2021, appendix)",
+            "manifests": manifests,
+        },
     )

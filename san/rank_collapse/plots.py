@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -9,8 +11,27 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from san.core.plotting import legend_outside  # noqa: E402
+from san.core.plotting import COLUMN_IN, DOUBLE_IN, figsize, legend_below  # noqa: E402
 from san.rank_collapse.spec import VARIANTS  # noqa: E402
+
+RATIO_LABEL = r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$"
+
+
+def _variant_lines(ax: plt.Axes, ds: xr.Dataset, log_scale: bool, legend: bool) -> None:
+    """One weights' relative residual per layer on ``ax``: per variant the mean over sequences, +-1 std band.
+
+    On a log axis exact zeros are clipped to the smallest positive double, so that a collapse to 0 stays visible.
+    """
+    df = ds["residual_ratio"].to_dataframe().reset_index()
+    order = [v for v in VARIANTS if v in set(df["variant"])]
+    if log_scale:
+        df = df.assign(residual_ratio=df["residual_ratio"].clip(lower=1e-300))
+    sns.lineplot(
+        data=df, x="layer", y="residual_ratio", hue="variant", hue_order=order, errorbar="sd", marker="o",
+        markersize=3, ax=ax, legend=legend,
+    )  # fmt: skip
+    if log_scale:
+        ax.set_yscale("log")
 
 
 def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) -> plt.Figure:
@@ -18,25 +39,45 @@ def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) ->
 
     With ``log_scale`` the y axis is logarithmic, which shows the doubly exponential decay in float64.
     """
-    df = ds["residual_ratio"].to_dataframe().reset_index()
     weights = list(ds["weights"].values)
-    order = [v for v in VARIANTS if v in set(df["variant"])]
-    fig, axes = plt.subplots(1, len(weights), figsize=(3.6 * len(weights), 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(weights), figsize=figsize(len(weights), aspect=0.75), sharey=True, squeeze=False)
     for ax, w in zip(axes[0], weights, strict=True):
-        sub = df[df["weights"] == w]
-        if log_scale:  # the band is drawn in log space: clip exact zeros to the smallest positive double
-            sub = sub.assign(residual_ratio=sub["residual_ratio"].clip(lower=1e-300))
-        sns.lineplot(
-            data=sub, x="layer", y="residual_ratio", hue="variant", hue_order=order, errorbar="sd", marker="o",
-            markersize=3, ax=ax, legend=ax is axes[0][-1],
-        )
+        _variant_lines(ax, ds.sel(weights=w), log_scale, legend=ax is axes[0][-1])
         ax.set_title(f"{model} ({w})")
         ax.set_xlabel("layer")
-        ax.set_ylabel(r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$")
-        if log_scale:
-            ax.set_yscale("log")
-    legend_outside(axes[0][-1])
+        ax.set_ylabel(RATIO_LABEL)
     fig.tight_layout()
+    legend_below(fig, axes[0][-1])
+    return fig
+
+
+def rank_collapse_overview_figure(datasets: Mapping[str, xr.Dataset], log_scale: bool = True) -> plt.Figure:
+    """The paper's Fig. 2 as one figure: a column per model, a row per weights (init, pretrained), the four
+    variants (SAN, SAN+MLP, SAN+skip, transformer) as mean +-1 std over sequences of the relative residual per
+    layer, on a shared log y axis (``log_scale``). A model without the row's weights gets an empty panel."""
+    models = list(datasets)
+    weights = list(dict.fromkeys(str(w) for ds in datasets.values() for w in ds["weights"].values))
+    fig, axes = plt.subplots(
+        len(weights), len(models), figsize=figsize(len(models), len(weights), aspect=0.75), sharey=True, squeeze=False
+    )
+    legend_ax = None
+    for j, model in enumerate(models):
+        ds = datasets[model]
+        for i, w in enumerate(weights):
+            ax = axes[i][j]
+            if w not in set(map(str, ds["weights"].values)):
+                ax.text(0.5, 0.5, f"no {w} weights", transform=ax.transAxes, ha="center", va="center", color="0.5")
+                ax.set_xticks([])
+                ax.grid(False)
+            else:
+                _variant_lines(ax, ds.sel(weights=w), log_scale, legend=legend_ax is None)
+                legend_ax = legend_ax or ax
+            ax.set_title(model if i == 0 else "")
+            ax.set_xlabel("layer" if i == len(weights) - 1 else "")
+            ax.set_ylabel(f"{w}\n{RATIO_LABEL}" if j == 0 else "")
+    fig.tight_layout()
+    if legend_ax is not None:
+        legend_below(fig, legend_ax)
     return fig
 
 
@@ -44,7 +85,8 @@ def path_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:
     """Box plot over path depth of the rank-1 residual of attention products (log y), one box per weights."""
     df = ds["rank1_residual"].to_dataframe().reset_index()
     df["rank1_residual"] = df["rank1_residual"].clip(lower=1e-300)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * ds.sizes["depth"] * ds.sizes["weights"]), 3.2))
+    width = COLUMN_IN if ds.sizes["depth"] * ds.sizes["weights"] <= 10 else DOUBLE_IN
+    fig, ax = plt.subplots(figsize=figsize(width=width, aspect=0.75 if width == COLUMN_IN else 0.45))
     sns.boxplot(data=df, x="depth", y="rank1_residual", hue="weights", log_scale=True, fliersize=1.5, ax=ax)
     ax.set_xlabel("path length (number of attention matrices multiplied)")
     ax.set_ylabel(r"$\|P - P_1\|_F / \|P\|_F$")

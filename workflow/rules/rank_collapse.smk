@@ -170,6 +170,33 @@ rule rank_collapse_plot:
         "../../scripts/rank_collapse_plot.py"
 
 
+rule rank_collapse_overview:
+    """Fig. 2 as one figure: a column per model, a row per weights, the four variants on a log y axis."""
+    input:
+        data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=RANK_COLLAPSE_MODELS),
+        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
+    output:
+        report(
+            figures("rank_collapse_overview"),
+            caption=caption("rank_collapse_overview"),
+            category="Rank collapse (Fig. 2)",
+        ),
+    log:
+        "logs/rank_collapse_overview.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rank_collapse_overview.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("rank_collapse_overview"),
+    params:
+        models=RANK_COLLAPSE_MODELS,
+        figures=config["figures"],
+    script:
+        "../../scripts/rank_collapse_overview.py"
+
+
 rule path_products_plot:
     """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     input:
@@ -197,7 +224,7 @@ rule path_products_plot:
         "../../scripts/path_products_plot.py"
 
 
-FIG2 = []
+FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []
 for _model in RANK_COLLAPSE_MODELS:
     FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc", f"{RESULTS}/path_products/{_model}.nc"]
     FIG2 += figures(f"rank_collapse_{_model}") + figures(f"rank_collapse_{_model}_log")

@@ -1,0 +1,84 @@
+"""Benchmark of the exact path-length decomposition (:mod:`san.paths.decomposition`): CPU seconds per task.
+
+For every task it decomposes the stored trained SAN (``<results>/paths/<task>/model.safetensors`` and its
+``data.npz``, as the ``paths_decompose`` rule does; nothing is retrained) and its initialisation on the task's
+evaluation set, in float64, and prints the process CPU time of the whole job (loading, both weight states,
+reconstruction, norms and accuracies) against the target of 60 s per task. Without stored results the model is
+built at its initialisation from the config (timing does not depend on the weights) and the data regenerated.
+Best of ``--rounds`` runs: robust to other jobs on a shared machine.
+
+    python benchmarks/bench_paths_decompose.py [--results results] [--tasks sorting convex_hull] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT)]
+
+from san.core.config import validate_config  # noqa: E402
+from san.paths.decomposition import initial_model, run  # noqa: E402
+from san.paths.model import SAN, load_san  # noqa: E402
+from san.paths.spec import task_slices  # noqa: E402
+from san.paths.tasks import TaskData, chance_accuracy, make_task  # noqa: E402
+
+TARGET_S = 60.0
+
+
+def load_task(results: Path, name: str, tcfg: dict) -> tuple[SAN, TaskData, TaskData, int, str]:
+    """The stored model and data of a task, or (without them) its initialisation and freshly built data."""
+    folder = results / "paths" / name
+    if (folder / "model.safetensors").is_file() and (folder / "data.npz").is_file():
+        model, meta = load_san(str(folder / "model.safetensors"))
+        with np.load(folder / "data.npz") as arrays:
+            train, ev = TaskData.from_numpy(arrays, "train"), TaskData.from_numpy(arrays, "eval")
+        return model, train, ev, int(json.loads(meta["config"])["seed"]), "stored"
+    task = make_task(tcfg["task"], tcfg)
+    torch.manual_seed(tcfg["seed"])
+    return SAN(task.model_config).eval(), task.train, task.eval, int(tcfg["seed"]), "initialisation"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=str(ROOT / "config.yaml"))
+    ap.add_argument("--results", default=str(ROOT / "results"))
+    ap.add_argument("--tasks", nargs="+", default=None)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (the rule uses 1)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeats per task; the fastest counts")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    cfg = yaml.safe_load(Path(args.config).read_text())
+    validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    slices = task_slices(cfg["paths"], ROOT / "workflow/schemas/paths.schema.yaml")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), target < {TARGET_S:.0f} CPU s per task")
+    print(f"{'task':<14}{'weights':<16}{'inputs':>8}{'tokens':>9}{'L':>3}{'H':>3}{'d':>5}{'CPU s':>9}{'wall s':>9}  ok")
+    for name in args.tasks or cfg["paths"]["tasks"]:
+        model, train, ev, seed, source = load_task(Path(args.results), name, copy.deepcopy(slices[name]))
+        best_cpu = best_wall = float("inf")
+        for _ in range(args.rounds):
+            c0, t0 = time.process_time(), time.perf_counter()
+            chance = chance_accuracy(train.labels, ev.labels, model.cfg.n_classes)
+            ds = run(model, ev.inputs, ev.labels, ev.mask, init_model=initial_model(model, seed), chance=chance)
+            best_cpu = min(best_cpu, time.process_time() - c0)
+            best_wall = min(best_wall, time.perf_counter() - t0)
+        c = model.cfg
+        print(
+            f"{name:<14}{source:<16}{len(ev):>8}{ev.inputs.shape[0] * ev.inputs.shape[1]:>9}{c.n_layers:>3}"
+            f"{c.n_heads:>3}{c.dim:>5}{best_cpu:>9.1f}{best_wall:>9.1f}  {'yes' if best_cpu < TARGET_S else 'NO'}"
+            f"  (max reconstruction error {float(ds['reconstruction_error'].max()):.1e})"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Result files: written whole (renamed from `<name>.part`), with the umask's mode, and no part file left behind."""
+
+import os
+import stat
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import san.core.storage as storage
+from san.core.storage import part_path, read_netcdf, write_netcdf
+
+
+def _dataset() -> xr.Dataset:
+    return xr.Dataset({"x": ("i", np.arange(3.0), {"long_name": "x", "units": "1"})})
+
+
+@pytest.fixture
+def umask():
+    """Run with a known umask (restored afterwards)."""
+    old = os.umask(0o027)
+    yield 0o027
+    os.umask(old)
+
+
+def test_result_gets_the_umask_mode_and_no_part_file(tmp_path, umask):
+    path = write_netcdf(_dataset(), tmp_path / "r.nc", {"a": 1}, seed=3)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # as open() would create it, not mkstemp's 0600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]
+    ds = read_netcdf(path)
+    np.testing.assert_array_equal(ds["x"].values, [0.0, 1.0, 2.0])
+
+
+def test_part_file_is_named_after_its_target_and_replaced_by_a_rerun(tmp_path):
+    target = tmp_path / "r.nc"
+    assert part_path(target) == tmp_path / "r.nc.part"
+    part_path(target).write_bytes(b"half a file from a killed job")
+    write_netcdf(_dataset(), target, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]
+
+
+def test_failed_write_removes_its_part_file_and_keeps_the_old_result(tmp_path, monkeypatch):
+    target = tmp_path / "r.nc"
+    write_netcdf(_dataset(), target, {})
+    before = target.read_bytes()
+
+    def crash(self, path, **kwargs):
+        with open(path, "wb") as fh:
+            fh.write(b"partial")
+        raise KeyboardInterrupt  # an interrupted job (BaseException, not just Exception)
+
+    monkeypatch.setattr(xr.Dataset, "to_netcdf", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_netcdf(_dataset(), target, {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]
+    assert target.read_bytes() == before
+    assert storage.part_path(target).exists() is False

@@ -1,0 +1,70 @@
+# Exact path-length decomposition of every trained path-effectiveness SAN (Fig. 4, exact counterpart): with each
+# layer's attention and LayerNorm scales frozen, the final state is sum_k Y_k + C exactly; per task the norm share
+# and accuracy of each path length, trained and at initialisation, beside the sampled protocol of Fig. 4.
+
+
+rule paths_decompose:
+    """Exact decomposition by path length of one trained SAN and of its initialisation (float64, no retraining)."""
+    input:
+        model=rules.paths_train.output.model,
+        data=rules.paths_train.output.data,
+        lib=lib(
+            "core/attention",
+            "core/device",
+            "paths/spec",
+            "paths/fused",
+            "paths/model",
+            "paths/tasks",
+            "paths/decomposition",
+        ),
+    output:
+        f"{RESULTS}/paths/{{task}}_exact.nc",
+    log:
+        "logs/paths_decompose/{task}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/paths_decompose/{{task}}.tsv"
+    wildcard_constraints:
+        task=PATHS_TASK_RE,
+    conda:
+        "../../envs/torch.yaml"
+    threads: 1
+    resources:
+        **resources("paths_decompose"),
+    params:
+        task=paths_task_slice,
+    script:
+        "../../scripts/paths_decompose.py"
+
+
+rule paths_plot_decomposition:
+    """Per task: norm share by path length (trained, init) and truncated accuracy over the sampled protocol."""
+    input:
+        exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS),
+        sampled=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
+        lib=lib("core/plotting", "paths/spec", "paths/plots"),
+    output:
+        report(
+            figures("path_decomposition"),
+            caption=caption("path_decomposition"),
+            category="Path effectiveness (Fig. 4)",
+            labels={"figure": "exact path-length decomposition"},
+        ),
+    log:
+        "logs/paths_plot_decomposition.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/paths_plot_decomposition.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("paths_plot_decomposition"),
+    params:
+        figures=config["figures"],
+        titles=PATHS_TITLES,
+    script:
+        "../../scripts/paths_plot_decomposition.py"
+
+
+PATHS_DECOMPOSITION = expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS)
+PATHS_DECOMPOSITION += figures("path_decomposition")
+TARGETS += PATHS_DECOMPOSITION
