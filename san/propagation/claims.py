@@ -269,6 +269,28 @@ def _gap_claims(ds: xr.Dataset) -> list[dict[str, Any]]:
 CHECKS = {"depth": _depth_claims, "qk_variance": _qk_claims, "masks": _mask_claims, "sequence_length": _gap_claims}
 
 
+#: the grid dimensions each sweep's claims read; any other swept dimension is held at one value (input: the
+#: Gaussian tokens, the papers' setting; otherwise the first value of the grid)
+USES = {
+    "depth": ("residual", "norm", "beta", "width", "seq_len"),
+    "qk_variance": ("beta",),
+    "masks": ("mask", "norm"),
+    "sequence_length": ("seq_len", "centred", "residual", "norm"),
+}
+
+
+def held(ds: xr.Dataset, keep: tuple[str, ...]) -> xr.Dataset:
+    """``ds`` at one value of every swept dimension outside ``keep`` (and layer, seed): Gaussian input where the
+    input was swept, else the grid's first value."""
+    sel = {}
+    for dim in ds.dims:
+        if dim in (*keep, "layer", "seed"):
+            continue
+        values = list(ds[dim].values)
+        sel[dim] = "gaussian" if dim == "input" and "gaussian" in values else values[0]
+    return ds.sel(sel)
+
+
 def claims(results: Mapping[str, xr.Dataset]) -> dict[str, list[dict[str, Any]]]:
     """Every claim that the given sweep results (by sweep name) can test, by sweep."""
-    return {name: check(results[name]) for name, check in CHECKS.items() if name in results}
+    return {name: check(held(results[name], USES[name])) for name, check in CHECKS.items() if name in results}

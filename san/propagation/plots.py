@@ -94,10 +94,11 @@ def plot_qk_variance(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
 
 def plot_masks(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
     """Relative residual against depth on log-log axes, a colour per mask, a panel per normalisation (Wu et al.)."""
-    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm"))
+    rows = "input" if "input" in ds.dims else None  # a row per input kind where the sweep varies it
+    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm") + ((rows,) if rows else ()))
     df = _frame(sub["relative_residual"], "relative residual")
     g = sns.relplot(
-        data=df, x="layer", y="relative residual", hue="mask", col="norm", kind="line", errorbar=("pi", 100),
+        data=df, x="layer", y="relative residual", hue="mask", col="norm", row=rows, kind="line", errorbar=("pi", 100),
         height=_facet_height(sub, "norm", 1.2, 3.0), aspect=1.2,
     )  # fmt: skip
     for ax in g.axes.flat:

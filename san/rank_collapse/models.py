@@ -55,6 +55,8 @@ HEAD_PREFIXES = {"bert": ("cls.",), "albert": ("predictions.", "sop_classifier."
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "spiece.model")
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
 MANIFEST = "manifest.json"
+#: files a workflow engine adds to a finished output folder (Snakemake's mark of a directory output); not model files
+WORKFLOW_MARKERS = (".snakemake_timestamp",)
 
 
 class AcquisitionError(RuntimeError):
@@ -97,7 +99,7 @@ def verify_folder(folder: str | Path) -> dict[str, Any]:
     folder = Path(folder)
     manifest = read_manifest(folder)
     recorded = manifest.get("sha256") or {}
-    actual = {p.name for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
+    actual = {p.name for p in folder.iterdir() if p.is_file() and p.name not in (MANIFEST, *WORKFLOW_MARKERS)}
     added = sorted(actual - set(recorded))
     if added:
         raise AcquisitionError(f"{folder}: file(s) {added} are not in its {MANIFEST}: refusing to load them")

@@ -143,6 +143,8 @@ def test_load_refuses_files_changed_after_acquisition(tmp_path):
     with pytest.raises(AcquisitionError, match="added_tokens.json"):
         models.load_tokenizer(folder)
     (folder / "added_tokens.json").unlink()
+    (folder / ".snakemake_timestamp").write_text("")  # Snakemake's mark of a finished directory output
+    models.load_tokenizer(folder)
     (folder / "vocab.txt").unlink()
     with pytest.raises(AcquisitionError, match="vocab.txt .* is missing"):
         load_model(folder, "bert")
