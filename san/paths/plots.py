@@ -54,6 +54,14 @@ def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("task")
 
 
+def _repeats_errorbar(ax: plt.Axes, acc: xr.DataArray, x, color, label: str, marker: str, lw: float) -> None:
+    """Accuracy by path length, mean +- std over the repeats of the sampled path sets."""
+    ax.errorbar(
+        x, acc.mean("repeat"), yerr=acc.std("repeat"), marker=marker, markersize=3.5, capsize=2.5, lw=lw,
+        color=color, label=label,
+    )  # fmt: skip
+
+
 def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[str, str] | None = None) -> plt.Figure:
     """Fig. 4 layout: one panel per task; for each number of paths the mean +- std over repeats of the accuracy of
     path sets of each length, with the full model and the chance level as horizontal lines. ``titles``: panel
@@ -65,18 +73,7 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[st
         k = ds["path_length"].values
         offsets = np.linspace(-0.08, 0.08, len(n_values)) if len(n_values) > 1 else [0.0]
         for i, (n, dx) in enumerate(zip(n_values, offsets, strict=True)):
-            acc = ds["accuracy"].sel(n_paths=n)
-            ax.errorbar(
-                k + dx,
-                acc.mean("repeat"),
-                yerr=acc.std("repeat"),
-                marker="o",
-                markersize=3.5,
-                capsize=2.5,
-                lw=1.3,
-                color=palette[i],
-                label=f"{n} paths",
-            )
+            _repeats_errorbar(ax, ds["accuracy"].sel(n_paths=n), k + dx, palette[i], f"{n} paths", "o", 1.3)
         ax.axhline(float(ds["full_model_accuracy"]), color="black", lw=1.2, label="entire model")
         ax.axhline(float(ds["chance_accuracy"]), color="grey", lw=1.2, ls="--", label="input-blind predictor")
         ax.set_title(task_title(ds, titles))
@@ -204,17 +201,8 @@ def path_decomposition_figure(
             sds = sampled[_task(ds)]
             n_paths = int(sds["n_paths"].max())
             acc = sds["accuracy"].sel(n_paths=n_paths)
-            bottom.errorbar(
-                acc["path_length"],
-                acc.mean("repeat"),
-                yerr=acc.std("repeat"),
-                marker="^",
-                ms=4,
-                capsize=2.5,
-                lw=1.0,
-                color=palette[1],
-                label=f"sampled: {n_paths} paths of length k",
-            )
+            label = f"sampled: {n_paths} paths of length k"
+            _repeats_errorbar(bottom, acc, acc["path_length"], palette[1], label, "^", 1.0)
         bottom.axhline(float(trained["full_accuracy"]), color="black", lw=1.2, label="entire model")
         if "chance_accuracy" in ds:
             bottom.axhline(float(ds["chance_accuracy"]), color="grey", lw=1.2, ls="--", label="input-blind predictor")

@@ -106,10 +106,10 @@ def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: 
     return Case(name, frozenset(direct), frozenset(downstream), needs=frozenset(needs), **kw)
 
 
-CIRCLE_PLOTS = {"plot_circle", "plot_circle_distance", "plot_circle_loss"}
-RANK_PLOTS = {"plot_rank_collapse", "plot_path_products"}
-PATHS_PLOTS = {"paths_plot", "paths_plot_counts"}
-FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS
+CIRCLE_PLOTS = {"circle_plot", "circle_plot_distance", "circle_plot_loss"}
+RANK_PLOTS = {"rank_collapse_plot", "rank_collapse_overview", "path_products_plot"}
+PATHS_PLOTS = {"paths_plot", "paths_plot_counts", "paths_plot_decomposition"}
+FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_plot", "propagation_plot"}
 
 CONFIG_CASES = [
     # the training experiments: one job per seed / task, then the gather, tables and figures reading them
@@ -123,41 +123,56 @@ CONFIG_CASES = [
     case(
         "paths.sorting.train.epochs",
         {"paths_train"},
-        {"paths_evaluate", "paths_table", "paths_plot"},
+        {"paths_evaluate", "paths_decompose", "paths_table", "paths_plot", "paths_plot_decomposition"},
         key=("paths", "sorting", "train", "epochs"),
         value=3,
     ),
     case(
         "paths.evaluation.n_repeats",
         {"paths_evaluate"},
-        {"paths_table", "paths_plot"},
+        {"paths_table", "paths_plot", "paths_plot_decomposition"},
         key=("paths", "evaluation", "n_repeats"),
         value=3,
     ),
     case(
         "rank_collapse.dtype",
         {"rank_collapse"},
-        {"plot_rank_collapse"},
+        {"rank_collapse_plot", "rank_collapse_overview"},
         key=("rank_collapse", "dtype"),
         value="float32",
     ),
     case(
         "path_products.n_paths",
         {"path_products"},
-        {"plot_path_products"},
+        {"path_products_plot"},
         key=("path_products", "n_paths"),
         value=6,
     ),
 ]
 MODULE_CASES = [
-    case("san/metrics.py", {"rank_collapse", "path_products"}, RANK_PLOTS, module="metrics"),
-    case("san/circle.py", {"circle_train"}, {"circle_gather", "circle_table", *CIRCLE_PLOTS}, module="circle"),
-    case("san/training.py", {"paths_train"}, {"paths_evaluate", "paths_table", "paths_plot"}, module="training"),
-    case("san/plots.py", FIGURE_RULES | {"paths_table"}, module="plots", report=False),
+    case(
+        "san/core/metrics.py",
+        {"rank_collapse", "path_products", "propagation_sweep"},
+        RANK_PLOTS | {"propagation_plot"},
+        module="core/metrics",
+    ),
+    case(
+        "san/circle/experiment.py",
+        {"circle_train"},
+        {"circle_gather", "circle_table", *CIRCLE_PLOTS},
+        module="circle/experiment",
+    ),
+    case(
+        "san/paths/training.py",
+        {"paths_train", "paths_evaluate"},
+        {"paths_decompose", "paths_table", "paths_plot", "paths_plot_decomposition"},
+        module="paths/training",
+    ),
+    case("san/core/plotting.py", FIGURE_RULES | {"paths_table"}, module="core/plotting", report=False),
 ]
 FIGURE_CASES = [
     case("figures.dpi", FIGURE_RULES, key=("figures", "dpi"), value=41, report=False),
-    case("circle.plot.axis_limit", {"plot_circle"}, key=("circle", "plot", "axis_limit"), value=0.5, report=False),
+    case("circle.plot.axis_limit", {"circle_plot"}, key=("circle", "plot", "axis_limit"), value=0.5, report=False),
 ]
 
 
@@ -221,28 +236,37 @@ def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
 # --- lib() is complete: a rule lists every san module its script imports, so editing one reruns the rule ---------
 
 
+def _module(package: Path, dotted: str) -> str | None:
+    """The path below san/ (no .py) of module ``san.<dotted>``: a module file or a package's __init__."""
+    rel = dotted.replace(".", "/")
+    if (package / f"{rel}.py").exists():
+        return rel
+    if (package / rel / "__init__.py").exists():
+        return f"{rel}/__init__"
+    return None
+
+
 def san_imports(path: Path, package: Path) -> set[str]:
-    """Names of the san modules that a Python file imports directly."""
+    """The san modules (paths below san/ without .py, e.g. ``core/metrics``) that a Python file imports directly,
+    function-level imports included."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[1] for a in node.names if a.name.startswith("san.")}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level and path.parent == package:  # relative import inside san
-                base = node.module.split(".")[0] if node.module else None
-            elif node.module == "san" or (node.module or "").startswith("san."):
-                base = node.module.split(".")[1] if "." in node.module else None
-            else:
-                continue
+            names |= {_module(package, a.name[4:]) for a in node.names if a.name.startswith("san.")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("san"):
+            base = node.module[4:] if node.module != "san" else ""
             if base:
-                names.add(base)
-            else:  # from san import x, y / from . import x
-                names |= {a.name for a in node.names if (package / f"{a.name}.py").exists()}
-    return {n for n in names if (package / f"{n}.py").exists()}
+                names.add(_module(package, base))
+            for a in node.names:  # from san.x import y, where y is a module
+                sub = f"{base}.{a.name}" if base else a.name
+                if (package / f"{sub.replace('.', '/')}.py").exists() or (package / sub.replace(".", "/")).is_dir():
+                    names.add(_module(package, sub))
+    return {n for n in names if n}
 
 
 def san_closure(path: Path, package: Path) -> set[str]:
-    """San modules imported by a file, transitively (san/__init__.py counts, as Python runs it on any import)."""
+    """San modules imported by a file, transitively, with the __init__ of every package on the way (Python runs
+    them on import)."""
     seen: set[str] = set()
     todo = san_imports(path, package)
     while todo:
@@ -250,7 +274,8 @@ def san_closure(path: Path, package: Path) -> set[str]:
         if name not in seen:
             seen.add(name)
             todo |= san_imports(package / f"{name}.py", package)
-    return seen | ({"__init__"} if seen else set())
+    inits = {f"{n.split('/')[0]}/__init__" for n in seen if "/" in n}
+    return seen | inits | ({"__init__"} if seen else set())
 
 
 def rule_scripts(workdir: Path) -> dict[str, Path]:
@@ -278,7 +303,7 @@ def test_lib_inputs_cover_script_imports(workflow_copy: Path, default_config: di
         if head:
             rule = head.group(1)
         elif rule and line.strip().startswith("input:"):
-            mods = re.findall(r"(?:^|[\s,])san/(\w+)\.py", line)
+            mods = re.findall(r"(?:^|[\s,])san/([\w/]+)\.py", line)
             declared.setdefault(rule, set()).update(mods)
     scripts = rule_scripts(workflow_copy)
     assert scripts, "no rule with a script found"
