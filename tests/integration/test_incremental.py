@@ -164,8 +164,8 @@ MODULE_CASES = [
     ),
     case(
         "san/paths/training.py",
-        {"paths_train", "paths_evaluate"},
-        {"paths_decompose", "paths_table", "paths_plot", "paths_plot_decomposition"},
+        {"paths_train"},
+        {"paths_evaluate", "paths_decompose", "paths_table", "paths_plot", "paths_plot_decomposition"},
         module="paths/training",
     ),
     case("san/core/plotting.py", FIGURE_RULES | {"paths_table"}, module="core/plotting", report=False),

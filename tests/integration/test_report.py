@@ -18,11 +18,23 @@ def built(tmp_path_factory, default_config):
 
 def test_summary_checks_the_claims(built):
     summary = json.loads((built / "results/summary.json").read_text())
-    assert set(summary) == {"rank_collapse", "path_products", "circle", "paths"}
+    assert set(summary) == {
+        "rank_collapse",
+        "path_products",
+        "circle",
+        "paths",
+        "path_decomposition",
+        "theorem",
+        "propagation",
+    }
     rc = summary["rank_collapse"]
     assert rc["pure_collapses"] is True and rc["pure_max"] < 1e-3
-    assert isinstance(rc["skip_survives"], bool) and rc["per_model"]["tiny-bert"]["init"]["last_layer"] == 2
+    assert isinstance(rc["skip_survives"], bool) and rc["per_model"]["tiny-bert"]["init"]["last_layer"] == 3
     assert summary["paths"]["per_task"]["sorting"]["n_paths"] == 3
+    assert summary["path_decomposition"]["exact"] is True  # every tiny SAN reconstructed to round-off
+    assert summary["theorem"]["overall"]["violates"] == 0 and summary["theorem"]["overall"]["respects"] > 0
+    assert set(summary["propagation"]) == {"depth", "qk_variance", "masks", "sequence_length"}
+    assert all(isinstance(c["holds"], bool | None) for cs in summary["propagation"].values() for c in cs)
     runtimes = (built / "results/tables/runtimes.csv").read_text().splitlines()
     assert runtimes[0] == "rule,job,wall_s,cpu_s,max_rss_mb" and any(r.startswith("rank_collapse,") for r in runtimes)
 
@@ -33,5 +45,7 @@ def test_report_has_every_figure_with_measured_captions(built):
     assert "measured in this run" in html
     rc = json.loads((built / "results/summary.json").read_text())["rank_collapse"]
     assert f"max {rc['pure_max']:.1e}" in (built / "results/report/captions/rank_collapse.rst").read_text()
-    for name in ("rank_collapse_tiny-bert", "path_products_tiny-bert", "circle", "path_effectiveness", "runtimes"):
+    figures = ("rank_collapse_tiny-bert", "rank_collapse_overview", "path_products_tiny-bert", "circle")
+    figures += ("path_effectiveness", "path_decomposition", "theorem_bound", "propagation_masks", "runtimes")
+    for name in figures:
         assert name in html, name

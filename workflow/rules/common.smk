@@ -28,7 +28,7 @@ def resources(rule, **extra):
 
 
 # Modules every script imports: the job log, result storage and its provenance.
-CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenance")
+CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenance", "core/config")
 
 
 def lib(*modules):

@@ -11,6 +11,8 @@ rule paths_decompose:
         lib=lib(
             "core/attention",
             "core/device",
+            "core/text",
+            "rank_collapse/models",
             "paths/spec",
             "paths/fused",
             "paths/model",

@@ -1,0 +1,160 @@
+"""How close a finished run came to what its machine allows: packing bound, longest chain, arithmetic floor.
+
+    python benchmarks/bench_run.py [--workdir .] [--cores 2]
+
+Reads the run's job graph (`snakemake --dag`), its per-job benchmark files (results/benchmarks/<rule>/...tsv) and
+the timestamps of its latest Snakemake log, and prints:
+
+- total job CPU time, the longest chain of dependent jobs (by wall time), the packing bound
+  ``max(CPU / cores, longest chain)`` that no schedule on ``cores`` cores can beat, the achieved wall time and its
+  ratio to the bound;
+- per training job of the path-effectiveness experiment: its arithmetic (multiply-adds from the config,
+  ``san.paths.spec.training_macs``), the machine's measured single-thread float32 matrix-multiply rate on a
+  product of the training's shape, the time that arithmetic alone would take (the floor) and the share of the
+  measured wall time it is.
+
+Measured on a shared machine, wall times include other processes' load: compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def dag(workdir: Path) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
+    """Jobs (id -> rule, wildcard values) and edges (upstream, downstream) of the workflow's full job graph."""
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--dag", "-F", "--cores", "1", "-q"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    jobs = {}
+    for m in re.finditer(r'^\s*(\d+)\[label = "([^"]+)"', out, re.M):
+        rule, *wildcards = m.group(2).split("\\n")
+        jobs[int(m.group(1))] = (rule, [w.split(": ", 1)[1] for w in wildcards])
+    edges = [(int(a), int(b)) for a, b in re.findall(r"^\s*(\d+) -> (\d+)", out, re.M)]
+    return jobs, edges
+
+
+def benchmark_rows(root: Path) -> dict[str, list[tuple[Path, dict[str, str]]]]:
+    """The last row of every benchmark file, by rule (the first folder below ``root``, or the file's stem)."""
+    rows: dict[str, list[tuple[Path, dict[str, str]]]] = {}
+    for tsv in sorted(root.rglob("*.tsv")):
+        rel = tsv.relative_to(root).with_suffix("")
+        with tsv.open() as fh:
+            last = list(csv.DictReader(fh, delimiter="\t"))[-1]
+        rows.setdefault(rel.parts[0], []).append((rel, last))
+    return rows
+
+
+def match(rule: str, wildcards: list[str], rows: dict[str, list[tuple[Path, dict[str, str]]]]) -> dict[str, str] | None:
+    """The benchmark row of one job: the only file of its rule, or the one whose path holds every wildcard value."""
+    candidates = rows.get(rule, [])
+    if len(candidates) == 1:
+        return candidates[0][1]
+    for rel, row in candidates:
+        if all(v in str(rel) for v in wildcards):
+            return row
+    return None
+
+
+def longest_chain(jobs, edges, wall: dict[int, float]) -> tuple[float, list[int]]:
+    """The longest path through the job graph, weighting each job by its wall time."""
+    preds: dict[int, list[int]] = {j: [] for j in jobs}
+    for a, b in edges:
+        preds[b].append(a)
+    best: dict[int, tuple[float, list[int]]] = {}
+
+    def visit(j: int) -> tuple[float, list[int]]:
+        if j not in best:
+            up = max((visit(p) for p in preds[j]), default=(0.0, []), key=lambda t: t[0])
+            best[j] = (up[0] + wall.get(j, 0.0), [*up[1], j])
+        return best[j]
+
+    return max((visit(j) for j in jobs), key=lambda t: t[0])
+
+
+def run_wall(workdir: Path) -> float | None:
+    """Wall time of the latest run: first to last timestamp of its Snakemake log."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    for log in reversed(logs):
+        stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", log.read_text(), re.M)
+        if len(stamps) >= 2:
+            first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
+            return (last - first).total_seconds()
+    return None
+
+
+def matmul_rate(m: int, k: int, n: int, repeats: int = 200) -> float:
+    """Single-thread float32 multiply-adds per second of an (m x k) @ (k x n) product, best of 5 rounds."""
+    import torch
+
+    torch.set_num_threads(1)
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, (time.perf_counter() - t0) / repeats)
+    return m * k * n / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path, default=ROOT)
+    parser.add_argument("--cores", type=int, default=2)
+    args = parser.parse_args()
+    jobs, edges = dag(args.workdir)
+    rows = benchmark_rows(args.workdir / "results" / "benchmarks")
+    wall, cpu = {}, {}
+    for j, (rule, wc) in jobs.items():
+        row = match(rule, wc, rows)
+        if row is not None:
+            wall[j], cpu[j] = float(row["s"]), float(row.get("cpu_time") or 0.0)
+    total_cpu = sum(cpu.values())
+    chain, path = longest_chain(jobs, edges, wall)
+    bound = max(total_cpu / args.cores, chain)
+    achieved = run_wall(args.workdir)
+    print(f"jobs with a benchmark file: {len(wall)} of {len(jobs)}")
+    print(f"total job CPU: {total_cpu:.0f} s; total job wall: {sum(wall.values()):.0f} s")
+    print(f"longest chain: {chain:.0f} s: " + " -> ".join(f"{jobs[j][0]}{jobs[j][1] or ''}" for j in path))
+    per_core = total_cpu / args.cores
+    print(f"packing bound on {args.cores} cores: max(CPU / cores = {per_core:.0f} s, chain) = {bound:.0f} s")
+    if achieved:
+        print(f"achieved wall: {achieved:.0f} s = {achieved / bound:.2f} x the bound")
+
+    import yaml
+
+    from san.experiments import check_config
+    from san.paths.spec import training_macs
+
+    config = yaml.safe_load((args.workdir / "config.yaml").read_text())
+    slices = check_config(config, args.workdir / "workflow" / "schemas")["paths"]
+    print("\npath-effectiveness training: arithmetic against the machine's matrix-multiply rate (one thread)")
+    print(f"{'task':14} {'GMAC':>9} {'rate GMAC/s':>12} {'floor s':>9} {'measured s':>11} {'floor share':>12}")
+    for name, task in slices.items():
+        own = [r for r in rows.get("paths_train", []) if r[0].name == name]
+        row = own[0][1] if own else None
+        macs = training_macs(task)
+        d = task["model"]["dim"]
+        rate = matmul_rate(task["train"]["batch_size"] * 10, d, 3 * d)
+        measured = float(row["s"]) if row else float("nan")
+        floor = macs / rate
+        print(f"{name:14} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured:11.1f} {floor / measured:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
