@@ -31,13 +31,12 @@ def write_netcdf(ds: xr.Dataset, path: str | Path, config: Any, seed: int | None
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
     ds.attrs = provenance_attrs(config, seed=seed, **{**ds.attrs, **extra})
-    for var in ds.variables.values():  # strings as char arrays: CF-1.8 has no variable-length strings
-        if var.dtype.kind in "OU":
-            var.encoding["dtype"] = "S1"
+    # strings as character arrays: CF-1.8 has no variable-length strings
+    encoding = {name: {"dtype": "S1"} for name, var in ds.variables.items() if var.dtype.kind in "OU"}
     tmp = part_path(path)
     tmp.unlink(missing_ok=True)
     try:
-        ds.to_netcdf(tmp, engine="netcdf4")
+        ds.to_netcdf(tmp, engine="netcdf4", encoding=encoding)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

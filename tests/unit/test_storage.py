@@ -55,3 +55,17 @@ def test_failed_write_removes_its_part_file_and_keeps_the_old_result(tmp_path, m
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.nc"]
     assert target.read_bytes() == before
     assert storage.part_path(target).exists() is False
+
+
+def test_strings_are_stored_as_character_arrays(tmp_path):
+    """CF-1.8 has no variable-length strings: string variables and coordinates go to disk as char arrays and read
+    back as the same strings."""
+    import netCDF4
+
+    ds = xr.Dataset({"x": (("v",), [1.0, 2.0]), "src": (("v",), ["paper", "config model"])}, coords={"v": ["a", "bc"]})
+    path = write_netcdf(ds, tmp_path / "s.nc", {})
+    with netCDF4.Dataset(path) as raw:
+        assert raw["v"].dtype == np.dtype("S1") and raw["src"].dtype == np.dtype("S1")
+    back = read_netcdf(path)
+    assert list(back["v"].values) == ["a", "bc"] and list(back["src"].values) == ["paper", "config model"]
+    assert float(back.sel(v="bc")["x"]) == 2.0
