@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A single-node SLURM cluster on this machine, for the SLURM test (tests/test_slurm.py) in CI.
+# A single-node SLURM cluster on this machine, for the SLURM test (tests/integration/test_slurm.py) in CI.
 #
 #   bash .ci/slurm.sh start    install Debian's munge + slurm (if absent), write the config, start the daemons
 #   bash .ci/slurm.sh stop     stop the daemons through their pid files

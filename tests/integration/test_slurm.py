@@ -2,7 +2,7 @@
 results are identical to a local run of the same config.
 
 Needs a running cluster and the executor plugin: ``bash .ci/slurm.sh start`` (a single-node cluster with a fake GPU)
-and ``SAN_SLURM=1 pytest tests/test_slurm.py``; ``.ci/run`` does both. Skipped otherwise.
+and ``SAN_SLURM=1 pytest tests/integration/test_slurm.py``; ``.ci/run`` does both. Skipped otherwise.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hand-written training layer (san.fused) against autograd, gradcheck and the eval-mode module."""
+"""The hand-written training layer (san.paths.fused) against autograd, gradcheck and the eval-mode module."""
 
 from __future__ import annotations
 
