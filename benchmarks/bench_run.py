@@ -60,14 +60,15 @@ def benchmark_rows(root: Path) -> dict[str, list[tuple[Path, dict[str, str]]]]:
 
 
 def match(rule: str, wildcards: list[str], rows: dict[str, list[tuple[Path, dict[str, str]]]]) -> dict[str, str] | None:
-    """The benchmark row of one job: the only file of its rule, or the one whose path holds every wildcard value."""
+    """The benchmark row of one job: the only file of its rule, or the one whose path holds most wildcard values."""
     candidates = rows.get(rule, [])
     if len(candidates) == 1:
         return candidates[0][1]
-    for rel, row in candidates:
-        if all(v in str(rel) for v in wildcards):
-            return row
-    return None
+    def hits(rel: Path) -> int:  # values that are a path component, or one after a short prefix (d8, seeds0_1)
+        return sum(any(re.fullmatch(rf"[a-z]*{re.escape(v)}", part) for part in rel.parts) for v in wildcards)
+
+    scored = sorted(((hits(rel), i) for i, (rel, _) in enumerate(candidates)), reverse=True)
+    return candidates[scored[0][1]][1] if scored and scored[0][0] > 0 else None
 
 
 def longest_chain(jobs, edges, wall: dict[int, float]) -> tuple[float, list[int]]:
@@ -120,8 +121,16 @@ def main() -> None:
     jobs, edges = dag(args.workdir)
     rows = benchmark_rows(args.workdir / "results" / "benchmarks")
     wall, cpu = {}, {}
-    for j, (rule, wc) in jobs.items():
-        row = match(rule, wc, rows)
+    preds: dict[int, list[int]] = {j: [] for j in jobs}
+    for a, b in edges:
+        preds[b].append(a)
+
+    def wildcards(j: int) -> list[str]:
+        """A job's wildcard values; the dag omits those its inputs determine, so take its upstream jobs' then."""
+        return jobs[j][1] or sorted({v for p in preds[j] if jobs[p][0] != "corpus" for v in wildcards(p)})
+
+    for j, (rule, _) in jobs.items():
+        row = match(rule, wildcards(j), rows)
         if row is not None:
             wall[j], cpu[j] = float(row["s"]), float(row.get("cpu_time") or 0.0)
     total_cpu = sum(cpu.values())
