@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from san.core.plotting import COLUMN_IN, DOUBLE_IN, figsize, legend_below  # noqa: E402
 from san.rank_collapse.spec import VARIANTS  # noqa: E402
@@ -66,15 +67,18 @@ def rank_collapse_overview_figure(datasets: Mapping[str, xr.Dataset], log_scale:
         for i, w in enumerate(weights):
             ax = axes[i][j]
             if w not in set(map(str, ds["weights"].values)):
-                ax.text(0.5, 0.5, f"no {w} weights", transform=ax.transAxes, ha="center", va="center", color="0.5")
+                ax.text(0.5, 0.5, f"no {w}\nweights", transform=ax.transAxes, ha="center", va="center", color="0.5",
+                        fontsize="small")  # fmt: skip
                 ax.set_xticks([])
                 ax.grid(False)
             else:
                 _variant_lines(ax, ds.sel(weights=w), log_scale, legend=legend_ax is None)
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
                 legend_ax = legend_ax or ax
             ax.set_title(model if i == 0 else "")
             ax.set_xlabel("layer" if i == len(weights) - 1 else "")
-            ax.set_ylabel(f"{w}\n{RATIO_LABEL}" if j == 0 else "")
+            ax.set_ylabel(w if j == 0 else "")
+    fig.supylabel(RATIO_LABEL, fontsize="small")
     fig.tight_layout()
     if legend_ax is not None:
         legend_below(fig, legend_ax)
