@@ -22,7 +22,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from conftest import copy_workflow, rank_collapse_targets  # noqa: E402
+from helpers import copy_workflow, rank_collapse_targets  # noqa: E402
 
 
 def main() -> None:
