@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.core.provenance import describe
 from san.theory import bound as B
 from san.theory.residual import norm_1, norm_1inf, norm_inf, residual
 from san.theory.spec import INPUT_KINDS, VERDICT
@@ -223,9 +224,7 @@ _ATTRS = {
 
 def _annotate(ds: xr.Dataset) -> xr.Dataset:
     """``long_name`` and ``units`` on every variable and coordinate."""
-    for name in list(ds.data_vars) + list(ds.coords):
-        long_name, units = _ATTRS[name]
-        ds[name].attrs.update(long_name=long_name, units=units)
+    describe(ds, _ATTRS)
     ds.attrs.setdefault("title", "san: Theorem 2.2's bound against the measured residual of pure attention")
     return ds
 
