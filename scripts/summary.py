@@ -13,6 +13,7 @@ from san.report.claims import (
     circle_claims,
     path_effectiveness_claims,
     path_product_claims,
+    pretrained_collapse_claims,
     rank_collapse_claims,
     render_captions,
 )
@@ -28,9 +29,18 @@ with job_log(snakemake.log[0]) as log:
     }
     paths = dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True))
     claims = {
-        "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"]) if p.models else None,
-        "path_products": path_product_claims(dict(zip(p.models, map(read_netcdf, inp.path_products), strict=True)))
+        "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"], causal=tuple(p.causal))
         if p.models
+        else None,
+        "pretrained_collapse": pretrained_collapse_claims(
+            rank_collapse, threshold=t["rank_collapse"]["threshold"], families=p.families
+        )
+        if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
+        else None,
+        "path_products": path_product_claims(
+            dict(zip(p.path_product_models, map(read_netcdf, inp.path_products), strict=True))
+        )
+        if p.path_product_models
         else None,
         "circle": circle_claims(pd.read_csv(inp.circle)),
         "paths": path_effectiveness_claims(paths, **t["paths"]) if p.tasks else None,

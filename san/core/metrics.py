@@ -32,6 +32,12 @@ def relative_residual(x: torch.Tensor) -> torch.Tensor:
     return norm_1inf(residual(x)) / norm_1inf(x)
 
 
+def relative_residual_frobenius(x: torch.Tensor) -> torch.Tensor:
+    """``||res(X)||_F / ||X||_F``: the Frobenius-norm companion of :func:`relative_residual` (every entry counts by
+    its square, so a few very large rows, e.g. a decoder's first token, weigh less than in the composite norm)."""
+    return torch.linalg.matrix_norm(residual(x)) / torch.linalg.matrix_norm(x)
+
+
 def rank1_relative_residual(p: torch.Tensor) -> torch.Tensor:
     """``||P - P_1||_F / ||P||_F`` with ``P_1`` the best rank-1 approximation of ``P`` (Eckart-Young, via SVD).
 

@@ -3,6 +3,23 @@
 Variants: ``SAN`` (no skip connection around attention, no MLP block), ``SAN+MLP`` (no skip around attention,
 MLP block without its skip), ``SAN+skip`` (attention with its skip, no MLP block) and ``transformer`` (unchanged).
 
+Post-norm blocks (BERT, RoBERTa, MPNet, ALBERT, XLNet) compute ``h = N(x + Attn(x))``, ``y = N(h + MLP(h))``; a
+variant drops the ``x +`` / ``h +`` terms or the MLP sub-block, keeping every LayerNorm. Pre-norm blocks (GPT-2,
+Llama) compute ``h = x + Attn(N1(x))``, ``y = h + MLP(N2(h))``, so the variants are
+
+- ``SAN``: ``Attn(N1(x))`` (no MLP),
+- ``SAN+MLP``: ``MLP(N2(Attn(N1(x))))`` (no skips),
+- ``SAN+skip``: ``x + Attn(N1(x))`` (no MLP),
+- ``transformer``: unchanged.
+
+Gemma-3's blocks also normalise each sub-block's output before the sum ("sandwich" norm:
+``h = x + Na(Attn(N1(x)))``, ``y = h + Nm(MLP(N2(h)))``); its variants keep those norms: ``SAN`` is
+``Na(Attn(N1(x)))``, ``SAN+MLP`` is ``Nm(MLP(N2(Na(Attn(N1(x))))))``, ``SAN+skip`` is ``x + Na(Attn(N1(x)))``.
+Masks are never touched: a decoder's SAN is a causal SAN, and Gemma-3's sliding-window layers keep their window
+(at the default 128 tokens the 512-token window covers the whole causal prefix, so both kinds of layer attend alike).
+Grouped key/value heads stay grouped. The final norm of a decoder is outside the blocks and is never applied to
+the measured residual stream (see :mod:`san.rank_collapse.experiment`).
+
 The transformers layer objects stay in place (transformers 5 records hidden states and attentions with hooks on
 them); only bound methods of individual module *instances* are overridden, and :func:`restore` removes them again.
 ALBERT's paper ablation replaced the two FFN linear maps by identities, which leaves ``LayerNorm(gelu(x) + x)``;
@@ -148,18 +165,111 @@ def ablate_xlnet(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> Non
             _override(layer.ff, "forward", _xlnet_ff_no_skip)
 
 
+# ---------------------------------------------------------------- MPNet (post-norm, relative position bias)
+def _mpnet_attention_no_skip(
+    self: nn.Module, hidden_states, attention_mask=None, position_bias=None, output_attentions=False, **kwargs
+):
+    """MPNetAttention without the residual: ``LayerNorm(dropout(attn(h)))``."""
+    out = self.attn(hidden_states, attention_mask, position_bias, output_attentions=output_attentions)
+    return (self.LayerNorm(self.dropout(out[0])), *out[1:])
+
+
+def _mpnet_layer_attention_only(
+    self: nn.Module, hidden_states, attention_mask=None, position_bias=None, output_attentions=False, **kwargs
+):
+    """MPNetLayer with the MLP block (and its residual) removed: the attention block's outputs."""
+    return self.attention(
+        hidden_states, attention_mask, position_bias=position_bias, output_attentions=output_attentions
+    )
+
+
+def ablate_mpnet(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> None:
+    """Apply a variant to every ``MPNetLayer`` (the relative position bias is computed once by the encoder)."""
+    for layer in model.encoder.layer:
+        if not attention_skip:
+            _override(layer.attention, "forward", _mpnet_attention_no_skip)
+        if not mlp:
+            _override(layer, "forward", _mpnet_layer_attention_only)
+        elif not attention_skip:
+            _override(layer.output, "forward", _dense_dropout_norm_no_skip)
+
+
+# ---------------------------------------------------------------- pre-norm decoders (GPT-2, Llama, Gemma-3)
+#: attribute names of a pre-norm block: (norm before attention, attention, norm of the attention output or None,
+#: norm before the MLP, MLP, norm of the MLP output or None)
+PRE_NORM_PARTS = {
+    "gpt2": ("ln_1", "attn", None, "ln_2", "mlp", None),
+    "llama": ("input_layernorm", "self_attn", None, "post_attention_layernorm", "mlp", None),
+    "gemma3": (
+        "input_layernorm", "self_attn", "post_attention_layernorm", "pre_feedforward_layernorm", "mlp",
+        "post_feedforward_layernorm",
+    ),
+}  # fmt: skip
+
+
+def _maybe(module: nn.Module, name: str | None, x: torch.Tensor) -> torch.Tensor:
+    return x if name is None else getattr(module, name)(x)
+
+
+def _pre_norm_block(parts: tuple, attention_skip: bool, mlp: bool) -> Callable:
+    """The forward of a pre-norm (or sandwich-norm) decoder block as a variant (module docstring); the attention
+    receives every keyword the model passes to the block (mask, positions, rotary embeddings, cache flags)."""
+    norm_a, attn, post_a, norm_m, ffn, post_m = parts
+
+    def block(self: nn.Module, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
+        a, _ = getattr(self, attn)(hidden_states=getattr(self, norm_a)(hidden_states), **kwargs)
+        a = _maybe(self, post_a, a)
+        h = hidden_states + a if attention_skip else a
+        if not mlp:
+            return h
+        m = _maybe(self, post_m, getattr(self, ffn)(getattr(self, norm_m)(h)))
+        return h + m if attention_skip else m
+
+    return block
+
+
+def _gpt2_block(attention_skip: bool, mlp: bool) -> Callable:
+    """GPT2Block's forward as a variant; the model passes cache, mask and cross-attention inputs positionally."""
+    inner = _pre_norm_block(PRE_NORM_PARTS["gpt2"], attention_skip, mlp)
+
+    def block(self, hidden_states, cache=None, attention_mask=None, encoder_hidden_states=None, **kwargs):
+        if encoder_hidden_states is not None:
+            raise ValueError("the GPT-2 variants are defined for decoder-only blocks (no cross-attention)")
+        kwargs.pop("encoder_attention_mask", None)
+        return inner(self, hidden_states, cache=cache, attention_mask=attention_mask, **kwargs)
+
+    return block
+
+
+def ablate_pre_norm(family: str) -> Callable[[PreTrainedModel, bool, bool], None]:
+    """The ablation of a pre-norm decoder family: every block's forward replaced by its variant (none for the
+    unmodified transformer)."""
+
+    def ablate(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> None:
+        if attention_skip and mlp:
+            return
+        if family == "gpt2":
+            forward, layers = _gpt2_block(attention_skip, mlp), model.h
+        else:
+            forward, layers = _pre_norm_block(PRE_NORM_PARTS[family], attention_skip, mlp), model.layers
+        for layer in layers:
+            _override(layer, "forward", forward)
+
+    return ablate
+
+
 def apply_variant(model: PreTrainedModel, family: str, variant: str, albert_no_mlp: str = "identity_linears") -> None:
-    """Turn ``model`` (of ``family`` bert/albert/xlnet) into ``variant`` in place (after undoing any earlier one)."""
+    """Turn ``model`` (of a registered ``family``) into ``variant`` in place (after undoing any earlier one)."""
+    from san.rank_collapse.families import FAMILIES
+
     restore(model)
     attention_skip, mlp = variant_switches(variant)
-    if family == "bert":
-        ablate_bert(model, attention_skip, mlp)
-    elif family == "albert":
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; expected one of {sorted(FAMILIES)}")
+    if family == "albert":
         ablate_albert(model, attention_skip, mlp, albert_no_mlp)
-    elif family == "xlnet":
-        ablate_xlnet(model, attention_skip, mlp)
     else:
-        raise ValueError(f"unknown family {family!r}; expected bert, albert or xlnet")
+        FAMILIES[family].ablate(model, attention_skip, mlp)
 
 
 @contextmanager

@@ -1,7 +1,12 @@
 """Rank collapse in real architectures (the paper's Sec. 4, Fig. 2).
 
-For each variant the model runs with hidden states for every layer; per layer ``l`` and sequence the relative
-residual ``||res(X_l)||_{1,inf} / ||X_l||_{1,inf}`` is recorded (layer 0 is the embedding output fed to layer 1).
+For each variant the model runs once per batch while forward hooks on its blocks record the residual stream: layer 0
+is the input of the first block (the embedding output), layer ``l`` the output of block ``l``. This is the same as
+the ``hidden_states`` of the post-norm encoders, but not of the decoders, whose transformers classes replace the last
+hidden state by the output of the final norm: here no final norm is ever applied, so every layer of every family is
+the raw residual stream (a test checks both conventions). Per layer and sequence three token-uniformity measures are
+recorded (:data:`san.rank_collapse.spec.METRICS`): the paper's ``||res(X_l)||_{1,inf} / ||X_l||_{1,inf}``, the same
+without the first token, and the Frobenius-norm ratio.
 """
 
 from __future__ import annotations
@@ -13,13 +18,16 @@ from typing import Any
 import numpy as np
 import torch
 import xarray as xr
+from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from san.core.device import resolve_dtype
-from san.core.metrics import relative_residual
+from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.rank_collapse.ablations import variant
+from san.rank_collapse.families import family as family_entry
 from san.rank_collapse.models import load_model, read_manifest
+from san.rank_collapse.spec import METRICS
 
 
 def _forward_batches(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int, **kwargs) -> Iterator:
@@ -32,17 +40,61 @@ def _forward_batches(model: PreTrainedModel, input_ids: torch.Tensor, batch_size
         yield model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
 
 
+def _stream_tensor(output: Any) -> torch.Tensor:
+    """The hidden state of a block's output (a tensor, or the first element of a tuple)."""
+    return output[0] if isinstance(output, tuple | list) else output
+
+
 @torch.inference_mode()
-def layer_residuals(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int) -> np.ndarray:
-    """Relative residual of every layer's output for every sequence: array ``(layers + 1, sequences)``."""
-    chunks = []
-    for out in _forward_batches(model, input_ids, batch_size, output_hidden_states=True):
-        states = out.hidden_states
-        expected = model.config.num_hidden_layers + 1
-        if len(states) != expected:
-            raise RuntimeError(f"model returned {len(states)} hidden states, expected {expected} (layers + input)")
-        chunks.append(torch.stack([relative_residual(h) for h in states]).cpu())
-    return torch.cat(chunks, dim=1).double().numpy()
+def residual_stream(model: PreTrainedModel, family: str, input_ids: torch.Tensor) -> list[torch.Tensor]:
+    """The residual stream of one batch: the input of the first block, then every block's output (``layers + 1``
+    tensors ``(sequences, tokens, width)``), recorded by forward hooks; no final norm is applied."""
+    states: list[torch.Tensor] = []
+    entry = family_entry(family)
+    blocks = list(entry.layers(model))
+
+    def first_input(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        if not states:
+            states.append(args[0] if args else kwargs["hidden_states"])
+
+    def output(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+        states.append(_stream_tensor(out))
+
+    handles = [blocks[0].register_forward_pre_hook(first_input, with_kwargs=True)]
+    handles += [b.register_forward_hook(output, with_kwargs=True) for b in blocks]
+    try:
+        kwargs = {"use_mems": False} if model.config.model_type == "xlnet" else {}
+        model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+    finally:
+        for h in handles:
+            h.remove()
+    expected = model.config.num_hidden_layers + 1
+    if len(states) != expected:
+        raise RuntimeError(f"recorded {len(states)} residual-stream states, expected {expected} (layers + input)")
+    return [s.transpose(0, 1) for s in states] if entry.tokens_first else states
+
+
+def uniformity(states: list[torch.Tensor]) -> torch.Tensor:
+    """The measures of :data:`METRICS` for every state and sequence: tensor ``(metrics, layers + 1, sequences)``,
+    computed in float64 whatever the states' dtype (the residual ``X - 1 mean(X)`` cancels most of ``X``)."""
+    states = [h.double() for h in states]
+    measures = {
+        "residual_ratio": relative_residual,
+        "residual_ratio_no_first": lambda h: relative_residual(h[..., 1:, :]),
+        "residual_ratio_frobenius": relative_residual_frobenius,
+    }
+    return torch.stack([torch.stack([measures[m](h) for h in states]) for m in METRICS])
+
+
+def layer_residuals(model: PreTrainedModel, family: str, input_ids: torch.Tensor, batch_size: int) -> np.ndarray:
+    """The measures of :data:`METRICS` for every layer of every sequence: array ``(metrics, layers + 1, sequences)``
+    (full-length sequences, no padding)."""
+    device = next(model.parameters()).device
+    chunks = [
+        uniformity(residual_stream(model, family, input_ids[start : start + batch_size].to(device))).cpu()
+        for start in range(0, input_ids.shape[0], batch_size)
+    ]
+    return torch.cat(chunks, dim=2).double().numpy()
 
 
 def residuals_by_variant(
@@ -53,12 +105,12 @@ def residuals_by_variant(
     batch_size: int,
     albert_no_mlp: str = "identity_linears",
 ) -> np.ndarray:
-    """Relative residuals for each variant: array ``(variants, layers + 1, sequences)`` (Fig. 2's data)."""
+    """Relative residuals for each variant: array ``(variants, metrics, layers + 1, sequences)`` (Fig. 2's data)."""
     out = []
     # disable=None: no bar unless stderr is a terminal (a job's log file gets no carriage-return updates)
     for name in tqdm(variants, desc="variants", leave=False, disable=None):
         with variant(model, family, name, albert_no_mlp):
-            out.append(layer_residuals(model, input_ids, batch_size))
+            out.append(layer_residuals(model, family, input_ids, batch_size))
     return np.stack(out)
 
 
@@ -103,24 +155,22 @@ def run(
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
         del model
-    arr = np.stack(data)
+    arr = np.stack(data)  # (weights, variants, metrics, layers + 1, sequences)
+    dims = ("weights", "variant", "layer", "sample")
+    description = (
+        "res(X) = X - 1 mean_tokens(X); layer 0 is the input of the first block, layer l the output of block l "
+        "(the residual stream; a decoder's final norm is not applied)"
+    )
     return xr.Dataset(
         {
-            "residual_ratio": (
-                ("weights", "variant", "layer", "sample"),
-                arr,
-                {
-                    "long_name": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf}",
-                    "units": "1",
-                    "description": "res(X) = X - 1 mean_tokens(X); layer 0 is the input of the first layer",
-                },
-            )
+            name: (dims, arr[:, :, i], {"long_name": long_name, "units": "1", "description": description})
+            for i, (name, long_name) in enumerate(METRICS.items())
         },
         coords={
             "weights": ("weights", list(models), {"long_name": "weights of the model", "units": "1"}),
             "variant": ("variant", list(settings["variants"]), {"long_name": "architecture variant", "units": "1"}),
-            "layer": ("layer", np.arange(arr.shape[2]), {"long_name": "layer index", "units": "1"}),
-            "sample": ("sample", np.arange(arr.shape[3]), {"long_name": "input sequence", "units": "1"}),
+            "layer": ("layer", np.arange(arr.shape[3]), {"long_name": "layer index", "units": "1"}),
+            "sample": ("sample", np.arange(arr.shape[4]), {"long_name": "input sequence", "units": "1"}),
         },
         attrs={
             "title": "san: rank collapse of one model's layer outputs (Dong et al. 2021, Fig. 2)",

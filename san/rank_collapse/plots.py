@@ -8,14 +8,20 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from san.core.plotting import COLUMN_IN, DOUBLE_IN, figsize, legend_below  # noqa: E402
-from san.rank_collapse.spec import VARIANTS  # noqa: E402
+from san.rank_collapse.spec import METRICS, VARIANTS  # noqa: E402
 
 RATIO_LABEL = r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$"
+METRIC_TITLES = {
+    "residual_ratio": RATIO_LABEL,
+    "residual_ratio_no_first": RATIO_LABEL + " without token 1",
+    "residual_ratio_frobenius": r"$\|res(X_l)\|_F / \|X_l\|_F$",
+}
 
 
 def _variant_lines(ax: plt.Axes, ds: xr.Dataset, log_scale: bool, legend: bool) -> None:
@@ -96,4 +102,42 @@ def path_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:
     ax.set_ylabel(r"$\|P - P_1\|_F / \|P\|_F$")
     ax.set_title(f"{model}: chained attention along random paths")
     fig.tight_layout()
+    return fig
+
+
+def pretrained_collapse_figure(
+    datasets: Mapping[str, xr.Dataset], variants: tuple[str, ...] = ("SAN", "transformer")
+) -> plt.Figure:
+    """Every pretrained model side by side: per model (colour) the mean over sequences of ``variants`` (line style)
+    against the layer normalised to depth ``l / L`` in 0..1 (so a 6-layer and a 30-layer model share the axis), one
+    panel per token-uniformity measure (:data:`METRICS`: the paper's ratio, the same without the first token, the
+    Frobenius ratio), log y; exact zeros are clipped to the smallest positive double."""
+    frames = []
+    for model, ds in datasets.items():
+        if "pretrained" not in set(map(str, ds["weights"].values)):
+            continue
+        sel = ds.sel(weights="pretrained", variant=[v for v in variants if v in ds["variant"]])
+        depth = int(sel["layer"].max())
+        for metric in METRICS:
+            if metric not in sel:
+                continue
+            df = sel[metric].mean("sample").to_dataframe(name="ratio").reset_index()
+            frames.append(df.assign(model=model, metric=metric, depth=df["layer"] / depth))
+    if not frames:
+        raise ValueError("no model has pretrained weights: nothing to draw")
+    df = pd.concat(frames, ignore_index=True)
+    df["ratio"] = df["ratio"].clip(lower=1e-300)
+    metrics = [m for m in METRICS if m in set(df["metric"])]
+    fig, axes = plt.subplots(1, len(metrics), figsize=figsize(len(metrics), aspect=0.8), sharey=True, squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        sns.lineplot(
+            data=df[df["metric"] == metric], x="depth", y="ratio", hue="model", style="variant", style_order=variants,
+            marker="o", markersize=2.5, ax=ax, legend=ax is axes[0][-1],
+        )  # fmt: skip
+        ax.set_yscale("log")
+        ax.set_xlabel("layer / depth")
+        ax.set_title(METRIC_TITLES[metric], fontsize="small")
+    axes[0][0].set_ylabel("relative residual (pretrained weights)")
+    fig.tight_layout()
+    legend_below(fig, axes[0][-1])
     return fig

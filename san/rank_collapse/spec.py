@@ -24,26 +24,78 @@ PURE_ATTENTION = ("SAN", "SAN+MLP")
 WITH_SKIP = ("SAN+skip", "transformer")
 #: weight sets of a model: random initialisation from its architecture config, and pretrained weights
 WEIGHTS = ("init", "pretrained")
-#: model families and the keys of their layers and heads in a transformers architecture config
+#: model families and the keys of their layers and heads in a transformers architecture config: the paper's three
+#: post-norm encoders, two more encoders (RoBERTa; MPNet with its relative position bias), and three pre-norm causal
+#: decoders (GPT-2 with learned positions and LayerNorm; Llama and Gemma-3 with rotary positions, RMSNorm and grouped
+#: key/value heads; Gemma-3 also normalises each block's output and alternates sliding-window and global layers)
 ARCHITECTURE_KEYS = {
     "bert": ("num_hidden_layers", "num_attention_heads"),
     "albert": ("num_hidden_layers", "num_attention_heads"),
     "xlnet": ("n_layer", "n_head"),
+    "roberta": ("num_hidden_layers", "num_attention_heads"),
+    "mpnet": ("num_hidden_layers", "num_attention_heads"),
+    "gpt2": ("n_layer", "n_head"),
+    "llama": ("num_hidden_layers", "num_attention_heads"),
+    "gemma3": ("num_hidden_layers", "num_attention_heads"),
 }
 FAMILIES = tuple(ARCHITECTURE_KEYS)
+#: where each family normalises: after the residual sum (post-norm, the 2019 encoders), before each block (pre-norm),
+#: or both before each block and on its output before the sum (Gemma-3's "sandwich")
+NORM_PLACEMENT = {
+    "bert": "post", "albert": "post", "xlnet": "post", "roberta": "post", "mpnet": "post",
+    "gpt2": "pre", "llama": "pre", "gemma3": "sandwich",
+}  # fmt: skip
+#: families whose attention is causal (a decoder's SAN stays a causal SAN: the mask is never removed)
+CAUSAL = frozenset({"gpt2", "llama", "gemma3"})
 #: each family's width key, and the transformers module and config class that define its architecture keys
-WIDTH_KEYS = {"bert": "hidden_size", "albert": "hidden_size", "xlnet": "d_model"}
+WIDTH_KEYS = {
+    "bert": "hidden_size", "albert": "hidden_size", "xlnet": "d_model", "roberta": "hidden_size",
+    "mpnet": "hidden_size", "gpt2": "n_embd", "llama": "hidden_size", "gemma3": "hidden_size",
+}  # fmt: skip
+#: each family's key of the longest input it embeds (None: relative positions only, no limit)
+POSITION_KEYS = {
+    "bert": "max_position_embeddings", "albert": "max_position_embeddings", "xlnet": None,
+    "roberta": "max_position_embeddings", "mpnet": "max_position_embeddings", "gpt2": "n_positions",
+    "llama": "max_position_embeddings", "gemma3": "max_position_embeddings",
+}  # fmt: skip
+#: position ids that are never a token's (RoBERTa and MPNet count positions from padding_idx + 1 = 2)
+POSITION_OFFSETS = {"roberta": 2, "mpnet": 2}
 CONFIG_CLASSES = {
     "bert": ("models/bert/configuration_bert.py", "BertConfig"),
     "albert": ("models/albert/configuration_albert.py", "AlbertConfig"),
     "xlnet": ("models/xlnet/configuration_xlnet.py", "XLNetConfig"),
+    "roberta": ("models/roberta/configuration_roberta.py", "RobertaConfig"),
+    "mpnet": ("models/mpnet/configuration_mpnet.py", "MPNetConfig"),
+    "gpt2": ("models/gpt2/configuration_gpt2.py", "GPT2Config"),
+    "llama": ("models/llama/configuration_llama.py", "LlamaConfig"),
+    "gemma3": ("models/gemma3/configuration_gemma3.py", "Gemma3TextConfig"),
 }
+#: the three measures of token uniformity stored per layer (variables of results/rank_collapse/{model}.nc): the
+#: paper's ratio ``||res(X)||_{1,inf} / ||X||_{1,inf}`` (primary), the same without the first token (pretrained
+#: decoders put very large activations on it, "attention sinks", which then dominate both norms), and the
+#: Frobenius-norm ratio ``||res(X)||_F / ||X||_F`` (every token weighs by its energy, not the largest row or column)
+METRICS = {
+    "residual_ratio": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf}",
+    "residual_ratio_no_first": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf} without the first token",
+    "residual_ratio_frobenius": "relative residual ||res(X_l)||_F / ||X_l||_F",
+}
+#: sanity checks of genuine pretrained weights, run when a model is acquired (``pretrained.check``): a causal LM's
+#: greedy continuation of a prompt must contain the expected word; a sentence encoder's mean-pooled embeddings must
+#: put a paraphrase closer to the anchor than an unrelated sentence
+CONTINUATION_CHECK = {"prompt": "The capital of France is", "expect": "Paris", "new_tokens": 8}
+PARAPHRASE_CHECK = {
+    "anchor": "A man is playing a guitar on the stage.",
+    "paraphrase": "On stage, a man plays the guitar.",
+    "unrelated": "The stock market fell sharply on Monday.",
+}
+CHECKS = ("continuation", "paraphrase")
 #: architecture keys that count things (layers, heads, widths, positions): positive integers
 POSITIVE_KEYS = frozenset(
     {
         "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "max_position_embeddings",
         "type_vocab_size", "embedding_size", "num_hidden_groups", "inner_group_num",
-        "n_layer", "n_head", "d_model", "d_inner",
+        "n_layer", "n_head", "d_model", "d_inner", "n_embd", "n_positions", "n_inner", "num_key_value_heads",
+        "head_dim", "relative_attention_num_buckets", "sliding_window",
     }
 )  # fmt: skip
 #: keys of a saved transformers config that are not fields of its class
@@ -171,12 +223,29 @@ def check_config(config: dict[str, Any]) -> None:
     for name, spec in models.items():
         arch = spec.get("init", {}).get("config", {})
         check_architecture(name, spec["family"], arch)
-        positions = _arch_value(spec["family"], arch, "max_position_embeddings")
+        position_key = POSITION_KEYS[spec["family"]]
+        positions = _arch_value(spec["family"], arch, position_key) if position_key else None
         seq_len = text.get("seq_len")
-        if isinstance(positions, int) and isinstance(seq_len, int) and seq_len > positions:
+        offset = POSITION_OFFSETS.get(spec["family"], 0)
+        if isinstance(positions, int) and isinstance(seq_len, int) and seq_len + offset > positions:
             raise ConfigError(
-                f"config key 'text.seq_len': {seq_len} tokens exceed the {positions} position embeddings of model "
-                f"{name!r} (models.{name}.init.config.max_position_embeddings)"
+                f"config key 'text.seq_len': {seq_len} tokens exceed the {positions - offset} usable position "
+                f"embeddings of model {name!r} (models.{name}.init.config.{position_key})"
+            )
+        pretrained = spec.get("pretrained") or {}
+        check = (pretrained.get("check") or {}).get("kind")
+        decoder_only = check == "continuation" or pretrained.get("format") == "gguf"
+        if decoder_only and spec["family"] not in CAUSAL:
+            what = "check kind 'continuation'" if check == "continuation" else "GGUF weights"
+            raise ConfigError(
+                f"config key 'models.{name}.pretrained': {what} need a causal decoder family "
+                f"({sorted(CAUSAL)}), but the family is {spec['family']!r}"
+            )
+    analysed = config.get("rank_collapse", {}).get("models", [])
+    for i, name in enumerate(config.get("path_products", {}).get("models") or []):
+        if name not in analysed:
+            raise ConfigError(
+                f"config key 'path_products.models.{i}': model {name!r} is not in rank_collapse.models {analysed}"
             )
     wanted, available = config.get("path_products", {}).get("n_sequences"), text.get("n_sequences")
     if isinstance(wanted, int) and isinstance(available, int) and wanted > available:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from san.rank_collapse.spec import PURE_ATTENTION, WITH_SKIP
+from san.rank_collapse.spec import CAUSAL, METRICS, PURE_ATTENTION, WITH_SKIP
 
 
 def _f(x: float) -> float:
@@ -23,11 +23,13 @@ def _f(x: float) -> float:
 
 
 def rank_collapse_claims(
-    results: Mapping[str, xr.Dataset], *, layer: int, threshold: float, floor: float
+    results: Mapping[str, xr.Dataset], *, layer: int, threshold: float, floor: float, causal: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """Fig. 2 claims: at init, SAN and SAN+MLP fall below ``threshold`` by ``layer``; skip variants stay > ``floor``.
 
-    Pretrained weights are reported separately (the paper shows slower, but still fast, collapse there).
+    Pretrained weights are reported separately (the paper shows slower, but still fast, collapse there). The models
+    named in ``causal`` (decoders with causal masks, outside the paper's bidirectional setting: a causal SAN keeps
+    its first token's direction and collapses only exponentially) get their rows but stay out of the verdicts.
     """
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
@@ -51,7 +53,7 @@ def rank_collapse_claims(
             skip = ", ".join(f"{v} {x:.2f}" for v, x in e["skip_at_last"].items())
             parts.append(f"{w}: {pure} at layer {layer}; {skip} at layer {e['last_layer']}")
         rows[name] = ". ".join(parts) + "."
-    init = [e["init"] for e in per_model.values() if "init" in e]
+    init = [e["init"] for name, e in per_model.items() if "init" in e and name not in causal]
     pure = [x for e in init for x in e["pure_at_layer"].values()]
     skip = [x for e in init for x in e["skip_at_last"].values()]
     return {
@@ -62,6 +64,64 @@ def rank_collapse_claims(
         "pure_max": max(pure) if pure else float("nan"),
         "skip_survives": bool(skip) and min(skip) > floor,
         "skip_min": min(skip) if skip else float("nan"),
+        "judged": [name for name in per_model if name not in causal],
+        "causal": [name for name in per_model if name in causal],
+        "per_model": per_model,
+        "caption_rows": rows,
+    }
+
+
+def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
+    """The first layer (dim ``layer``) at which ``curve`` is below ``threshold``; None if it never is."""
+    below = np.flatnonzero(np.asarray(curve) < threshold)
+    return int(curve["layer"].values[below[0]]) if below.size else None
+
+
+def pretrained_collapse_claims(
+    results: Mapping[str, xr.Dataset], *, threshold: float, families: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Today's architectures: in every model with pretrained weights, does pure attention (the SAN variant, mean
+    over sequences) fall below ``threshold``, and within how many layers (of how many), by each measure of
+    :data:`METRICS`; and does the full transformer stay above it at the last layer. The claim "pure attention
+    collapses below the threshold within N layers in every pretrained model" holds with N the largest of the
+    per-model first layers (by the paper's measure)."""
+    per_model: dict[str, Any] = {}
+    for name, ds in results.items():
+        if "pretrained" not in set(map(str, ds["weights"].values)):
+            continue
+        sel = ds.sel(weights="pretrained")
+        entry: dict[str, Any] = {"depth": int(sel["layer"].max())}
+        for metric in (m for m in METRICS if m in sel):
+            mean = sel[metric].mean("sample")
+            entry[metric] = {
+                "san_first_below": first_layer_below(mean.sel(variant="SAN"), threshold)
+                if "SAN" in mean["variant"]
+                else None,
+                "san_last": _f(mean.sel(variant="SAN").isel(layer=-1)) if "SAN" in mean["variant"] else None,
+                "transformer_last": _f(mean.sel(variant="transformer").isel(layer=-1))
+                if "transformer" in mean["variant"]
+                else None,
+            }
+        if families is not None:
+            entry["causal"] = families.get(name) in CAUSAL
+        per_model[name] = entry
+    firsts = [e["residual_ratio"]["san_first_below"] for e in per_model.values() if "residual_ratio" in e]
+    collapses = bool(firsts) and all(f is not None for f in firsts)
+    rows = {
+        name: "; ".join(
+            f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
+            f"{e[metric]['san_first_below'] if e[metric]['san_first_below'] is not None else 'never'} of "
+            f"{e['depth']} (last {e[metric]['san_last']:.1e}), transformer last {e[metric]['transformer_last']:.2f}"
+            for metric in METRICS
+            if metric in e and e[metric]["san_last"] is not None and e[metric]["transformer_last"] is not None
+        )
+        + "."
+        for name, e in per_model.items()
+    }
+    return {
+        "threshold": threshold,
+        "pure_collapses_in_every_model": collapses,
+        "within_layers": max(firsts) if collapses else None,
         "per_model": per_model,
         "caption_rows": rows,
     }

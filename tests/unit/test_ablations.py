@@ -9,7 +9,8 @@ from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel, XLNet
 from transformers.models.xlnet.modeling_xlnet import XLNetRelativeAttention
 
 from san.rank_collapse.ablations import VARIANTS, apply_variant, restore, variant, variant_switches
-from san.rank_collapse.experiment import layer_residuals
+from san.rank_collapse.experiment import layer_residuals, residual_stream
+from san.rank_collapse.spec import METRICS
 
 torch.set_num_threads(1)
 N_TOKENS, BATCH = 7, 3
@@ -160,16 +161,31 @@ def test_restore_returns_the_unmodified_model(bert, ids):
 
 def test_san_collapses_and_skip_does_not(bert, ids):
     with variant(bert, "bert", "SAN"):
-        san = layer_residuals(bert, ids, batch_size=2)
+        san = layer_residuals(bert, "bert", ids, batch_size=2)
     with variant(bert, "bert", "SAN+skip"):
-        skip = layer_residuals(bert, ids, batch_size=2)
-    assert san.shape == (4, BATCH)
-    assert san[-1].max() < 1e-3 * san[0].min()
-    assert skip[-1].min() > 0.1 * skip[0].max()
+        skip = layer_residuals(bert, "bert", ids, batch_size=2)
+    assert san.shape == (len(METRICS), 4, BATCH)
+    for m in range(len(METRICS)):
+        assert san[m, -1].max() < 1e-3 * san[m, 0].min()
+        assert skip[m, -1].min() > 0.1 * skip[m, 0].max()
+
+
+@pytest.mark.parametrize("family", ["bert", "albert", "xlnet"])
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_hooked_stream_is_the_encoders_hidden_states(request, ids, family, name):
+    """For the post-norm encoders the residual stream recorded by hooks on the blocks (ALBERT: one shared group,
+    run once per layer) is exactly transformers' ``hidden_states``, so the paper's models keep their numbers."""
+    model = request.getfixturevalue(family)
+    with variant(model, family, name):
+        hooked = residual_stream(model, family, ids)
+        states = run(model, ids).hidden_states
+    assert len(hooked) == len(states) == model.config.num_hidden_layers + 1
+    for h, s in zip(hooked, states, strict=True):
+        torch.testing.assert_close(h, s, rtol=0, atol=0)
 
 
 def test_unknown_variant_and_family_are_rejected(bert):
     with pytest.raises(ValueError, match="unknown variant"):
         apply_variant(bert, "bert", "SAN+LN")
     with pytest.raises(ValueError, match="unknown family"):
-        apply_variant(bert, "gpt2", "SAN")
+        apply_variant(bert, "t5", "SAN")

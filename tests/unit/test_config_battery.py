@@ -17,6 +17,7 @@ from helpers import ROOT, copy_workflow, snakemake, write_config
 
 SCHEMAS = ROOT / "workflow" / "schemas"
 BERT, XLNET, MINILM = "bert-base-cased", "xlnet-base-cased", "all-MiniLM-L6-v2"
+SMOL, MPNET, GEMMA = "SmolLM2-135M-Instruct", "all-mpnet-base-v2", "gemma-3-270m"
 
 
 def _set(dotted: str, value):
@@ -125,7 +126,7 @@ CASES = [
     ("arch-string-act", _arch(BERT, hidden_act=3), rf"'models\.{BERT}\.init\.config\.hidden_act'"),
     ("arch-heads-divide", _arch(BERT, num_attention_heads=7), r"hidden_size 768 is not divisible by num_attention"),
     ("arch-heads-divide-xlnet", _arch(XLNET, n_head=5), r"d_model 768 is not divisible by n_head 5"),
-    ("arch-positions", _arch(BERT, max_position_embeddings=64), r"'text\.seq_len': 128 tokens exceed the 64 posit"),
+    ("arch-positions", _arch(BERT, max_position_embeddings=64), r"'text\.seq_len': 128 tokens exceed the 64 usable"),
     (
         "arch-default-positions",
         _both(_arch(MINILM, max_position_embeddings=100), _set("text.seq_len", 120)),
@@ -169,6 +170,45 @@ CASES = [
     ("wrong-type-string", _set("path_products.n_paths", "100"), r"'path_products\.n_paths': '100' is not of type"),
     ("wrong-enum", _set("text.source", "wikipedia"), r"'text\.source'"),
     ("wrong-dtype", _set("path_products.dtype", "float16"), r"'path_products\.dtype'"),
+    # --- today's architectures: families, package parts, checks, per-model settings -------------------------------
+    ("unknown-family", _set(f"models.{BERT}.family", "t5"), rf"'models\.{BERT}\.family'"),
+    ("model-dtype", _set(f"models.{SMOL}.dtype", "float16"), rf"'models\.{SMOL}\.dtype'"),
+    ("model-mem", _set(f"models.{SMOL}.mem_mb", 100), rf"'models\.{SMOL}\.mem_mb'"),
+    ("parts-empty", _set(f"models.{MPNET}.pretrained.parts", []), rf"'models\.{MPNET}\.pretrained"),
+    ("parts-escape", _set(f"models.{MPNET}.pretrained.parts.0.file", "../x.zip"), rf"'models\.{MPNET}\.pretrained"),
+    ("parts-format", _set(f"models.{MPNET}.pretrained.format", "tar"), rf"'models\.{MPNET}\.pretrained"),
+    ("zip-without-folder", lambda c: c["models"][MPNET]["pretrained"].pop("folder"), rf"'models\.{MPNET}\.pretrained"),
+    ("gguf-with-folder", _set(f"models.{SMOL}.pretrained.folder", "x"), rf"'models\.{SMOL}\.pretrained"),
+    ("parts-bad-pin", _set(f"models.{SMOL}.pretrained.sha256.x", "abc"), rf"'models\.{SMOL}\.pretrained"),
+    ("check-kind", _set(f"models.{SMOL}.pretrained.check.kind", "vibes"), rf"'models\.{SMOL}\.pretrained"),
+    (
+        "continuation-on-encoder",
+        _set(f"models.{MPNET}.pretrained.check", {"kind": "continuation"}),
+        rf"'models\.{MPNET}\.pretrained': check kind 'continuation' need a causal decoder family",
+    ),
+    (
+        "gguf-on-encoder",
+        _set(
+            f"models.{MPNET}.pretrained",
+            {"source": "package_parts", "parts": [{"distribution": "d", "file": "f.gguf"}], "format": "gguf",
+             "file_name": "f.gguf", "sha256": {"f.gguf": "0" * 64}},
+        ),  # fmt: skip
+        rf"'models\.{MPNET}\.pretrained': GGUF weights need a causal decoder family",
+    ),
+    ("local-without-pins", _set(f"models.{BERT}.pretrained", {"source": "local", "path": "x"}), rf"'models\.{BERT}"),
+    ("gpt2-positions", _arch("gpt2", n_positions=64), r"128 tokens exceed the 64 usable .*init\.config\.n_positions"),
+    (
+        "roberta-positions",
+        _arch("roberta-base", max_position_embeddings=129),
+        r"128 tokens exceed the 127 usable position embeddings of model 'roberta-base'",
+    ),
+    (
+        "path-products-model",
+        _both(_set("rank_collapse.models", [BERT]), _set("path_products.models", [MINILM])),
+        r"'path_products\.models\.0': model 'all-MiniLM-L6-v2' is not in rank_collapse\.models",
+    ),
+    ("path-products-unknown", _set("path_products.models", [MINILM, "nope"]), r"'path_products\.models\.1'"),
+    ("gemma-arch-key", _arch(GEMMA, sliding_windw=4), r"'sliding_windw': did you mean 'sliding_window'"),
 ]
 
 

@@ -181,11 +181,15 @@ def test_load_refuses_weights_that_do_not_fit_the_architecture(tmp_path):
 
 def test_architecture_fields_are_the_config_class_fields():
     """The torch-free reading of transformers' config sources (the workflow's key check) agrees with the classes."""
+    from san.rank_collapse.families import FAMILIES
     from san.rank_collapse.spec import architecture_fields
 
-    for family, (config_cls, _) in models.FAMILIES.items():
+    for family, entry in FAMILIES.items():
+        config_cls = entry.config_cls
         fields = architecture_fields(family)
-        assert set(fields) == set(config_cls().to_dict())
+        # private keys a class derives itself (Gemma-3's _sliding_window_pattern) are not architecture keys
+        derived = {k for k in config_cls().to_dict() if k.startswith("_") and k not in fields}
+        assert set(fields) == set(config_cls().to_dict()) - derived
         defaults = config_cls().to_dict()
         for key in ("num_hidden_layers", "max_position_embeddings", "n_layer", "d_model"):
             if key in fields:
@@ -291,3 +295,20 @@ def test_load_model_checks_family_and_refuses_pickles(tmp_path):
     _rehash(tmp_path / "m")
     with pytest.raises(OSError):  # even when recorded: only safetensors are loaded
         load_model(tmp_path / "m", "bert")
+
+
+def test_local_source_copies_a_pinned_folder_and_refuses_a_changed_file(tmp_path):
+    """``source: local``: a folder on this machine, every file pinned; a changed file is refused naming it."""
+    src = tmp_path / "mine"
+    materialise("m", "bert", "init", {"seed": 1, "config": TINY_BERT}, src)
+    (src / "manifest.json").unlink()
+    pins = {p.name: _sha(p) for p in src.iterdir()}
+    manifest = materialise(
+        "m", "bert", "pretrained", {"source": "local", "path": str(src), "sha256": pins}, tmp_path / "a"
+    )
+    assert manifest["source"] == "local" and manifest["path"] == str(src.resolve())
+    assert load_model(tmp_path / "a", "bert").config.num_hidden_layers == 2
+    (src / "config.json").write_text((src / "config.json").read_text().replace('"hidden_act"', '"hidden_act" '))
+    with pytest.raises(AcquisitionError, match=r"sha256 of config\.json"):
+        materialise("m", "bert", "pretrained", {"source": "local", "path": str(src), "sha256": pins}, tmp_path / "b")
+    assert not (tmp_path / "b").exists()

@@ -93,3 +93,46 @@ def test_runtimes_table(tmp_path):
     df = runtimes_table(tmp_path)
     assert list(df["rule"]) == ["rank_collapse", "corpus"] and list(df["job"]) == ["bert", "corpus"]
     assert df.loc[0, "wall_s"] == 12.5 and df.loc[0, "cpu_s"] == 20.1 and df.loc[0, "max_rss_mb"] == 2000
+
+
+def _pretrained(san_curve, transformer_last=0.5, depth=None):
+    """A model with init and pretrained weights and the three measures; the SAN curve is the given one (pretrained)
+    in every measure, divided by 10 in the Frobenius one."""
+    layers = len(san_curve)
+    data = np.full((2, 4, layers, 2), 0.6)
+    data[1, 0] = np.asarray(san_curve)[:, None]
+    data[1, 3, -1] = transformer_last
+    coords = {"weights": ["init", "pretrained"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"]}
+    coords["layer"] = range(layers)
+    dims = ("weights", "variant", "layer", "sample")
+    frob = data.copy()
+    frob[1, 0] /= 10
+    return xr.Dataset(
+        {
+            "residual_ratio": (dims, data),
+            "residual_ratio_no_first": (dims, data),
+            "residual_ratio_frobenius": (dims, frob),
+        },
+        coords=coords,
+    )
+
+
+def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
+    from san.report.claims import pretrained_collapse_claims
+
+    results = {
+        "fast": _pretrained([0.9, 0.1, 1e-4, 1e-9]),
+        "slow": _pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]),
+        "init-only": _pretrained([0.9, 0.1]).sel(weights=["init"]),
+    }
+    out = pretrained_collapse_claims(results, threshold=1e-3, families={"fast": "bert", "slow": "llama"})
+    assert set(out["per_model"]) == {"fast", "slow"}, "models without pretrained weights are left out"
+    assert out["per_model"]["fast"]["residual_ratio"]["san_first_below"] == 2
+    assert out["per_model"]["slow"]["residual_ratio"]["san_first_below"] == 5
+    assert out["per_model"]["slow"]["residual_ratio_frobenius"]["san_first_below"] == 4
+    assert out["pure_collapses_in_every_model"] and out["within_layers"] == 5
+    assert out["per_model"]["slow"]["causal"] and not out["per_model"]["fast"]["causal"]
+    assert "SAN below at layer 5 of 5" in out["caption_rows"]["slow"]
+    never = pretrained_collapse_claims({"flat": _pretrained([0.9, 0.5, 0.4])}, threshold=1e-3)
+    assert not never["pure_collapses_in_every_model"] and never["within_layers"] is None
+    assert "never" in never["caption_rows"]["flat"]

@@ -7,6 +7,7 @@ import yaml
 from snakemake.utils import validate
 
 from san.experiments import check_config
+from san.rank_collapse.spec import CAUSAL
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
@@ -25,6 +26,13 @@ RESOURCES = yaml.safe_load(Path(workflow.basedir, "workflow", "resources.yaml").
 def resources(rule, **extra):
     """The resources of ``rule`` from workflow/resources.yaml, plus ``extra`` (e.g. a GPU request)."""
     return {**RESOURCES[rule], **extra}
+
+
+def model_resources(rule, **extra):
+    """:func:`resources` of a job that loads one model, whose ``models.<name>.mem_mb`` (when set) replaces the
+    table's memory."""
+    default = RESOURCES[rule]["mem_mb"]
+    return resources(rule, mem_mb=lambda w: config["models"][w.model].get("mem_mb", default), **extra)
 
 
 # Modules every script imports: the job log, result storage and its provenance.
@@ -59,6 +67,17 @@ def model_slice(wildcards):
         "weights": wildcards.weights,
         "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"],
     }
+
+
+def model_settings(section, drop=()):
+    """Input function: the config section ``section`` without the keys ``drop``, with the model's own ``dtype``
+    (``models.<name>.dtype``) in place of the section's when set."""
+
+    def settings(w):
+        out = {k: v for k, v in config[section].items() if k not in drop}
+        return {**out, "dtype": config["models"][w.model].get("dtype", out["dtype"])}
+
+    return settings
 
 
 def model_inputs(kind):

@@ -1,5 +1,11 @@
 # Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths (appendix).
 RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
+# Models whose attention products are sampled (null: every analysed model).
+PATH_PRODUCT_MODELS = (
+    RANK_COLLAPSE_MODELS if config["path_products"]["models"] is None else config["path_products"]["models"]
+)
+# Models with pretrained weights (the side-by-side figure of today's architectures).
+PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
 
 
 rule corpus:
@@ -37,7 +43,7 @@ rule acquire_model:
         "../../envs/torch.yaml"
     threads: 1
     resources:
-        **resources("acquire_model"),
+        **model_resources("acquire_model"),
     params:
         model=model_slice,
     script:
@@ -90,11 +96,11 @@ rule rank_collapse:
         "../../envs/torch.yaml"
     threads: config["rank_collapse"]["threads"]
     resources:
-        **resources("rank_collapse", gpu=1),
+        **model_resources("rank_collapse", gpu=1),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
-        settings={k: v for k, v in config["rank_collapse"].items() if k not in ("models", "threads")},
+        settings=model_settings("rank_collapse", drop=("models", "threads")),
         device=config["device"],
     script:
         "../../scripts/rank_collapse.py"
@@ -124,11 +130,11 @@ rule path_products:
         "../../envs/torch.yaml"
     threads: config["rank_collapse"]["threads"]
     resources:
-        **resources("path_products", gpu=1),
+        **model_resources("path_products", gpu=1),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
-        settings=config["path_products"],
+        settings=model_settings("path_products", drop=("models",)),
         batch_size=config["rank_collapse"]["batch_size"],
         device=config["device"],
     script:
@@ -197,6 +203,33 @@ rule rank_collapse_overview:
         "../../scripts/rank_collapse_overview.py"
 
 
+rule rank_collapse_pretrained:
+    """Every pretrained model side by side: SAN and transformer against depth l/L, the three measures, log y."""
+    input:
+        data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=PRETRAINED_MODELS),
+        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
+    output:
+        report(
+            figures("rank_collapse_pretrained"),
+            caption=caption("rank_collapse_pretrained"),
+            category="Rank collapse (Fig. 2)",
+        ),
+    log:
+        "logs/rank_collapse_pretrained.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rank_collapse_pretrained.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("rank_collapse_pretrained"),
+    params:
+        models=PRETRAINED_MODELS,
+        figures=config["figures"],
+    script:
+        "../../scripts/rank_collapse_pretrained.py"
+
+
 rule path_products_plot:
     """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     input:
@@ -225,10 +258,12 @@ rule path_products_plot:
 
 
 FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []
+FIG2 += figures("rank_collapse_pretrained") if PRETRAINED_MODELS else []
 for _model in RANK_COLLAPSE_MODELS:
-    FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc", f"{RESULTS}/path_products/{_model}.nc"]
+    FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc"]
     FIG2 += figures(f"rank_collapse_{_model}") + figures(f"rank_collapse_{_model}_log")
-    FIG2 += figures(f"path_products_{_model}")
+for _model in PATH_PRODUCT_MODELS:
+    FIG2 += [f"{RESULTS}/path_products/{_model}.nc"] + figures(f"path_products_{_model}")
 TARGETS += FIG2
 
 

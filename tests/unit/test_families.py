@@ -1,0 +1,407 @@
+"""The variants of RoBERTa, MPNet, GPT-2, Llama and Gemma-3, checked against the residual stream recomputed from the
+weights in plain torch (embeddings, positions, masks, attention and MLP; no transformers submodule's forward is
+called by a reference).
+
+Transformers computes a few things in float32 even in a float64 model (Llama's and Gemma-3's RMSNorm, their attention
+softmax and the rotary angles); the references do the same, so that every family is compared at float64 tolerances.
+"""
+
+import math
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from san.rank_collapse.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
+from san.rank_collapse.experiment import residual_stream
+from san.rank_collapse.families import FAMILIES
+
+torch.set_num_threads(1)
+N_TOKENS, BATCH = 7, 3
+F32 = torch.float32  # what transformers computes in float32 even in a float64 model
+TOL = {"rtol": 1e-10, "atol": 1e-10}
+
+CONFIGS = {
+    "roberta": dict(
+        vocab_size=100, hidden_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=32,
+        max_position_embeddings=32, hidden_act="gelu",
+    ),
+    "mpnet": dict(
+        vocab_size=100, hidden_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=32,
+        max_position_embeddings=32, hidden_act="gelu",
+    ),
+    "gpt2": dict(
+        vocab_size=100, n_embd=16, n_layer=3, n_head=4, n_inner=32, n_positions=32, activation_function="gelu_new",
+        bos_token_id=0, eos_token_id=0,
+    ),
+    # grouped key/value heads: 2 kv heads for 4 query heads
+    "llama": dict(
+        vocab_size=100, hidden_size=16, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=32, max_position_embeddings=32, hidden_act="silu",
+    ),
+    # hidden_size 16: the embedding scale sqrt(16) is exact in the float32 buffer transformers keeps it in;
+    # head_dim and query_pre_attn_scalar differ, so the attention scaling is checked; the 4-token window is shorter
+    # than the 7 tokens, so the sliding layers attend differently from the full one
+    "gemma3": dict(
+        vocab_size=100, hidden_size=16, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+        intermediate_size=32, max_position_embeddings=32, query_pre_attn_scalar=6, sliding_window=4,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        hidden_activation="gelu_pytorch_tanh",
+    ),
+}  # fmt: skip
+DECODERS = {"gpt2": "ln_f", "llama": "norm", "gemma3": "norm"}  # the final norm outside the blocks
+
+
+# ------------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def ids():
+    return torch.randint(5, 90, (BATCH, N_TOKENS), generator=torch.Generator().manual_seed(1))  # no padding token
+
+
+def tiny(family):
+    """A tiny float64 model whose every parameter is perturbed (zero biases, unit or zero norm weights would let a
+    wrong formula pass)."""
+    config = FAMILIES[family].config_cls(**CONFIGS[family], attn_implementation="eager")
+    torch.manual_seed(0)
+    model = FAMILIES[family].model_cls(config).double().eval()
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+    return model
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {family: tiny(family) for family in CONFIGS}
+
+
+def run(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
+
+
+# ------------------------------------------------------------------------------------------------ building blocks
+def lin(x, mod):
+    y = x @ mod.weight.T
+    return y if mod.bias is None else y + mod.bias
+
+
+def conv1d(x, mod):
+    """GPT-2's Conv1D: weight of shape (in, out)."""
+    return x @ mod.weight + mod.bias
+
+
+def ln(x, mod):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) / torch.sqrt(var + mod.eps) * mod.weight + mod.bias
+
+
+def rms_llama(x, mod):
+    """``x / sqrt(mean(x^2) + eps) * weight``, the normalisation in float32."""
+    xf = x.to(F32)
+    return mod.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + mod.variance_epsilon)).to(x.dtype)
+
+
+def rms_gemma(x, mod):
+    """``x / sqrt(mean(x^2) + eps) * (1 + weight)``, all in float32."""
+    xf = x.to(F32)
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + mod.eps) * (1.0 + mod.weight.to(F32))).to(x.dtype)
+
+
+def gelu_tanh(x):
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def gelu_erf(x):
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def heads(t, head_dim):
+    """(batch, tokens, heads * head_dim) -> (batch, heads, tokens, head_dim)."""
+    b, n, _ = t.shape
+    return t.view(b, n, -1, head_dim).transpose(1, 2)
+
+
+def attention(q, k, v, scaling, mask=None, bias=None, softmax_dtype=torch.float64):
+    """Softmax attention of query heads ``q`` over key/value heads ``k``, ``v`` (fewer when grouped: each run of
+    consecutive query heads shares one key/value head); ``mask`` (tokens, tokens) is True where a query may attend,
+    ``bias`` is added to the scores. Returns (batch, tokens, heads * head_dim)."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2)) * scaling
+    if bias is not None:
+        scores = scores + bias
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -math.inf)
+    p = torch.softmax(scores.to(softmax_dtype), dim=-1).to(q.dtype)
+    b, _, n, _ = q.shape
+    return (p @ v).transpose(1, 2).reshape(b, n, -1)
+
+
+def causal_mask(n, window=None):
+    i = torch.arange(n)
+    d = i[:, None] - i[None, :]  # query position minus key position
+    return (d >= 0) & (d < window) if window is not None else d >= 0
+
+
+def rotary(theta, head_dim, n):
+    """cos and sin of the rotary angles ``position * theta^(-2j/head_dim)`` (float32 as in transformers)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=F32) / head_dim))
+    angles = torch.arange(n, dtype=F32)[:, None] * inv_freq
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().double(), angles.sin().double()
+
+
+def rotate(x, cos, sin):
+    """Rotary embedding, rotate-half convention: dimension j pairs with j + head_dim/2."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+# ------------------------------------------------------------------------------------------------ the variants
+def post_norm_block(x, attn, norm1, mlp, norm2, name):
+    """``h = N1(x + Attn(x))``, ``y = N2(h + MLP(h))`` and its variants (module docstring of the ablations)."""
+    skip, with_mlp = variant_switches(name)
+    a = attn(x)
+    h = norm1(x + a if skip else a)
+    if not with_mlp:
+        return h
+    m = mlp(h)
+    return norm2(h + m if skip else m)
+
+
+def identity(x):
+    return x
+
+
+def pre_norm_block(x, norm1, attn, norm2, mlp, name, post_attn=identity, post_mlp=identity):
+    """``h = x + Na(Attn(N1(x)))``, ``y = h + Nm(MLP(N2(h)))`` (Na, Nm: Gemma-3's sandwich norms, identities
+    otherwise) and its variants."""
+    skip, with_mlp = variant_switches(name)
+    a = post_attn(attn(norm1(x)))
+    h = x + a if skip else a
+    if not with_mlp:
+        return h
+    m = post_mlp(mlp(norm2(h)))
+    return h + m if skip else m
+
+
+# ------------------------------------------------------------------------------------------------ references
+def roberta_reference(model, ids, name):
+    cfg, emb = model.config, model.embeddings
+    n = ids.shape[1]
+    positions = torch.arange(n) + cfg.pad_token_id + 1  # no padding: positions start at padding_idx + 1
+    words, types = emb.word_embeddings.weight[ids], emb.token_type_embeddings.weight[0]  # token type 0
+    stream = [ln(words + types + emb.position_embeddings.weight[positions], emb.LayerNorm)]
+    for layer in model.encoder.layer:
+        sa, dh = layer.attention.self, cfg.hidden_size // cfg.num_attention_heads
+
+        def attn(h, sa=sa, out=layer.attention.output.dense, dh=dh):
+            q, k, v = (heads(lin(h, m), dh) for m in (sa.query, sa.key, sa.value))
+            return lin(attention(q, k, v, dh**-0.5), out)
+
+        def mlp(h, layer=layer):
+            return lin(gelu_erf(lin(h, layer.intermediate.dense)), layer.output.dense)
+
+        norm1 = partial(ln, mod=layer.attention.output.LayerNorm)
+        norm2 = partial(ln, mod=layer.output.LayerNorm)
+        stream.append(post_norm_block(stream[-1], attn, norm1, mlp, norm2, name))
+    return stream
+
+
+def mpnet_position_bias(weight, n, num_buckets=32, max_distance=128):
+    """(heads, tokens, tokens): the learned bias of the bucketed relative position (query minus key), T5-style; the
+    encoder computes it once for all layers, with 32 buckets whatever the config says (at 7 tokens every distance
+    has its own bucket: the logarithmic buckets start at distance 8)."""
+    i = torch.arange(n)
+    d = i[:, None] - i[None, :]
+    half = num_buckets // 2
+    exact = half // 2
+    a = d.abs()
+    log_bucket = exact + (torch.log(a.clamp(min=1).to(F32) / exact) / math.log(max_distance / exact) * (half - exact))
+    bucket = (d < 0).long() * half + torch.where(a < exact, a, log_bucket.long().clamp(max=half - 1))
+    return weight[bucket].permute(2, 0, 1)
+
+
+def mpnet_reference(model, ids, name):
+    cfg, emb = model.config, model.embeddings
+    n = ids.shape[1]
+    positions = torch.arange(n) + emb.padding_idx + 1  # no padding: positions start at padding_idx + 1
+    stream = [ln(emb.word_embeddings.weight[ids] + emb.position_embeddings.weight[positions], emb.LayerNorm)]
+    bias = mpnet_position_bias(model.encoder.relative_attention_bias.weight, n)  # shared by all layers
+    dh = cfg.hidden_size // cfg.num_attention_heads
+    for layer in model.encoder.layer:
+        sa = layer.attention.attn
+
+        def attn(h, sa=sa):
+            q, k, v = (heads(lin(h, m), dh) for m in (sa.q, sa.k, sa.v))
+            return lin(attention(q, k, v, dh**-0.5, bias=bias), sa.o)
+
+        def mlp(h, layer=layer):
+            return lin(gelu_erf(lin(h, layer.intermediate.dense)), layer.output.dense)
+
+        norm1 = partial(ln, mod=layer.attention.LayerNorm)
+        norm2 = partial(ln, mod=layer.output.LayerNorm)
+        stream.append(post_norm_block(stream[-1], attn, norm1, mlp, norm2, name))
+    return stream
+
+
+def gpt2_reference(model, ids, name):
+    cfg = model.config
+    n, d = ids.shape[1], cfg.hidden_size
+    dh = d // cfg.num_attention_heads
+    stream = [model.wte.weight[ids] + model.wpe.weight[torch.arange(n)]]
+    for block in model.h:
+
+        def attn(h, block=block):
+            q, k, v = (heads(t, dh) for t in conv1d(h, block.attn.c_attn).split(d, dim=-1))
+            return conv1d(attention(q, k, v, dh**-0.5, mask=causal_mask(n)), block.attn.c_proj)
+
+        def mlp(h, block=block):
+            return conv1d(gelu_tanh(conv1d(h, block.mlp.c_fc)), block.mlp.c_proj)
+
+        norm1 = partial(ln, mod=block.ln_1)
+        norm2 = partial(ln, mod=block.ln_2)
+        stream.append(pre_norm_block(stream[-1], norm1, attn, norm2, mlp, name))
+    return stream
+
+
+def llama_reference(model, ids, name):
+    cfg = model.config
+    n, dh = ids.shape[1], cfg.head_dim
+    assert cfg.rope_parameters["rope_type"] == "default"
+    cos, sin = rotary(cfg.rope_parameters["rope_theta"], dh, n)
+    stream = [model.embed_tokens.weight[ids]]
+    for layer in model.layers:
+        sa = layer.self_attn
+
+        def attn(h, sa=sa):
+            q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            return lin(attention(q, k, v, dh**-0.5, mask=causal_mask(n), softmax_dtype=F32), sa.o_proj)
+
+        def mlp(h, m=layer.mlp):
+            return lin(F.silu(lin(h, m.gate_proj)) * lin(h, m.up_proj), m.down_proj)
+
+        norm1 = partial(rms_llama, mod=layer.input_layernorm)
+        norm2 = partial(rms_llama, mod=layer.post_attention_layernorm)
+        stream.append(pre_norm_block(stream[-1], norm1, attn, norm2, mlp, name))
+    return stream
+
+
+def gemma3_reference(model, ids, name):
+    cfg = model.config
+    n, dh = ids.shape[1], cfg.head_dim
+    stream = [model.embed_tokens.weight[ids] * cfg.hidden_size**0.5]
+    for layer_type, layer in zip(cfg.layer_types, model.layers, strict=True):
+        rope = cfg.rope_parameters[layer_type]
+        assert rope["rope_type"] == "default"
+        cos, sin = rotary(rope["rope_theta"], dh, n)
+        mask = causal_mask(n, cfg.sliding_window if layer_type == "sliding_attention" else None)
+        sa = layer.self_attn
+
+        def attn(h, sa=sa, cos=cos, sin=sin, mask=mask):
+            q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+            q, k = rms_gemma(q, sa.q_norm), rms_gemma(k, sa.k_norm)  # per head
+            q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+            scaling = cfg.query_pre_attn_scalar**-0.5
+            return lin(attention(q, k, v, scaling, mask=mask, softmax_dtype=F32), sa.o_proj)
+
+        def mlp(h, m=layer.mlp):
+            return lin(gelu_tanh(lin(h, m.gate_proj)) * lin(h, m.up_proj), m.down_proj)
+
+        n1, na = (
+            partial(rms_gemma, mod=layer.input_layernorm),
+            partial(rms_gemma, mod=layer.post_attention_layernorm),
+        )
+        n2, nm = (
+            partial(rms_gemma, mod=layer.pre_feedforward_layernorm),
+            partial(rms_gemma, mod=layer.post_feedforward_layernorm),
+        )
+        stream.append(pre_norm_block(stream[-1], n1, attn, n2, mlp, name, post_attn=na, post_mlp=nm))
+    return stream
+
+
+REFERENCES = {
+    "roberta": roberta_reference,
+    "mpnet": mpnet_reference,
+    "gpt2": gpt2_reference,
+    "llama": llama_reference,
+    "gemma3": gemma3_reference,
+}
+
+
+# ------------------------------------------------------------------------------------------------ tests
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("family", list(REFERENCES))
+def test_variant_matches_reference(models, ids, family, name):
+    model = models[family]
+    with variant(model, family, name):
+        stream = residual_stream(model, family, ids)
+    with torch.no_grad():
+        expected = REFERENCES[family](model, ids, name)
+    assert len(stream) == len(expected) == model.config.num_hidden_layers + 1
+    for layer, (got, want) in enumerate(zip(stream, expected, strict=True)):
+        torch.testing.assert_close(got, want, **TOL, msg=lambda m, layer=layer: f"{family} {name} layer {layer}: {m}")
+
+
+@pytest.mark.parametrize("family", list(REFERENCES))
+def test_references_distinguish_the_variants(models, ids, family):
+    """The comparison above can tell the variants apart: their last layers all differ."""
+    with torch.no_grad():
+        last = {name: REFERENCES[family](models[family], ids, name)[-1] for name in VARIANTS}
+    for i, a in enumerate(VARIANTS):
+        for b in VARIANTS[i + 1 :]:
+            assert (last[a] - last[b]).abs().max() > 1e-3, (a, b)
+
+
+@pytest.mark.parametrize("family", list(REFERENCES))
+def test_transformer_variant_is_the_unmodified_model(models, ids, family):
+    """Encoders: every hidden state of transformers is the recorded stream. Decoders: all but the last, which
+    transformers replaces by the output of the final norm; the stream is never normalised."""
+    model = models[family]
+    with variant(model, family, "transformer"):
+        stream = residual_stream(model, family, ids)
+    hidden = run(model, ids).hidden_states
+    assert len(hidden) == len(stream) == model.config.num_hidden_layers + 1
+    exact = {"rtol": 0, "atol": 0}
+    if family in DECODERS:
+        for got, want in zip(stream[:-1], hidden[:-1], strict=True):
+            torch.testing.assert_close(got, want, **exact)
+        with torch.no_grad():
+            torch.testing.assert_close(getattr(model, DECODERS[family])(stream[-1]), hidden[-1], **exact)
+        assert (stream[-1] - hidden[-1]).abs().max() > 1e-3
+    else:
+        for got, want in zip(stream, hidden, strict=True):
+            torch.testing.assert_close(got, want, **exact)
+
+
+@pytest.mark.parametrize("family", list(REFERENCES))
+def test_leaving_a_variant_restores_the_model(models, ids, family):
+    model = models[family]
+    before, unmodified = run(model, ids).hidden_states, residual_stream(model, family, ids)
+    for name in VARIANTS:
+        with variant(model, family, name):
+            ablated = residual_stream(model, family, ids)
+        assert (ablated[-1] - unmodified[-1]).abs().max() > 1e-3 or name == "transformer"
+        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
+        after = run(model, ids).hidden_states
+        for got, want in zip(after, before, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("family", list(DECODERS))
+def test_decoder_variants_stay_causal(models, ids, family, name):
+    """Changing the last token leaves every earlier position of every layer unchanged."""
+    model = models[family]
+    changed = ids.clone()
+    changed[:, -1] = 95 - ids[:, -1]  # another token
+    with variant(model, family, name):
+        a, b = residual_stream(model, family, ids), residual_stream(model, family, changed)
+    for x, y in zip(a, b, strict=True):
+        torch.testing.assert_close(x[:, :-1], y[:, :-1], **TOL)
+        assert (x[:, -1] - y[:, -1]).abs().max() > 0
