@@ -58,20 +58,26 @@ def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) ->
     return fig
 
 
-def rank_collapse_overview_figure(datasets: Mapping[str, xr.Dataset], log_scale: bool = True) -> plt.Figure:
+def rank_collapse_overview_figure(
+    datasets: Mapping[str, xr.Dataset], log_scale: bool = True, max_cols: int = 4
+) -> plt.Figure:
     """The paper's Fig. 2 as one figure: a column per model, a row per weights (init, pretrained), the four
     variants (SAN, SAN+MLP, SAN+skip, transformer) as mean +-1 std over sequences of the relative residual per
-    layer, on a shared log y axis (``log_scale``). A model without the row's weights gets an empty panel."""
+    layer, on a shared log y axis (``log_scale``). More than ``max_cols`` models wrap into further blocks of rows
+    (nine models: three blocks of three). A model without the row's weights gets an empty panel."""
     models = list(datasets)
     weights = list(dict.fromkeys(str(w) for ds in datasets.values() for w in ds["weights"].values))
-    fig, axes = plt.subplots(
-        len(weights), len(models), figsize=figsize(len(models), len(weights), aspect=0.75), sharey=True, squeeze=False
-    )
+    n_cols = min(len(models), max_cols) if len(models) <= max_cols else -(-len(models) // -(-len(models) // max_cols))
+    blocks = -(-len(models) // n_cols)
+    n_rows = blocks * len(weights)
+    aspect = 0.75 if blocks == 1 else 0.5
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=figsize(n_cols, n_rows, aspect=aspect), sharey=True, squeeze=False)
     legend_ax = None
-    for j, model in enumerate(models):
+    for k, model in enumerate(models):
         ds = datasets[model]
+        block, j = divmod(k, n_cols)
         for i, w in enumerate(weights):
-            ax = axes[i][j]
+            ax = axes[block * len(weights) + i][j]
             if w not in set(map(str, ds["weights"].values)):
                 ax.text(0.5, 0.5, f"no {w}\nweights", transform=ax.transAxes, ha="center", va="center", color="0.5",
                         fontsize="small")  # fmt: skip
@@ -79,11 +85,14 @@ def rank_collapse_overview_figure(datasets: Mapping[str, xr.Dataset], log_scale:
                 ax.grid(False)
             else:
                 _variant_lines(ax, ds.sel(weights=w), log_scale, legend=legend_ax is None)
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
                 legend_ax = legend_ax or ax
-            ax.set_title(model if i == 0 else "")
+            ax.set_title(model if i == 0 else "", fontsize="small")
             ax.set_xlabel("layer" if i == len(weights) - 1 else "")
             ax.set_ylabel(w if j == 0 else "")
+    for k in range(len(models), blocks * n_cols):  # unused panels of the last block
+        for i in range(len(weights)):
+            axes[(blocks - 1) * len(weights) + i][k % n_cols].set_visible(False)
     fig.supylabel(RATIO_LABEL, fontsize="small")
     fig.tight_layout()
     if legend_ax is not None:
@@ -128,16 +137,18 @@ def pretrained_collapse_figure(
     df = pd.concat(frames, ignore_index=True)
     df["ratio"] = df["ratio"].clip(lower=1e-300)
     metrics = [m for m in METRICS if m in set(df["metric"])]
-    fig, axes = plt.subplots(1, len(metrics), figsize=figsize(len(metrics), aspect=0.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=figsize(len(metrics), aspect=1.0), sharey=True, squeeze=False)
+    dashes = {v: "" if i == 0 else (4, 1.5) for i, v in enumerate(variants)}
     for ax, metric in zip(axes[0], metrics, strict=True):
         sns.lineplot(
             data=df[df["metric"] == metric], x="depth", y="ratio", hue="model", style="variant", style_order=variants,
-            marker="o", markersize=2.5, ax=ax, legend=ax is axes[0][-1],
+            dashes=dashes, ax=ax, legend=ax is axes[0][-1],
         )  # fmt: skip
         ax.set_yscale("log")
         ax.set_xlabel("layer / depth")
+        ax.set_ylabel("")
         ax.set_title(METRIC_TITLES[metric], fontsize="small")
-    axes[0][0].set_ylabel("relative residual (pretrained weights)")
+    axes[0][0].set_ylabel("relative residual, pretrained")
     fig.tight_layout()
-    legend_below(fig, axes[0][-1])
+    legend_below(fig, axes[0][-1], ncol=4)
     return fig

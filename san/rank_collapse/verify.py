@@ -31,7 +31,7 @@ def recompute_curve(folder: Path, family: str, input_ids: torch.Tensor, dtype: t
     """The paper's ratio per layer and sequence of the unmodified model in ``folder``, by plain transformers:
     array ``(layers + 1, sequences)``."""
     verify_folder(folder)
-    model = AutoModel.from_pretrained(folder, dtype=dtype, attn_implementation="eager").eval()
+    model = AutoModel.from_pretrained(folder, dtype=dtype, attn_implementation="eager").to(dtype).eval()
     if family in CAUSAL:
         final = "ln_f" if family == "gpt2" else "norm"
         setattr(model, final, torch.nn.Identity())
