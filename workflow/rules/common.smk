@@ -39,11 +39,27 @@ def model_resources(rule, **extra):
 CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenance", "core/config")
 
 
+# Library modules that import others: lib() adds what they import (the model acquisition imports the family
+# registry, which imports every family's ablation).
+LIB_DEPENDS = {
+    "rank_collapse/models": ("rank_collapse/folders", "rank_collapse/families", "rank_collapse/spec"),
+    "rank_collapse/families": ("rank_collapse/ablations", "rank_collapse/spec"),
+    "rank_collapse/ablations": ("rank_collapse/spec",),
+}
+
+
 def lib(*modules):
     """Library modules a rule's script imports (paths below san/ without .py), as inputs: editing one reruns
-    exactly the jobs that use it. A module's package __init__ is added with it."""
-    packages = {f"{m.split('/')[0]}/__init__" for m in modules if "/" in m}
-    return [f"san/{m}.py" for m in dict.fromkeys(CORE + tuple(sorted(packages)) + modules)]
+    exactly the jobs that use it. A module's package __init__ and the modules it imports (LIB_DEPENDS) are added
+    with it."""
+    todo, closed = list(modules), []
+    while todo:
+        name = todo.pop(0)
+        if name not in closed:
+            closed.append(name)
+            todo += LIB_DEPENDS.get(name, ())
+    packages = {f"{m.split('/')[0]}/__init__" for m in closed if "/" in m}
+    return [f"san/{m}.py" for m in dict.fromkeys(CORE + tuple(sorted(packages)) + tuple(closed))]
 
 
 def figures(stem):

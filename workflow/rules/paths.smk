@@ -24,7 +24,7 @@ paths_task_slice = lambda wildcards: PATHS_SLICES[wildcards.task]
 paths_train_lib = lambda wildcards: lib(
     "core/attention",
     "core/device",
-    *(["core/text", "rank_collapse/models"] if PATHS_SLICES[wildcards.task]["task"] == "memorization" else []),
+    *(["core/text", "rank_collapse/folders"] if PATHS_SLICES[wildcards.task]["task"] == "memorization" else []),
     "paths/spec",
     "paths/fused",
     "paths/model",
@@ -82,7 +82,7 @@ rule paths_evaluate:
             "core/attention",
             "core/device",
             "core/text",
-            "rank_collapse/models",
+            "rank_collapse/folders",
             "paths/spec",
             "paths/fused",
             "paths/model",

@@ -12,7 +12,7 @@ rule paths_decompose:
             "core/attention",
             "core/device",
             "core/text",
-            "rank_collapse/models",
+            "rank_collapse/folders",
             "paths/spec",
             "paths/fused",
             "paths/model",

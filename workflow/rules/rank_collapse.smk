@@ -55,7 +55,7 @@ rule tokenize_inputs:
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
-        lib=lib("core/text", "rank_collapse/models"),
+        lib=lib("core/text", "rank_collapse/folders"),
     output:
         f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
