@@ -30,14 +30,18 @@ from san.rank_collapse.models import load_model, read_manifest
 from san.rank_collapse.spec import METRICS
 
 
-def _forward_batches(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int, **kwargs) -> Iterator:
-    """Model outputs for consecutive batches of ``input_ids`` (full-length sequences, no padding)."""
-    device = next(model.parameters()).device
+def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs) -> Any:
+    """The model on full-length sequences ``ids`` (no padding; XLNet without memories)."""
     if model.config.model_type == "xlnet":
         kwargs["use_mems"] = False
+    return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
+
+
+def _forward_batches(model: PreTrainedModel, input_ids: torch.Tensor, batch_size: int, **kwargs) -> Iterator:
+    """Model outputs for consecutive batches of ``input_ids``."""
+    device = next(model.parameters()).device
     for start in range(0, input_ids.shape[0], batch_size):
-        ids = input_ids[start : start + batch_size].to(device)
-        yield model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
+        yield _forward(model, input_ids[start : start + batch_size].to(device), **kwargs)
 
 
 def _stream_tensor(output: Any) -> torch.Tensor:
@@ -63,8 +67,7 @@ def residual_stream(model: PreTrainedModel, family: str, input_ids: torch.Tensor
     handles = [blocks[0].register_forward_pre_hook(first_input, with_kwargs=True)]
     handles += [b.register_forward_hook(output, with_kwargs=True) for b in blocks]
     try:
-        kwargs = {"use_mems": False} if model.config.model_type == "xlnet" else {}
-        model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), **kwargs)
+        _forward(model, input_ids)
     finally:
         for h in handles:
             h.remove()

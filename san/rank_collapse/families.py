@@ -61,6 +61,8 @@ class Family:
     #: whether the blocks pass hidden states as ``(tokens, sequences, width)`` (XLNet) instead of
     #: ``(sequences, tokens, width)``
     tokens_first: bool = False
+    #: the base model's norm after the last block (decoders), which transformers applies to the last hidden state
+    final_norm: str | None = None
 
 
 FAMILIES: dict[str, Family] = {
@@ -78,10 +80,22 @@ FAMILIES: dict[str, Family] = {
     "roberta": Family(RobertaConfig, RobertaModel, lambda m: m.encoder.layer, ablations.ablate_bert, ("lm_head.",)),
     "mpnet": Family(MPNetConfig, MPNetModel, lambda m: m.encoder.layer, ablations.ablate_mpnet, ("lm_head.",)),
     "gpt2": Family(
-        GPT2Config, GPT2Model, lambda m: m.h, ablations.ablate_pre_norm("gpt2"), ("lm_head.",), GPT2LMHeadModel
+        GPT2Config,
+        GPT2Model,
+        lambda m: m.h,
+        ablations.ablate_pre_norm("gpt2"),
+        ("lm_head.",),
+        GPT2LMHeadModel,
+        final_norm="ln_f",
     ),
     "llama": Family(
-        LlamaConfig, LlamaModel, lambda m: m.layers, ablations.ablate_pre_norm("llama"), ("lm_head.",), LlamaForCausalLM
+        LlamaConfig,
+        LlamaModel,
+        lambda m: m.layers,
+        ablations.ablate_pre_norm("llama"),
+        ("lm_head.",),
+        LlamaForCausalLM,
+        final_norm="norm",
     ),
     "gemma3": Family(
         Gemma3TextConfig,
@@ -90,6 +104,7 @@ FAMILIES: dict[str, Family] = {
         ablations.ablate_pre_norm("gemma3"),
         ("lm_head.",),
         Gemma3ForCausalLM,
+        final_norm="norm",
     ),
 }
 

@@ -88,10 +88,15 @@ def verify_folder(folder: str | Path) -> dict[str, Any]:
     return manifest
 
 
-def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
-    manifest = {**manifest, "sha256": _hash_folder(folder)}
+def _save_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Write ``manifest`` (which already records the folder's hashes) as the folder's manifest file."""
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return manifest
+
+
+def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Hash every file of ``folder`` into ``manifest`` and write it as the folder's manifest file."""
+    return _save_manifest(folder, {**manifest, "sha256": _hash_folder(folder)})
 
 
 def package_dir(package: str) -> Path:

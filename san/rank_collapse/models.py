@@ -47,6 +47,7 @@ from san.rank_collapse.folders import (  # noqa: F401 - the folder API, re-expor
     WORKFLOW_MARKERS,
     AcquisitionError,
     _hash_folder,
+    _save_manifest,
     _tokenizer_files,
     _verify,
     _write_manifest,
@@ -374,8 +375,8 @@ def _materialise(name: str, family: str, weights: str, source: dict[str, Any], o
         )
     else:
         raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
-    if source.get("check"):
-        manifest = _write_manifest(out_dir, {**manifest, "check": sanity_check(out_dir, family, source["check"])})
+    if source.get("check"):  # the check only reads the folder: its recorded hashes stand
+        manifest = _save_manifest(out_dir, {**manifest, "check": sanity_check(out_dir, family, source["check"])})
     return manifest
 
 

@@ -39,12 +39,6 @@ ARCHITECTURE_KEYS = {
     "gemma3": ("num_hidden_layers", "num_attention_heads"),
 }
 FAMILIES = tuple(ARCHITECTURE_KEYS)
-#: where each family normalises: after the residual sum (post-norm, the 2019 encoders), before each block (pre-norm),
-#: or both before each block and on its output before the sum (Gemma-3's "sandwich")
-NORM_PLACEMENT = {
-    "bert": "post", "albert": "post", "xlnet": "post", "roberta": "post", "mpnet": "post",
-    "gpt2": "pre", "llama": "pre", "gemma3": "sandwich",
-}  # fmt: skip
 #: families whose attention is causal (a decoder's SAN stays a causal SAN: the mask is never removed)
 CAUSAL = frozenset({"gpt2", "llama", "gemma3"})
 #: each family's width key, and the transformers module and config class that define its architecture keys
@@ -88,7 +82,6 @@ PARAPHRASE_CHECK = {
     "paraphrase": "On stage, a man plays the guitar.",
     "unrelated": "The stock market fell sharply on Monday.",
 }
-CHECKS = ("continuation", "paraphrase")
 #: architecture keys that count things (layers, heads, widths, positions): positive integers
 POSITIVE_KEYS = frozenset(
     {

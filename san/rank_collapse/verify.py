@@ -22,8 +22,9 @@ from transformers import AutoModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual
+from san.rank_collapse.families import family as family_entry
 from san.rank_collapse.models import verify_folder
-from san.rank_collapse.spec import CAUSAL, VARIANTS
+from san.rank_collapse.spec import VARIANTS
 
 
 @torch.inference_mode()
@@ -32,9 +33,9 @@ def recompute_curve(folder: Path, family: str, input_ids: torch.Tensor, dtype: t
     array ``(layers + 1, sequences)``."""
     verify_folder(folder)
     model = AutoModel.from_pretrained(folder, dtype=dtype, attn_implementation="eager").to(dtype).eval()
-    if family in CAUSAL:
-        final = "ln_f" if family == "gpt2" else "norm"
-        setattr(model, final, torch.nn.Identity())
+    final_norm = family_entry(family).final_norm
+    if final_norm is not None:
+        setattr(model, final_norm, torch.nn.Identity())
     kwargs = {"use_mems": False} if family == "xlnet" else {}
     out = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), output_hidden_states=True, **kwargs)
     return torch.stack([relative_residual(h.double()) for h in out.hidden_states]).numpy()
