@@ -5,13 +5,17 @@
 Reads the run's job graph (`snakemake --dag`), its per-job benchmark files (results/benchmarks/<rule>/...tsv) and
 the timestamps of its latest Snakemake log, and prints:
 
-- total job CPU time, the longest chain of dependent jobs (by wall time), the packing bound
-  ``max(CPU / cores, longest chain)`` that no schedule on ``cores`` cores can beat, the achieved wall time and its
-  ratio to the bound;
+- total job CPU time (exact, from the last line of each job's log, :func:`san.core.jobs.cpu_line`; Snakemake's
+  ``benchmark:`` samples it only every 30 s after a job's first 15 s and misses the rest), the longest chain of
+  dependent jobs (by wall time), the packing bound ``max(CPU / cores, longest chain)`` that no schedule on
+  ``cores`` cores can beat, the achieved wall time and its ratio to the bound;
 - per training job of the path-effectiveness experiment: its arithmetic (multiply-adds from the config,
   ``san.paths.spec.training_macs``), the machine's measured single-thread float32 matrix-multiply rate on a
   product of the training's shape, the time that arithmetic alone would take (the floor) and the share of the
-  measured wall time it is.
+  measured wall time it is;
+- per path evaluation: its exact arithmetic (single-head applications after prefix sharing, on the task's own
+  sampled path sets), the floor at the same rate on the job's threads, and the share of the evaluation's measured
+  wall time (its log's ``path evaluation in X s``) it is.
 
 Measured on a shared machine, wall times include other processes' load: compare ratios within one run.
 """
@@ -26,6 +30,8 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -59,9 +65,22 @@ def benchmark_rows(root: Path) -> dict[str, list[tuple[Path, dict[str, str]]]]:
     return rows
 
 
+def log_cpu(workdir: Path, rel: Path) -> float | None:
+    """A job's exact CPU time from the last line of its log (``logs/<rule>/...log``, the path of its benchmark file;
+    written by :func:`san.core.jobs.cpu_line`), or None when the log has none."""
+    from san.core.jobs import CPU_LINE
+
+    path = workdir / "logs" / rel.with_suffix(".log")
+    if not path.is_file():
+        return None
+    found = re.findall(rf"{re.escape(CPU_LINE)} ([0-9.]+) s", path.read_text(errors="replace"))
+    return float(found[-1]) if found else None
+
+
 def match(rule: str, wildcards: list[str], rows: dict[str, list[tuple[Path, dict[str, str]]]]) -> dict[str, str] | None:
-    """The benchmark row of one job: the only file of its rule, or the one whose path holds most wildcard values."""
-    candidates = rows.get(rule, [])
+    """The benchmark row of one job (with its file's path under ``_rel``): the only file of its rule, or the one
+    whose path holds most wildcard values."""
+    candidates = [(rel, {**row, "_rel": rel}) for rel, row in rows.get(rule, [])]
     if len(candidates) == 1:
         return candidates[0][1]
     def hits(rel: Path) -> int:  # values that are a path component, or one after a short prefix (d8, seeds0_1)
@@ -100,8 +119,6 @@ def run_wall(workdir: Path) -> float | None:
 
 def matmul_rate(m: int, k: int, n: int, repeats: int = 200) -> float:
     """Single-thread float32 multiply-adds per second of an (m x k) @ (k x n) product, best of 5 rounds."""
-    import torch
-
     torch.set_num_threads(1)
     a, b = torch.randn(m, k), torch.randn(k, n)
     best = float("inf")
@@ -129,16 +146,23 @@ def main() -> None:
         """A job's wildcard values; the dag omits those its inputs determine, so take its upstream jobs' then."""
         return jobs[j][1] or sorted({v for p in preds[j] if jobs[p][0] != "corpus" for v in wildcards(p)})
 
+    sampled, exact = {}, 0
     for j, (rule, _) in jobs.items():
         row = match(rule, wildcards(j), rows)
         if row is not None:
-            wall[j], cpu[j] = float(row["s"]), float(row.get("cpu_time") or 0.0)
+            wall[j], sampled[j] = float(row["s"]), float(row.get("cpu_time") or 0.0)
+            from_log = log_cpu(args.workdir, row["_rel"])
+            cpu[j] = sampled[j] if from_log is None else from_log
+            exact += from_log is not None
     total_cpu = sum(cpu.values())
     chain, path = longest_chain(jobs, edges, wall)
     bound = max(total_cpu / args.cores, chain)
     achieved = run_wall(args.workdir)
-    print(f"jobs with a benchmark file: {len(wall)} of {len(jobs)}")
-    print(f"total job CPU: {total_cpu:.0f} s; total job wall: {sum(wall.values()):.0f} s")
+    print(f"jobs with a benchmark file: {len(wall)} of {len(jobs)}; with their exact CPU time in their log: {exact}")
+    print(
+        f"total job CPU: {total_cpu:.0f} s (Snakemake's sampled cpu_time: {sum(sampled.values()):.0f} s); "
+        f"total job wall: {sum(wall.values()):.0f} s"
+    )
     print(f"longest chain: {chain:.0f} s: " + " -> ".join(f"{jobs[j][0]}{jobs[j][1] or ''}" for j in path))
     per_core = total_cpu / args.cores
     print(f"packing bound on {args.cores} cores: max(CPU / cores = {per_core:.0f} s, chain) = {bound:.0f} s")
@@ -148,7 +172,7 @@ def main() -> None:
     import yaml
 
     from san.experiments import check_config
-    from san.paths.spec import training_macs
+    from san.paths.spec import sequences_and_tokens, training_macs
 
     config = yaml.safe_load((args.workdir / "config.yaml").read_text())
     slices = check_config(config, args.workdir / "workflow" / "schemas")["paths"]
@@ -163,6 +187,53 @@ def main() -> None:
         measured = float(row["s"]) if row else float("nan")
         floor = macs / rate
         print(f"{name:14} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured:11.1f} {floor / measured:12.2f}")
+
+    evaluation = config["paths"]["evaluation"]
+    threads = int(config["paths"].get("eval_threads", 1))
+    print(
+        f"\npath evaluation: the exact arithmetic of the batched protocol against the same rate ({threads} thread(s) "
+        "per job; floor = MACs / (rate x threads))"
+    )
+    print(
+        f"{'task':14} {'heads/input':>11} {'GMAC':>9} {'rate GMAC/s':>12} {'floor s':>9} {'measured s':>11} "
+        f"{'floor share':>12}"
+    )
+    for name, task in slices.items():
+        heads, macs = evaluation_arithmetic(task, evaluation)
+        d, n = task["model"]["dim"], sequences_and_tokens(task)[2]
+        dh = d // task["model"]["n_heads"]
+        rate = matmul_rate(n * 16, d, 3 * dh)
+        measured = eval_seconds(args.workdir, name)
+        floor = macs / (rate * threads)
+        share = floor / measured if measured else float("nan")
+        print(
+            f"{name:14} {heads:11d} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured or float('nan'):11.1f} "
+            f"{share:12.2f}"
+        )
+
+
+def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:
+    """Single-head applications per input after prefix sharing (the batched protocol of
+    :func:`san.paths.evaluate.evaluate_path_sets`, on the task's own sampled sets) and the multiply-adds of the whole
+    evaluation: per application on n tokens of width d with head width dh, ``4 n d dh`` (the head's query, key and
+    value projections and its share of the output projection) plus ``2 n^2 dh`` (scores and weighted sum); the
+    sums of the sets and the classifier add under 1%."""
+    from san.paths.evaluate import prefix_tree, sample_path_sets
+    from san.paths.spec import PAD, sequences_and_tokens
+
+    L, H, d = task["model"]["n_layers"], task["model"]["n_heads"], task["model"]["dim"]
+    _, n_eval, n = sequences_and_tokens(task)
+    sets = sample_path_sets(L, H, evaluation["n_paths"], evaluation["n_repeats"], evaluation["seed"])
+    heads = prefix_tree(torch.as_tensor(sets[sets[..., 0] != PAD]), H).n_head_evaluations
+    dh = d // H
+    return heads, float(n_eval * heads * (4 * n * d * dh + 2 * n * n * dh))
+
+
+def eval_seconds(workdir: Path, task: str) -> float | None:
+    """The wall time of the path evaluation proper, from the evaluation job's log (``path evaluation in X s``)."""
+    path = workdir / "logs" / "paths_evaluate" / f"{task}.log"
+    found = re.findall(r"path evaluation in ([0-9.]+) s", path.read_text()) if path.is_file() else []
+    return float(found[-1]) if found else None
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.rank_collapse.ablations import variant
 from san.rank_collapse.families import family as family_entry
 from san.rank_collapse.models import load_model, read_manifest
-from san.rank_collapse.spec import METRICS
+from san.rank_collapse.spec import METRICS, variant_dtypes
 
 
 def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs) -> Any:
@@ -141,23 +141,27 @@ def run(
 
     ``models`` maps each weight set (``init``, ``pretrained``) to its model folder and ``inputs`` to its tokenised
     input (``input_ids``, with the ``input_sha256`` attribute); ``settings`` is the ``rank_collapse`` config slice
-    (``variants``, ``dtype``, ``batch_size``, ``albert_no_mlp``). The models' manifests and the inputs' hashes go
-    into the attributes ``manifests`` and ``input_sha256``.
+    (``variants``, ``dtype``: one for all variants or one per variant, ``batch_size``, ``albert_no_mlp``); each weight
+    set is loaded once per dtype, and the dtype of each variant is the coordinate ``dtype``. The models' manifests
+    and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``.
     """
-    dtype = resolve_dtype(settings["dtype"])
+    variants = list(settings["variants"])
+    dtypes = variant_dtypes(settings["dtype"], variants)
     data, manifests, hashes = [], {}, {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
-        model = load_model(folder, family, dtype).to(device)
-        if log is not None:
-            log.info("%s weights on %s in %s: %s", weights, device, dtype, type(model).__name__)
-        variants = settings["variants"]
-        data.append(
-            residuals_by_variant(model, family, ids, variants, settings["batch_size"], settings["albert_no_mlp"])
-        )
+        by_variant = {}
+        for dtype_name in dict.fromkeys(dtypes.values()):  # one load per dtype, in the variants' order
+            own = [v for v in variants if dtypes[v] == dtype_name]
+            model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+            if log is not None:
+                log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)
+            got = residuals_by_variant(model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"])
+            by_variant.update(zip(own, got, strict=True))
+            del model
+        data.append(np.stack([by_variant[v] for v in variants]))
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
-        del model
     arr = np.stack(data)  # (weights, variants, metrics, layers + 1, sequences)
     dims = ("weights", "variant", "layer", "sample")
     description = (
@@ -171,7 +175,12 @@ def run(
         },
         coords={
             "weights": ("weights", list(models), {"long_name": "weights of the model", "units": "1"}),
-            "variant": ("variant", list(settings["variants"]), {"long_name": "architecture variant", "units": "1"}),
+            "variant": ("variant", variants, {"long_name": "architecture variant", "units": "1"}),
+            "dtype": (
+                "variant",
+                [dtypes[v] for v in variants],
+                {"long_name": "floating point type of the variant's forward passes", "units": "1"},
+            ),
             "layer": ("layer", np.arange(arr.shape[3]), {"long_name": "layer index", "units": "1"}),
             "sample": ("sample", np.arange(arr.shape[4]), {"long_name": "input sequence", "units": "1"}),
         },

@@ -65,9 +65,15 @@ def _verify(hashes: dict[str, str], expected: dict[str, str] | None, where: str,
         )
 
 
-def verify_folder(folder: str | Path) -> dict[str, Any]:
+#: suffixes of weight files: a job that reads only a folder's tokenizer does not hash them (a job that loads the
+#: weights verifies them)
+WEIGHT_SUFFIXES = (".safetensors", ".gguf")
+
+
+def verify_folder(folder: str | Path, weights: bool = True) -> dict[str, Any]:
     """The manifest of a materialised model folder, after checking that the folder holds exactly the files the
-    manifest lists, each with its recorded sha256; raises :class:`AcquisitionError` naming the file otherwise."""
+    manifest lists, each with its recorded sha256 (without ``weights``, the weight files are not hashed: for a job
+    that reads only the tokenizer); raises :class:`AcquisitionError` naming the file otherwise."""
     folder = Path(folder)
     manifest = read_manifest(folder)
     recorded = manifest.get("sha256") or {}
@@ -79,6 +85,8 @@ def verify_folder(folder: str | Path) -> dict[str, Any]:
         path = folder / name
         if not path.is_file():
             raise AcquisitionError(f"{folder}: {name} (recorded in its {MANIFEST}) is missing")
+        if not weights and name.endswith(WEIGHT_SUFFIXES):
+            continue
         got = sha256_file(path)
         if got != want:
             raise AcquisitionError(
@@ -144,11 +152,18 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
 
 
 def load_tokenizer(folder: str | Path):
-    """The tokenizer saved in a materialised model folder, after :func:`verify_folder`; a folder without a manifest
-    (the bundled package's own folder) must hold exactly the bundled tokenizer (:data:`BUNDLED_TOKENIZER_SHA256`)."""
+    """The tokenizer saved in a materialised model folder, after :func:`verify_folder` of its non-weight files; a
+    folder without a manifest (the bundled package's own folder) must hold exactly the bundled tokenizer
+    (:data:`BUNDLED_TOKENIZER_SHA256`).
+
+    A folder with a ``tokenizer.json`` (the tokenizers library's whole pipeline: normaliser, pre-tokeniser, model,
+    post-processor with the special tokens) loads it with transformers' generic fast tokenizer, which does not
+    import torch (a tokenisation job then starts in ~1 s instead of ~4 s); a folder without one falls back to
+    ``AutoTokenizer`` (its model-specific class). tests/unit/test_folders.py checks that both give the same ids.
+    """
     folder = Path(folder)
     if (folder / MANIFEST).is_file():
-        verify_folder(folder)
+        verify_folder(folder, weights=False)
     else:
         names = _tokenizer_files(folder) + (["config.json"] if (folder / "config.json").is_file() else [])
         pins = {**BUNDLED_TOKENIZER_SHA256, "config.json": BUNDLED_CONFIG_SHA256}
@@ -158,6 +173,10 @@ def load_tokenizer(folder: str | Path):
             f"tokenizer folder {folder} (no {MANIFEST}: checked against the bundled tokenizer's pins)",
             require_all=True,
         )
-    from transformers import AutoTokenizer  # imports torch: only where a tokenizer is loaded
+    if (folder / "tokenizer.json").is_file():
+        from transformers import PreTrainedTokenizerFast  # no torch
+
+        return PreTrainedTokenizerFast.from_pretrained(folder)
+    from transformers import AutoTokenizer  # imports torch
 
     return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)

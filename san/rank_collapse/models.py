@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 from transformers import AutoTokenizer, PreTrainedModel
+from transformers.initialization import no_init_weights
 
 from san.rank_collapse.families import family as family_entry
 from san.rank_collapse.folders import (  # noqa: F401 - the folder API, re-exported for the acquisition's callers
@@ -257,8 +258,10 @@ def _dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedMod
     config = packed.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    lm = entry.lm_cls(config)
+    with no_init_weights():  # every weight is overwritten next: skip drawing random ones (seconds for Gemma-3)
+        lm = entry.lm_cls(config)
     lm.load_state_dict(packed.state_dict(), strict=True)
+    lm.tie_weights()  # no_init_weights also skips tying the LM head to the embeddings
     del packed
     lm.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)

@@ -64,6 +64,52 @@ CONFIG_CLASSES = {
     "llama": ("models/llama/configuration_llama.py", "LlamaConfig"),
     "gemma3": ("models/gemma3/configuration_gemma3.py", "Gemma3TextConfig"),
 }
+#: floating point type of each variant's forward passes by default: the variants without skips fall doubly
+#: exponentially, and only float64 resolves them below ~1e-7 (down to ~1e-16); the variants with skips stay above
+#: ~1e-2, where float32 agrees with float64 to ~1e-7 relative and runs twice as fast (``rank_collapse.dtype``)
+VARIANT_DTYPES = {"SAN": "float64", "SAN+MLP": "float64", "SAN+skip": "float32", "transformer": "float32"}
+
+
+def variant_dtypes(dtype: str | dict[str, str], variants: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """The dtype name of each of ``variants`` from a ``rank_collapse.dtype`` setting: one name for all of them, or
+    a mapping by variant (a variant it leaves out runs in float64)."""
+    if isinstance(dtype, str):
+        return {v: dtype for v in variants}
+    return {v: dtype.get(v, "float64") for v in variants}
+
+
+#: relative work of each variant's forward pass (attention alone is about a third of a block's products)
+VARIANT_WORK = {"SAN": 1 / 3, "SAN+MLP": 1.0, "SAN+skip": 1 / 3, "transformer": 1.0}
+
+
+def model_cost(family: str, arch: dict[str, Any], weight_sets: int, dtypes: dict[str, str]) -> float:
+    """Estimated relative cost of one model's rank-collapse job, from its config alone: per weight set, layers x
+    width^2 (a block's products on a fixed number of tokens) times the variants' work, float64 counting twice."""
+    layers, _ = depth_and_heads(family, arch)
+    width = _arch_value(family, arch, WIDTH_KEYS[family]) or 1
+    work = sum(VARIANT_WORK.get(v, 1.0) * (2 if d == "float64" else 1) for v, d in dtypes.items())
+    return float(weight_sets * layers * width**2 * work)
+
+
+def model_priorities(config: dict[str, Any]) -> dict[str, float]:
+    """Scheduling priority of each analysed model's jobs, in (0, 1): below the path-effectiveness chains (priority
+    >= 1), above every other job (0). Models rank by :func:`model_cost`, the costliest first, so the longest
+    rank-collapse jobs do not end alone; acquiring pretrained weights (a GGUF dequantisation takes minutes) ranks
+    above every analysis, in (0.5, 1)."""
+    settings = config.get("rank_collapse", {})
+    names = list(settings.get("models", []))
+    variants = settings.get("variants", list(VARIANTS))
+
+    def cost(name: str) -> float:
+        spec = config["models"][name]
+        dtypes = variant_dtypes(spec.get("dtype", settings.get("dtype", VARIANT_DTYPES)), variants)
+        sets = 1 + bool(spec.get("pretrained"))
+        return model_cost(spec["family"], spec.get("init", {}).get("config", {}), sets, dtypes)
+
+    order = sorted(names, key=cost)
+    return {name: (rank + 1) / (2 * (len(order) + 1)) for rank, name in enumerate(order)}
+
+
 #: the three measures of token uniformity stored per layer (variables of results/rank_collapse/{model}.nc): the
 #: paper's ratio ``||res(X)||_{1,inf} / ||X||_{1,inf}`` (primary), the same without the first token (pretrained
 #: decoders put very large activations on it, "attention sinks", which then dominate both norms), and the

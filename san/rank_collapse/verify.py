@@ -24,7 +24,7 @@ from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual
 from san.rank_collapse.families import family as family_entry
 from san.rank_collapse.models import verify_folder
-from san.rank_collapse.spec import VARIANTS
+from san.rank_collapse.spec import VARIANTS, variant_dtypes
 
 
 @torch.inference_mode()
@@ -43,7 +43,7 @@ def recompute_curve(folder: Path, family: str, input_ids: torch.Tensor, dtype: t
 
 def verify_run(results: Path) -> dict[str, dict[str, float]]:
     """Per model and weights of a run's ``results/rank_collapse/*.nc``, the largest relative difference between
-    the stored ``transformer`` curve and its recomputation (:func:`recompute_curve`)."""
+    the stored ``transformer`` curve and its recomputation (:func:`recompute_curve`, in the variant's dtype)."""
     report: dict[str, dict[str, float]] = {}
     for path in sorted((results / "rank_collapse").glob("*.nc")):
         ds = xr.open_dataset(path)
@@ -55,7 +55,8 @@ def verify_run(results: Path) -> dict[str, dict[str, float]]:
         for weights in map(str, ds["weights"].values):
             ids = torch.as_tensor(xr.open_dataset(results / "inputs" / model / f"{weights}.nc")["input_ids"].values)
             stored = ds["residual_ratio"].sel(weights=weights, variant=VARIANTS[-1]).values
-            got = recompute_curve(results / "models" / model / weights, family, ids, resolve_dtype(config["dtype"]))
+            dtype = variant_dtypes(config["dtype"], [VARIANTS[-1]])[VARIANTS[-1]]
+            got = recompute_curve(results / "models" / model / weights, family, ids, resolve_dtype(dtype))
             report.setdefault(model, {})[weights] = float(np.max(np.abs(got - stored) / np.abs(stored)))
     return report
 

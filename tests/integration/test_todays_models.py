@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, LlamaModel
 
 from san.core.metrics import relative_residual
 from san.core.storage import read_netcdf
-from san.rank_collapse.spec import METRICS
+from san.rank_collapse.spec import METRICS, variant_dtypes
 from san.rank_collapse.verify import verify_run
 
 from helpers import copy_workflow, installed, snakemake, tiny_config, write_config
@@ -66,12 +66,13 @@ def _ids(wf, model):
 def test_every_folder_loads_with_plain_transformers_and_reproduces_the_stored_curve(run):
     """``from_pretrained(folder)`` of every model folder, run on the stored ``input_ids`` by plain transformers
     (for the decoder with its final norm taken out: the stored curve is the raw residual stream), reproduces the
-    stored ``transformer`` curve: to round-off in float64 (MPNet), to float32 precision in float32 (SmolLM2)."""
+    stored ``transformer`` curve: to round-off in float64, to float32 precision in float32 (the variant's dtype)."""
     wf, cfg = run
     report = verify_run(wf / "results")
     assert set(report) == set(MODELS) and all(set(r) == {"init", "pretrained"} for r in report.values())
     for model, per_weights in report.items():
-        tol = 1e-9 if cfg["models"][model].get("dtype", "float64") == "float64" else 1e-4
+        dtype = variant_dtypes(cfg["models"][model].get("dtype", cfg["rank_collapse"]["dtype"]), ["transformer"])
+        tol = 1e-9 if dtype["transformer"] == "float64" else 1e-4
         assert max(per_weights.values()) < tol, (model, per_weights)
 
 

@@ -9,6 +9,7 @@ import yaml
 from san.core.config import ConfigError, validate_config
 from san.experiments import check_config
 from san.paths.spec import task_architectures, task_slices
+from san.rank_collapse.spec import VARIANT_DTYPES, variant_dtypes
 
 from helpers import snakemake, write_config
 
@@ -18,9 +19,10 @@ SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.
 def test_default_config_is_valid_and_gets_defaults(default_config):
     cfg = copy.deepcopy(default_config)
     validate_config(cfg, SCHEMA)
-    assert cfg["rank_collapse"]["dtype"] == "float64"
+    assert cfg["rank_collapse"]["dtype"] == VARIANT_DTYPES
     minimal = {"models": {"m": {"family": "bert", "init": {"config": {}}}}}
     validate_config(minimal, SCHEMA)
+    assert minimal["rank_collapse"]["dtype"] == VARIANT_DTYPES, "the schema's default is the library's"
     assert minimal["device"] == "auto" and minimal["text"]["n_sequences"] == 32
     assert minimal["models"]["m"]["init"]["seed"] == 0 and minimal["figures"]["formats"] == ["pdf", "png"]
 
@@ -150,3 +152,18 @@ def test_spec_names_are_the_schema_enums():
     assert all(kind in paths["properties"] for kind in TASKS)
     assert tuple(top["properties"]["rank_collapse"]["properties"]["variants"]["items"]["enum"]) == VARIANTS
     assert tuple(top["$defs"]["model"]["properties"]["family"]["enum"]) == FAMILIES
+
+
+def test_rank_collapse_dtype_is_one_for_all_variants_or_one_per_variant(default_config):
+    """``rank_collapse.dtype``: a name applies to every variant; a mapping names each variant's (float64 for one
+    it leaves out); an unknown variant or dtype is refused naming the key."""
+    variants = ["SAN", "SAN+MLP", "SAN+skip", "transformer"]
+    assert variant_dtypes("float32", variants) == dict.fromkeys(variants, "float32")
+    assert variant_dtypes({"SAN+skip": "float32"}, variants) == {
+        "SAN": "float64", "SAN+MLP": "float64", "SAN+skip": "float32", "transformer": "float64"
+    }  # fmt: skip
+    for bad, key in (({"SANN": "float32"}, "SANN"), ({"SAN": "float16"}, "rank_collapse.dtype.SAN")):
+        cfg = copy.deepcopy(default_config)
+        cfg["rank_collapse"]["dtype"] = bad
+        with pytest.raises(ConfigError, match=key):
+            check_config(cfg, SCHEMA.parent)

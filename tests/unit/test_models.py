@@ -136,8 +136,11 @@ def test_load_refuses_files_changed_after_acquisition(tmp_path):
         (folder / name).write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
         with pytest.raises(AcquisitionError, match=f"sha256 of {name} is .* but manifest.json records"):
             load_model(folder, "bert")
-        with pytest.raises(AcquisitionError, match=name):
+        if name == "model.safetensors":  # the tokenizer does not read the weights, so it does not hash them
             models.load_tokenizer(folder)
+        else:
+            with pytest.raises(AcquisitionError, match=name):
+                models.load_tokenizer(folder)
         (folder / name).write_bytes(original)
     (folder / "added_tokens.json").write_text("{}")
     with pytest.raises(AcquisitionError, match="added_tokens.json"):

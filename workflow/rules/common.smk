@@ -7,7 +7,7 @@ import yaml
 from snakemake.utils import validate
 
 from san.experiments import check_config
-from san.rank_collapse.spec import CAUSAL
+from san.rank_collapse.spec import CAUSAL, model_priorities
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
@@ -16,6 +16,12 @@ SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 # folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
 CHECKED = check_config(config, SCHEMAS)
 validate(config, "../schemas/config.schema.yaml")
+
+# glibc's malloc hands freed blocks above its mmap threshold back to the kernel and page-faults them in again on the
+# next forward pass; jobs inherit these settings and keep such blocks in the heap instead (7-9% less time per
+# rank-collapse job on this CPU; memory peaks are unchanged). A value already in the environment wins.
+os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
+os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
 
 RESULTS = "results"
 FIGURE_FORMATS = config["figures"]["formats"]
@@ -26,6 +32,17 @@ RESOURCES = yaml.safe_load(Path(workflow.basedir, "workflow", "resources.yaml").
 def resources(rule, **extra):
     """The resources of ``rule`` from workflow/resources.yaml, plus ``extra`` (e.g. a GPU request)."""
     return {**RESOURCES[rule], **extra}
+
+
+# Scheduling priority of each analysed model's jobs, in (0, 1): the costliest models first, below the
+# path-effectiveness chains (san.rank_collapse.spec.model_priorities).
+MODEL_PRIORITY = model_priorities(config)
+
+
+def model_priority(w):
+    """Priority of a job of model ``w.model``; acquiring pretrained weights comes before every analysis."""
+    first = 0.5 if w.get("weights") == "pretrained" and w.model in MODEL_PRIORITY else 0.0
+    return MODEL_PRIORITY.get(w.model, 0.0) + first
 
 
 def model_resources(rule, **extra):

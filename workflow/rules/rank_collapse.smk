@@ -39,6 +39,7 @@ rule acquire_model:
         "logs/acquire_model/{model}/{weights}.log",
     benchmark:
         f"{RESULTS}/benchmarks/acquire_model/{{model}}/{{weights}}.tsv"
+    priority: model_priority
     conda:
         "../../envs/torch.yaml"
     threads: 1
@@ -62,6 +63,7 @@ rule tokenize_inputs:
         "logs/tokenize_inputs/{model}/{weights}.log",
     benchmark:
         f"{RESULTS}/benchmarks/tokenize_inputs/{{model}}/{{weights}}.tsv"
+    priority: model_priority
     conda:
         "../../envs/torch.yaml"
     threads: 1
@@ -92,6 +94,7 @@ rule rank_collapse:
         "logs/rank_collapse/{model}.log",
     benchmark:
         f"{RESULTS}/benchmarks/rank_collapse/{{model}}.tsv"
+    priority: model_priority
     conda:
         "../../envs/torch.yaml"
     threads: config["rank_collapse"]["threads"]
