@@ -33,7 +33,8 @@ def test_outputs_exist_with_labels_units_and_provenance(run):
     assert da.attrs["units"] == "1" and "res(X" in da.attrs["long_name"]
     for key in ("config", "package_versions", "git_commit", "manifests", "input_sha256", "device"):
         assert key in ds.attrs, key
-    assert json.loads(ds.attrs["config"])["dtype"] == "float64"
+    assert json.loads(ds.attrs["config"])["dtype"] == cfg["rank_collapse"]["dtype"]
+    assert list(ds["dtype"].values) == ["float64", "float64", "float32", "float32"], "each variant's precision"
     assert json.loads(ds.attrs["manifests"])["init"]["source"] == "init"
     assert (wf / "logs/rank_collapse/tiny-bert.log").is_file()
     assert (wf / "results/benchmarks/rank_collapse/tiny-bert.tsv").is_file()
