@@ -65,16 +65,20 @@ def benchmark_rows(root: Path) -> dict[str, list[tuple[Path, dict[str, str]]]]:
     return rows
 
 
+def last_logged(path: Path, label: str) -> float | None:
+    """The number after the last ``label`` in a job's log (``<label> <number> s``), or None without one."""
+    if not path.is_file():
+        return None
+    found = re.findall(rf"{re.escape(label)} ([0-9.]+) s", path.read_text(errors="replace"))
+    return float(found[-1]) if found else None
+
+
 def log_cpu(workdir: Path, rel: Path) -> float | None:
     """A job's exact CPU time from the last line of its log (``logs/<rule>/...log``, the path of its benchmark file;
     written by :func:`san.core.jobs.cpu_line`), or None when the log has none."""
     from san.core.jobs import CPU_LINE
 
-    path = workdir / "logs" / rel.with_suffix(".log")
-    if not path.is_file():
-        return None
-    found = re.findall(rf"{re.escape(CPU_LINE)} ([0-9.]+) s", path.read_text(errors="replace"))
-    return float(found[-1]) if found else None
+    return last_logged(workdir / "logs" / rel.with_suffix(".log"), CPU_LINE)
 
 
 def match(rule: str, wildcards: list[str], rows: dict[str, list[tuple[Path, dict[str, str]]]]) -> dict[str, str] | None:
@@ -231,9 +235,7 @@ def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:
 
 def eval_seconds(workdir: Path, task: str) -> float | None:
     """The wall time of the path evaluation proper, from the evaluation job's log (``path evaluation in X s``)."""
-    path = workdir / "logs" / "paths_evaluate" / f"{task}.log"
-    found = re.findall(r"path evaluation in ([0-9.]+) s", path.read_text()) if path.is_file() else []
-    return float(found[-1]) if found else None
+    return last_logged(workdir / "logs" / "paths_evaluate" / f"{task}.log", "path evaluation in")
 
 
 if __name__ == "__main__":
