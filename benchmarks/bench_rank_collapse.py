@@ -5,12 +5,19 @@ workflow (model acquisition, tokenisation, the four variants of every model, the
 job and summed per model, the wall time and peak resident memory that Snakemake's ``benchmark:`` files recorded,
 and the end-to-end wall time. Target: the whole rank-collapse part under 8 minutes on a 2-core CPU.
 
-    python benchmarks/bench_rank_collapse.py [--cores 2] [--config config.yaml] [--keep DIR]
+Then the floor of the analysis jobs: the matrix multiply-adds of every model's variants, counted by torch's
+``FlopCounterMode`` on one sequence of each weight set through the same code path as the job (``linear``, ``bmm``,
+``matmul``; per-sequence forwards, so the count scales exactly with the sequences), by dtype, against this machine's
+single-thread float32 and float64 matrix-multiply rates; and the start-up of a job (the CPU time of importing the
+analysis code in a fresh interpreter). ``--floor-of DIR`` prints only this for a run kept with ``--keep DIR``.
+
+    python benchmarks/bench_rank_collapse.py [--cores 2] [--config config.yaml] [--keep DIR] [--floor-of DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import subprocess
 import sys
@@ -19,6 +26,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,13 +34,108 @@ sys.path.insert(0, str(ROOT / "tests"))
 from helpers import copy_workflow, rank_collapse_targets  # noqa: E402
 
 
+def matmul_rate(dtype: torch.dtype, m: int = 2048, k: int = 768, n: int = 3072, rounds: int = 5) -> float:
+    """Single-thread multiply-adds per second of one ``(m x k) @ (k x n)`` product in ``dtype`` (a base-size
+    encoder's MLP on 16 sequences of 128 tokens), best of ``rounds``."""
+    torch.set_num_threads(1)
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(3):
+            a @ b
+        best = min(best, (time.perf_counter() - t0) / 3)
+    return m * k * n / best
+
+
+def import_seconds() -> float:
+    """CPU seconds (user + system) of importing the analysis job's code in a fresh interpreter, best of three."""
+    best = float("inf")
+    for _ in range(3):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([sys.executable, "-c", "import san.rank_collapse.experiment"], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        best = min(best, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return best
+
+
+def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
+    """Matrix multiply-adds of each model's analysis job by dtype: every variant of every weight set in its dtype,
+    counted on the first sequence and scaled to all of them."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from san.core.device import resolve_dtype
+    from san.core.storage import read_netcdf
+    from san.rank_collapse.experiment import residuals_by_variant
+    from san.rank_collapse.models import load_model
+    from san.rank_collapse.spec import variant_dtypes
+
+    rc = cfg["rank_collapse"]
+    rows = []
+    for name in rc["models"]:
+        spec = cfg["models"][name]
+        dtypes = variant_dtypes(spec.get("dtype", rc["dtype"]), rc["variants"])
+        macs = {"float32": 0.0, "float64": 0.0}
+        for weights in (w for w in ("init", "pretrained") if spec.get(w)):
+            ids = torch.as_tensor(read_netcdf(wf / f"results/inputs/{name}/{weights}.nc")["input_ids"].values)
+            for dtype_name in dict.fromkeys(dtypes.values()):
+                own = [v for v in rc["variants"] if dtypes[v] == dtype_name]
+                model = load_model(wf / f"results/models/{name}/{weights}", spec["family"], resolve_dtype(dtype_name))
+                with FlopCounterMode(display=False) as counter:
+                    residuals_by_variant(model, spec["family"], ids[:1], own, 1, rc["albert_no_mlp"])
+                macs[dtype_name] += counter.get_total_flops() / 2 * ids.shape[0]
+        rows.append({"model": name, "GMAC f32": macs["float32"] / 1e9, "GMAC f64": macs["float64"] / 1e9})
+    return pd.DataFrame(rows).set_index("model")
+
+
+def print_floor(wf: Path, cfg: dict, table: pd.DataFrame, cores: int) -> None:
+    """The analysis jobs' arithmetic floor against their measured wall times, and the start-up every job pays."""
+    rates = {"f32": matmul_rate(torch.float32), "f64": matmul_rate(torch.float64)}
+    counts = multiply_adds(wf, cfg)
+    counts["floor s"] = counts["GMAC f32"] * 1e9 / rates["f32"] + counts["GMAC f64"] * 1e9 / rates["f64"]
+    jobs = table[table["job"].str.startswith("rank_collapse/")]
+    measured = dict(zip(jobs["job"].str.removeprefix("rank_collapse/"), jobs["wall_s"], strict=True))
+    counts["job s"] = [measured.get(m, float("nan")) for m in counts.index]
+    counts["floor share"] = counts["floor s"] / counts["job s"]
+    print(
+        f"\nanalysis jobs: matrix multiply-adds (FlopCounterMode) against the single-thread rates "
+        f"{rates['f32'] / 1e9:.1f} (float32) and {rates['f64'] / 1e9:.1f} (float64) GMAC/s"
+    )
+    print(counts.to_string(float_format=lambda x: f"{x:.2f}"))
+    startup = import_seconds()
+    torch_jobs = int(table["job"].str.match(r"(acquire_model|rank_collapse|path_products)/").sum())
+    arithmetic = counts["floor s"].sum()
+    print(
+        f"arithmetic of the analysis jobs: {arithmetic:.0f} s of {counts['job s'].sum():.0f} s measured; start-up "
+        f"(importing torch and transformers' model code): {startup:.1f} CPU s x {torch_jobs} jobs = "
+        f"{startup * torch_jobs:.0f} s; together {(arithmetic + startup * torch_jobs) / cores:.0f} s on {cores} cores, "
+        f"against {table['wall_s'].sum() / cores:.0f} s for all of the part's job wall"
+    )
+
+
+def job_table(wf: Path) -> pd.DataFrame:
+    """Wall time and peak memory of every job, from the run's Snakemake benchmark files."""
+    rows = []
+    for tsv in sorted((wf / "results" / "benchmarks").rglob("*.tsv")):
+        df = pd.read_csv(tsv, sep="\t")
+        job = str(tsv.relative_to(wf / "results" / "benchmarks")).removesuffix(".tsv")
+        rows.append({"job": job, "wall_s": df["s"].iloc[0], "peak_rss_mb": df["max_rss"].iloc[0]})
+    return pd.DataFrame(rows).sort_values("job")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cores", default="2")
     ap.add_argument("--config", default=str(ROOT / "config.yaml"))
     ap.add_argument("--keep", help="run in this folder and keep it (default: a temporary folder)")
+    ap.add_argument("--floor-of", help="only print the floor of a run kept in this folder (its --keep DIR)")
     args = ap.parse_args()
     cfg = yaml.safe_load(Path(args.config).read_text())
+    if args.floor_of:
+        wf = Path(args.floor_of) / "wf"
+        print_floor(wf, yaml.safe_load((wf / "config.yaml").read_text()), job_table(wf), int(args.cores))
+        return
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_rc_"))
     try:
         wf = copy_workflow(work / "wf")
@@ -47,12 +150,7 @@ def main() -> None:
             stderr=subprocess.DEVNULL,
         )
         wall = time.perf_counter() - start
-        rows = []
-        for tsv in sorted((wf / "results" / "benchmarks").rglob("*.tsv")):
-            df = pd.read_csv(tsv, sep="\t")
-            job = str(tsv.relative_to(wf / "results" / "benchmarks")).removesuffix(".tsv")
-            rows.append({"job": job, "wall_s": df["s"].iloc[0], "peak_rss_mb": df["max_rss"].iloc[0]})
-        table = pd.DataFrame(rows).sort_values("job")
+        table = job_table(wf)
         print(table.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
         models = cfg["rank_collapse"]["models"]
         table["model"] = [next((m for m in models if f"/{m}" in f"/{j}"), "-") for j in table["job"]]
@@ -67,6 +165,7 @@ def main() -> None:
             f"end-to-end wall time of the rank-collapse part with --cores {args.cores}: {wall:.1f} s "
             f"(target < 480 s: {'met' if wall < 480 else 'NOT met'})"
         )
+        print_floor(wf, cfg, table, int(args.cores))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

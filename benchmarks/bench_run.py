@@ -87,6 +87,7 @@ def match(rule: str, wildcards: list[str], rows: dict[str, list[tuple[Path, dict
     candidates = [(rel, {**row, "_rel": rel}) for rel, row in rows.get(rule, [])]
     if len(candidates) == 1:
         return candidates[0][1]
+
     def hits(rel: Path) -> int:  # values that are a path component, or one after a short prefix (d8, seeds0_1)
         return sum(any(re.fullmatch(rf"[a-z]*{re.escape(v)}", part) for part in rel.parts) for v in wildcards)
 

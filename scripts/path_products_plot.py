@@ -8,5 +8,8 @@ from san.rank_collapse.plots import path_products_figure
 with job_log(snakemake.log[0]):
     fig_cfg = snakemake.params.figures
     apply_style(fig_cfg)
-    save(path_products_figure(read_netcdf(snakemake.input.data), snakemake.wildcards.model), snakemake.output,
-         fig_cfg["dpi"])
+    save(
+        path_products_figure(read_netcdf(snakemake.input.data), snakemake.wildcards.model),
+        snakemake.output,
+        fig_cfg["dpi"],
+    )

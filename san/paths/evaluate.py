@@ -32,6 +32,7 @@ from san.paths.spec import PAD, SKIP
 if TYPE_CHECKING:  # only the interface is used: layers[l].attn, embed, classifier, cfg
     from san.paths.model import SAN
 
+
 def sample_paths(n_layers: int, n_heads: int, length: int, n_paths: int, rng: np.random.Generator) -> np.ndarray:
     """``n_paths`` paths of length ``length`` drawn uniformly among the ``C(L, k) H^k`` such paths (with
     replacement): the k head layers uniformly without replacement, each layer's head uniformly."""

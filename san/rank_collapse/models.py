@@ -65,6 +65,7 @@ from san.rank_collapse.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
 
+
 def _copy_verified(src: Path, dest: Path, names: list[str], pins: dict[str, str], where: str) -> None:
     """Copy the files ``names`` from ``src`` to ``dest`` after checking each against its pin (all required)."""
     _verify({name: sha256_file(src / name) for name in names}, pins, where, require_all=True)

@@ -38,10 +38,12 @@ def rank_collapse_claims(
         for w in mean["weights"].values:
             m = mean.sel(weights=w)
             entry[str(w)] = {
-                "pure_at_layer": {v: _f(m.sel(variant=v, layer=min(layer, int(m["layer"].max()))))
-                                  for v in PURE_ATTENTION if v in m["variant"]},
-                "skip_at_last": {v: _f(m.sel(variant=v).isel(layer=-1))
-                                 for v in WITH_SKIP if v in m["variant"]},
+                "pure_at_layer": {
+                    v: _f(m.sel(variant=v, layer=min(layer, int(m["layer"].max()))))
+                    for v in PURE_ATTENTION
+                    if v in m["variant"]
+                },
+                "skip_at_last": {v: _f(m.sel(variant=v).isel(layer=-1)) for v in WITH_SKIP if v in m["variant"]},
                 "last_layer": int(m["layer"].max()),
             }
         per_model[name] = entry
@@ -143,8 +145,7 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
     shrinks = [v["longest"] < v["shortest"] for e in per_model.values() for v in e.values()]
     rows = {
         name: "; ".join(
-            f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})"
-            for w, v in e.items()
+            f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items()
         )
         for name, e in per_model.items()
     }
@@ -166,8 +167,12 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
     per-figure expressions such as ``{{ snakemake.wildcards.model }}``.
     """
     env = jinja2.Environment(
-        variable_start_string="[[", variable_end_string="]]", block_start_string="[%", block_end_string="%]",
-        undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+        variable_start_string="[[",
+        variable_end_string="]]",
+        block_start_string="[%",
+        block_end_string="%]",
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
     )
     env.filters["e"] = lambda x: f"{x:.1e}"
     env.filters["pct"] = lambda x: f"{100 * x:.1f}%"

@@ -68,8 +68,15 @@ def bert_layer_reference(layer, x, variant_name):
 
 @pytest.fixture(scope="module")
 def bert():
-    cfg = BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
-                     intermediate_size=32, hidden_act="gelu", attn_implementation="eager")
+    cfg = BertConfig(
+        vocab_size=100,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        hidden_act="gelu",
+        attn_implementation="eager",
+    )
     return tiny(BertModel, cfg)
 
 
@@ -98,9 +105,18 @@ def albert_layer_reference(layer, x, variant_name, no_mlp):
 
 @pytest.fixture(scope="module")
 def albert():
-    cfg = AlbertConfig(vocab_size=100, embedding_size=8, hidden_size=16, num_hidden_layers=3, num_attention_heads=4,
-                       intermediate_size=32, hidden_act="gelu_new", hidden_dropout_prob=0.0,
-                       attention_probs_dropout_prob=0.0, attn_implementation="eager")
+    cfg = AlbertConfig(
+        vocab_size=100,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=32,
+        hidden_act="gelu_new",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        attn_implementation="eager",
+    )
     return tiny(AlbertModel, cfg)
 
 
@@ -112,8 +128,9 @@ def test_albert_variant_matches_reference(albert, ids, name, no_mlp):
     assert len(hs) == 4
     layer = albert.encoder.albert_layer_groups[0].albert_layers[0]  # shared by all layers
     for i in range(3):
-        torch.testing.assert_close(hs[i + 1], albert_layer_reference(layer, hs[i], name, no_mlp), rtol=1e-10,
-                                   atol=1e-10)
+        torch.testing.assert_close(
+            hs[i + 1], albert_layer_reference(layer, hs[i], name, no_mlp), rtol=1e-10, atol=1e-10
+        )
 
 
 # ------------------------------------------------------------------------------------------------ XLNet

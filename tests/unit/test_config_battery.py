@@ -190,8 +190,13 @@ CASES = [
         "gguf-on-encoder",
         _set(
             f"models.{MPNET}.pretrained",
-            {"source": "package_parts", "parts": [{"distribution": "d", "file": "f.gguf"}], "format": "gguf",
-             "file_name": "f.gguf", "sha256": {"f.gguf": "0" * 64}},
+            {
+                "source": "package_parts",
+                "parts": [{"distribution": "d", "file": "f.gguf"}],
+                "format": "gguf",
+                "file_name": "f.gguf",
+                "sha256": {"f.gguf": "0" * 64},
+            },
         ),  # fmt: skip
         rf"'models\.{MPNET}\.pretrained': GGUF weights need a causal decoder family",
     ),

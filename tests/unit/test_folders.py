@@ -38,9 +38,10 @@ def test_a_folder_without_tokenizer_json_falls_back_to_the_specific_class(tmp_pa
     (folder / "manifest.json").write_text(json.dumps(manifest))
     tok = load_tokenizer(folder)
     assert type(tok) is not PreTrainedTokenizerFast
-    assert tok("a b c", add_special_tokens=False)["input_ids"] == load_tokenizer(bundled_model_dir())(
-        "a b c", add_special_tokens=False
-    )["input_ids"]
+    assert (
+        tok("a b c", add_special_tokens=False)["input_ids"]
+        == load_tokenizer(bundled_model_dir())("a b c", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_verify_folder_without_weights_skips_only_the_weight_files(tmp_path):
