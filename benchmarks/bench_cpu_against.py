@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,11 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+from bench_run import last_logged  # noqa: E402
+
+from san.core.jobs import CPU_LINE  # noqa: E402
+
 HOOK_LOG = "cpu_hook.jsonl"
 HOOK = '''"""bench_cpu_against: every Python process appends its exact CPU time (self + waited-for children) at exit."""
 import atexit, json, os, resource, sys
@@ -93,15 +97,15 @@ def new_jobs(wf: Path) -> list[tuple[str, dict, float]]:
     each job's log (``logs/<rule>/<model>[/<weights>].log``; only the model wildcard is needed here)."""
     out = []
     for log in (wf / "logs").rglob("*.log"):
-        hits = re.findall(r"job cpu time: ([0-9.]+) s", log.read_text(errors="replace"))
-        if not hits:
+        cpu = last_logged(log, CPU_LINE)
+        if cpu is None:
             continue
         parts = log.relative_to(wf / "logs").parts
         rule = parts[0].removesuffix(".log")
         wildcards = {}
         if rule in PER_MODEL and len(parts) > 1:
             wildcards["model"] = parts[1].removesuffix(".log")
-        out.append((rule, wildcards, float(hits[-1])))
+        out.append((rule, wildcards, cpu))
     return out
 
 

@@ -31,22 +31,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from bench_run import matmul_rate  # noqa: E402
+
 from helpers import copy_workflow, rank_collapse_targets  # noqa: E402
 
-
-def matmul_rate(dtype: torch.dtype, m: int = 2048, k: int = 768, n: int = 3072, rounds: int = 5) -> float:
-    """Single-thread multiply-adds per second of one ``(m x k) @ (k x n)`` product in ``dtype`` (a base-size
-    encoder's MLP on 16 sequences of 128 tokens), best of ``rounds``."""
-    torch.set_num_threads(1)
-    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(3):
-            a @ b
-        best = min(best, (time.perf_counter() - t0) / 3)
-    return m * k * n / best
+DTYPES = {"f32": torch.float32, "f64": torch.float64}
 
 
 def import_seconds() -> float:
@@ -69,7 +58,7 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
     from san.core.storage import read_netcdf
     from san.rank_collapse.experiment import residuals_by_variant
     from san.rank_collapse.models import load_model
-    from san.rank_collapse.spec import variant_dtypes
+    from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
 
     rc = cfg["rank_collapse"]
     rows = []
@@ -79,8 +68,7 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
         macs = {"float32": 0.0, "float64": 0.0}
         for weights in (w for w in ("init", "pretrained") if spec.get(w)):
             ids = torch.as_tensor(read_netcdf(wf / f"results/inputs/{name}/{weights}.nc")["input_ids"].values)
-            for dtype_name in dict.fromkeys(dtypes.values()):
-                own = [v for v in rc["variants"] if dtypes[v] == dtype_name]
+            for dtype_name, own in variants_by_dtype(dtypes).items():
                 model = load_model(wf / f"results/models/{name}/{weights}", spec["family"], resolve_dtype(dtype_name))
                 with FlopCounterMode(display=False) as counter:
                     residuals_by_variant(model, spec["family"], ids[:1], own, 1, rc["albert_no_mlp"])
@@ -91,7 +79,8 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
 
 def print_floor(wf: Path, cfg: dict, table: pd.DataFrame, cores: int) -> None:
     """The analysis jobs' arithmetic floor against their measured wall times, and the start-up every job pays."""
-    rates = {"f32": matmul_rate(torch.float32), "f64": matmul_rate(torch.float64)}
+    # a base-size encoder's MLP on 16 sequences of 128 tokens
+    rates = {name: matmul_rate(2048, 768, 3072, repeats=3, dtype=dtype) for name, dtype in DTYPES.items()}
     counts = multiply_adds(wf, cfg)
     counts["floor s"] = counts["GMAC f32"] * 1e9 / rates["f32"] + counts["GMAC f64"] * 1e9 / rates["f64"]
     jobs = table[table["job"].str.startswith("rank_collapse/")]

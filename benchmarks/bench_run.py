@@ -122,10 +122,10 @@ def run_wall(workdir: Path) -> float | None:
     return None
 
 
-def matmul_rate(m: int, k: int, n: int, repeats: int = 200) -> float:
-    """Single-thread float32 multiply-adds per second of an (m x k) @ (k x n) product, best of 5 rounds."""
+def matmul_rate(m: int, k: int, n: int, repeats: int = 200, dtype: torch.dtype = torch.float32) -> float:
+    """Single-thread multiply-adds per second of an (m x k) @ (k x n) product in ``dtype``, best of 5 rounds."""
     torch.set_num_threads(1)
-    a, b = torch.randn(m, k), torch.randn(k, n)
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
     best = float("inf")
     for _ in range(5):
         t0 = time.perf_counter()

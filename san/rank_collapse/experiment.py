@@ -27,7 +27,7 @@ from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.rank_collapse.ablations import variant
 from san.rank_collapse.families import family as family_entry
 from san.rank_collapse.models import load_model, read_manifest
-from san.rank_collapse.spec import METRICS, variant_dtypes
+from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
 
 
 def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs) -> Any:
@@ -151,8 +151,7 @@ def run(
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
         by_variant = {}
-        for dtype_name in dict.fromkeys(dtypes.values()):  # one load per dtype, in the variants' order
-            own = [v for v in variants if dtypes[v] == dtype_name]
+        for dtype_name, own in variants_by_dtype(dtypes).items():
             model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
             if log is not None:
                 log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)

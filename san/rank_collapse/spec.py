@@ -78,6 +78,15 @@ def variant_dtypes(dtype: str | dict[str, str], variants: list[str] | tuple[str,
     return {v: dtype.get(v, "float64") for v in variants}
 
 
+def variants_by_dtype(dtypes: dict[str, str]) -> dict[str, list[str]]:
+    """The variants of each dtype of :func:`variant_dtypes`' result, dtypes in the order of their first variant: a
+    weight set is loaded once per dtype and runs that dtype's variants."""
+    groups: dict[str, list[str]] = {}
+    for name, dtype in dtypes.items():
+        groups.setdefault(dtype, []).append(name)
+    return groups
+
+
 #: relative work of each variant's forward pass (attention alone is about a third of a block's products)
 VARIANT_WORK = {"SAN": 1 / 3, "SAN+MLP": 1.0, "SAN+skip": 1 / 3, "transformer": 1.0}
 
