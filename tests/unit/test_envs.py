@@ -96,3 +96,52 @@ def test_every_rule_env_exists():
         for line in rules.read_text().splitlines():
             if line.strip().startswith('"../../envs/'):
                 assert (ROOT / "workflow" / "rules" / line.strip().strip('"')).resolve().is_file(), line
+
+
+CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
+
+
+def _constraints() -> dict[str, Version]:
+    """requirements/constraints.txt as {name: version}: one exact pin per line (comments and blank lines skipped)."""
+    pins = {}
+    for line in CONSTRAINTS.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            req = Requirement(line)
+            pins[canonicalize_name(req.name)] = Version(_exact_version(req))
+    return pins
+
+
+def test_constraints_pin_what_the_envs_pin():
+    """One set of tested versions: every conda pin equals the constraint of the pip setup (torch without its local)."""
+    pins = _constraints()
+    for path in ENV_FILES:
+        for req in _pip_requirements(path):
+            name = canonicalize_name(req.name)
+            assert name in pins, f"{path.name}: {name} is pinned there but not in {CONSTRAINTS.name}"
+            assert Version(_exact_version(req)).public == pins[name].public, (
+                f"{path.name}: {name}=={_exact_version(req)} but {CONSTRAINTS.name} has {pins[name]}"
+            )
+
+
+def test_constraints_match_the_installed_versions():
+    """The test environment is the constrained one (a new upstream release must not slip into the checked setup)."""
+    for name, version in _constraints().items():
+        try:
+            installed = Version(metadata.version(name))
+        except metadata.PackageNotFoundError:
+            continue  # e.g. the slurm extra's plugin in an environment set up without it
+        assert installed.public == version.public, f"{name}: {CONSTRAINTS.name} has {version}, installed {installed}"
+
+
+def test_setup_commands_use_the_constraints():
+    """Both README commands and CI install the project with -c requirements/constraints.txt."""
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv")]
+    assert len(commands) == 2, commands
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands += [line for line in ci.splitlines() if line.startswith("python3 -m venv .venv")]
+    assert len(commands) == 3
+    for command in commands:
+        assert "-c requirements/constraints.txt -e " in command, command
+    assert commands[1] == commands[2], "CI must run the README's test command"
