@@ -91,20 +91,34 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     unknown = sorted(set(arch) - set(config_cls().to_dict()))
     if unknown:
         raise AcquisitionError(f"architecture keys {unknown} are not {config_cls.__name__} fields")
-    config = config_cls(**{**arch, "vocab_size": len(tokenizer)})
+    cleared = ids_outside_vocabulary({**config_cls().to_dict(), **arch}, len(tokenizer))
+    config = config_cls(**{**arch, "vocab_size": len(tokenizer), **dict.fromkeys(cleared)})
     torch.manual_seed(seed)
     model = model_cls(config)
     model.save_pretrained(out, safe_serialization=True)
-    return _write_manifest(
-        out,
-        {
-            "source": "init",
-            "family": family,
-            "seed": seed,
-            "architecture": arch,
-            "tokenizer": f"WordPiece tokenizer bundled in {BUNDLED_TOKENIZER_PACKAGE} (vocab {len(tokenizer)})",
-        },
-    )
+    manifest = {
+        "source": "init",
+        "family": family,
+        "seed": seed,
+        "architecture": arch,
+        "tokenizer": f"WordPiece tokenizer bundled in {BUNDLED_TOKENIZER_PACKAGE} (vocab {len(tokenizer)})",
+    }
+    if cleared:
+        manifest["cleared_token_ids"] = cleared
+    return _write_manifest(out, manifest)
+
+
+def ids_outside_vocabulary(settings: dict[str, Any], vocab_size: int) -> dict[str, int]:
+    """The special-token ids (``*_token_id``) of config ``settings`` that lie outside ``vocab_size``: an init model
+    gets the bundled tokenizer's 30,522 ids, where a family's defaults may name ids of its own tokenizer (GPT-2's
+    end-of-text 50,256), which transformers flags as invalid. They are set to None (and recorded in the manifest);
+    ids inside the vocabulary (RoBERTa's padding index 1, which zeroes an embedding row at init) are kept, so the
+    weights do not change, and no forward pass here reads these ids."""
+    return {
+        key: value
+        for key, value in settings.items()
+        if key.endswith("_token_id") and isinstance(value, int) and not 0 <= value < vocab_size
+    }
 
 
 def _copy_model_folder(src: Path, out: Path, sha256: dict[str, str], where: str) -> None:

@@ -431,3 +431,36 @@ def test_registry_names_transformers_classes_and_imports_them_on_use():
     ).stdout.splitlines()
     assert before == "[]"
     assert "transformers.models.bert.modeling_bert" in after and "gemma3" not in after
+
+
+def test_init_clears_only_token_ids_outside_the_bundled_vocabulary(tmp_path, caplog):
+    """An init model gets the bundled 30,522-id tokenizer: GPT-2's end-of-text id 50,256 is cleared (recorded in
+    the manifest), ids inside the vocabulary stay, and the weights are those the default config draws."""
+    import json
+
+    from safetensors.torch import load_file
+
+    from san.rank_collapse.models import materialise_init
+
+    arch = {"n_embd": 16, "n_layer": 2, "n_head": 2, "n_positions": 64}
+    manifest = materialise_init("gpt2", arch, 0, tmp_path / "gpt2")
+    config = json.loads((tmp_path / "gpt2" / "config.json").read_text())
+    assert manifest["cleared_token_ids"] == {"bos_token_id": 50256, "eos_token_id": 50256}
+    assert config["bos_token_id"] is None and config["eos_token_id"] is None
+    entry = FAMILIES["gpt2"]
+    torch.manual_seed(0)
+    reference = entry.model_cls(entry.config_cls(**arch, vocab_size=config["vocab_size"]))
+    saved = load_file(tmp_path / "gpt2" / "model.safetensors")
+    for name, tensor in reference.state_dict().items():
+        if name in saved:
+            assert torch.equal(saved[name], tensor), name
+    assert set(saved) <= set(reference.state_dict())
+
+    kept = materialise_init(
+        "roberta",
+        {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32},
+        0,
+        tmp_path / "roberta",
+    )
+    assert "cleared_token_ids" not in kept
+    assert json.loads((tmp_path / "roberta" / "config.json").read_text())["pad_token_id"] == 1
