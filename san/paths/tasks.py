@@ -129,7 +129,7 @@ def prose_windows(tokenizer, documents: list[list[str]], seq_len: int) -> np.nda
     body = seq_len - 2
     rows = []
     for paragraphs in documents:
-        ids = tokenizer(" ".join(paragraphs), add_special_tokens=False)["input_ids"]
+        ids = tokenizer(" ".join(paragraphs), add_special_tokens=False, verbose=False)["input_ids"]  # windowed below
         for start in range(0, len(ids) - body + 1, body):
             rows.append([tokenizer.cls_token_id, *ids[start : start + body], tokenizer.sep_token_id])
     return np.asarray(rows, dtype=np.int64).reshape(-1, seq_len)
