@@ -107,7 +107,7 @@ class CharTokenizer:
 
     cls_token_id, sep_token_id = 1, 2
 
-    def __call__(self, text, add_special_tokens=True):
+    def __call__(self, text, add_special_tokens=True, verbose=True):
         return {"input_ids": [10 + ord(c) % 50 for c in text]}
 
 
@@ -179,3 +179,11 @@ def test_task_data_round_trips_through_npz(tmp_path):
         back = TaskData.from_numpy(arrays, "eval")
     assert back.content_hash() == d.content_hash()
     assert torch.equal(back.mask, d.mask)
+
+
+def test_prose_windows_of_long_documents_raise_no_length_warning(tokenizer, caplog, capsys):
+    """A whole document is tokenised before it is cut into windows: longer than the tokenizer's 512, without the
+    'indexing errors' warning transformers prints for a sequence a model could not take."""
+    rows = prose_windows(tokenizer, [["word " * 1500]], seq_len=128)
+    assert rows.shape == (1500 // 126, 128)
+    assert "longer than the specified maximum" not in caplog.text + capsys.readouterr().err
