@@ -33,6 +33,7 @@ path decomposition, Theorem 2.1; biases are dropped: ``1 b^T`` does not change `
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import logsumexp
 
 LOG10_4 = np.log10(4.0)
 
@@ -74,13 +75,15 @@ def log10_certified_step(
     ``norm_1``, ``norm_inf``: ``||R||_1``, ``||R||_inf`` of the input's residual (shape ``(...)``); per-head
     arrays (shape ``(..., H)``): ``||W_QK,h||_1``, ``||W_h||_1``, ``||W_h||_inf`` and ``max_j q_h,j``.
     """
-    eps = qk_norm_1 * (norm_1 * norm_inf)[..., None] / np.sqrt(d_qk)
-    with np.errstate(over="ignore"):
-        growth = np.expm1(2.0 * eps)
-    a_1 = (n_tokens * q_max * growth * v_norm_1).sum(axis=-1)
-    a_inf = (growth * v_norm_inf).sum(axis=-1)
-    with np.errstate(divide="ignore", over="ignore"):
-        return 0.5 * (np.log10(a_1) + np.log10(a_inf) + np.log10(norm_1) + np.log10(norm_inf))
+    two_eps = 2.0 * qk_norm_1 * (norm_1 * norm_inf)[..., None] / np.sqrt(d_qk)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        # ln(e^{2 eps} - 1) without overflow: the bound stays finite however large the weights
+        ln_growth = np.where(
+            two_eps > 1.0, two_eps + np.log1p(-np.exp(-two_eps)), np.log(np.expm1(np.minimum(two_eps, 1.0)))
+        )
+        ln_a_1 = logsumexp(np.log(n_tokens * q_max * v_norm_1) + ln_growth, axis=-1)
+        ln_a_inf = logsumexp(np.log(v_norm_inf) + ln_growth, axis=-1)
+        return 0.5 * ((ln_a_1 + ln_a_inf) / np.log(10.0) + np.log10(norm_1) + np.log10(norm_inf))
 
 
 def exponent(r: np.ndarray, axis: int = -1) -> np.ndarray:

@@ -175,7 +175,7 @@ def analyse(ds: xr.Dataset, heads: int, floor: float, limit: float) -> xr.Datase
         log10_bound=log_bound,
         bound=10**log_bound,
         log10_bound_closed=closed,
-        log10_bound_certified=ds["log10_certified"].shift(layer=1),
+        log10_bound_certified=ds["log10_certified"],
         slack=log_bound - log_r,
         log10_gamma_required=log_r - log_bound + 0.0,
         verdict=verdict,

@@ -66,3 +66,79 @@ def test_certified_bound_holds_one_layer():
         q = base_distribution_max(x, res.x, w[0], w[1])
         cert = B.log10_certified_step(res.norm_1, res.norm_inf, nrm["qk_1"][0], nrm["v_1"][0], nrm["v_inf"][0], q, 6, 4)
         assert residual(san_layer(x, *w), iterations=100).lower <= 10**cert
+
+
+def _tiny_sweep():
+    from san.core.config import validate_config
+    from san.theory.experiment import run
+
+    from helpers import ROOT, tiny_config
+
+    cfg = tiny_config()
+    validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    return run(cfg["theory"])
+
+
+def test_certified_bound_sits_at_the_layer_it_bounds():
+    """Layer 1's certified bound is finite and equals the one-layer step computed from the input (layer 0)."""
+    from san.theory.experiment import base_distribution_max, draw_weights, scaled_weights
+
+    ds = _tiny_sweep()
+    cert = ds["log10_bound_certified"].sel(layernorm=0)
+    assert np.isfinite(cert.sel(layer=1)).all()
+    assert np.isnan(cert.sel(layer=0)).all()
+    # recompute layer 1 of one cell independently of the sweep's bookkeeping
+    from helpers import tiny_config
+
+    cfg = tiny_config()["theory"]
+    cell = ds.sel(input="gaussian", layernorm=0).isel(d_qk=0, scale=0, sample=0)
+    d_qk = int(cell["d_qk"])
+    from san.theory.experiment import gaussian_inputs
+
+    x = gaussian_inputs(cfg["seed"], cfg["n_sequences"], cfg["tokens"], cfg["gaussian_width"])[0]
+    raw = draw_weights(
+        np.random.default_rng(np.random.SeedSequence([cfg["seed"], d_qk, 0])),
+        cfg["layers"],
+        cfg["heads"],
+        x.shape[-1],
+        d_qk,
+    )
+    r0_all = residual(
+        gaussian_inputs(cfg["seed"], cfg["n_sequences"], cfg["tokens"], cfg["gaussian_width"]),
+        cfg["residual_iterations"],
+    ).upper
+    beta = float(cell["scale"]) * np.sqrt(d_qk) / (4 * cfg["heads"] * float(np.median(r0_all)) ** 2)
+    w, nrm = scaled_weights(raw, beta)
+    res = residual(x, cfg["residual_iterations"])
+    q = base_distribution_max(x, res.x, w[0][0], w[1][0])
+    expected = B.log10_certified_step(
+        res.norm_1, res.norm_inf, nrm["qk_1"][0], nrm["v_1"][0], nrm["v_inf"][0], q, x.shape[0], d_qk
+    )
+    assert np.isclose(float(cell["log10_bound_certified"].sel(layer=1)), float(expected))
+
+
+def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
+    from san.theory.claims import theorem_claims
+
+    ds = _tiny_sweep()
+    assert theorem_claims(ds)["certified_holds_no_ln"] is True
+    broken = ds.copy(deep=True)
+    target = {"input": "gaussian", "layernorm": 0, "sample": 0, "layer": 1}
+    cert = float(broken["log10_bound_certified"].sel(target).isel(d_qk=0, scale=0))
+    lower = broken["residual_lower"].loc[target]
+    lower[0, 0] = 10 ** (cert + 1)  # residual ten times its certified bound at layer 1
+    broken["residual_lower"].loc[target] = lower
+    out = theorem_claims(broken)
+    assert out["certified_holds_no_ln"] is False
+    assert out["certified_margin_min_no_ln"] < 0
+
+
+def test_certified_claim_fails_when_a_bound_is_missing():
+    from san.theory.claims import theorem_claims
+
+    ds = _tiny_sweep()
+    broken = ds.copy(deep=True)
+    broken["log10_bound_certified"].loc[{"layer": 1}] = np.nan
+    out = theorem_claims(broken)
+    assert out["certified_missing_no_ln"] > 0
+    assert out["certified_holds_no_ln"] is False
