@@ -1,17 +1,16 @@
-"""Job CPU of the default run against an earlier commit's, on one machine: issue 16's "15% less CPU" criterion.
+"""Job CPU of the default run at two commits, on one machine: where a change moved the CPU cost.
 
-Runs the default workflow of an earlier commit (default ``0e56738``, where issue 16 measured 2236 CPU s) in a fresh
-clone, with a ``sitecustomize`` hook that makes every job process record its exact CPU time at exit (``getrusage``
-of itself and its waited-for children: the measure of the ``job cpu time`` line that every job of the current code
-logs), then compares the jobs that both runs have, grouped as the issue counted them: the path-effectiveness
-trainings and evaluations, the circle (training and gathering), and the rank-collapse, acquisition, tokenisation
-and path-product jobs of the models the earlier default analysed. The current run is a finished run of this
-checkout's default config (``--new-workdir``, e.g. a clean clone after ``snakemake --cores all``); the two runs should
-follow each other on an otherwise idle machine, since the machine's speed drifts between sessions.
+Runs the default workflow of each commit in a fresh clone of this repository, with a ``sitecustomize`` hook that
+makes every job process record its exact CPU time at exit (``getrusage`` of itself and its waited-for children, the
+measure of the ``job cpu time`` line that every job logs), then compares the jobs both runs have, by group: the
+path-effectiveness trainings and evaluations, the circle (training and gathering), and the rank-collapse,
+acquisition, tokenisation and path-product jobs of the models both defaults analyse. Run it on an otherwise idle
+machine; the two runs follow each other, so they share the machine's speed.
 
-    python benchmarks/bench_cpu_against.py --new-workdir DIR [--commit 0e56738] [--old-workdir DIR] [--cores all]
+    python benchmarks/bench_cpu_against.py COMMIT_A COMMIT_B [--cores all] [--workdir-a DIR] [--workdir-b DIR]
 
-``--old-workdir`` reuses an earlier run of this script (its clone, with ``cpu_hook.jsonl``) instead of running again.
+``--workdir-a``/``--workdir-b`` reuse a finished run of this script (its clone, with ``cpu_hook.jsonl``) instead of
+running that commit again. The table is also written to ``benchmarks/out/bench_cpu_against.md``.
 """
 
 from __future__ import annotations
@@ -25,11 +24,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
-from bench_run import last_logged  # noqa: E402
-
-from san.core.jobs import CPU_LINE  # noqa: E402
+from _common import ROOT, write_table
 
 HOOK_LOG = "cpu_hook.jsonl"
 HOOK = '''"""bench_cpu_against: every Python process appends its exact CPU time (self + waited-for children) at exit."""
@@ -54,7 +49,7 @@ GROUPS = (
     "rank collapse",
     "acquisition, tokenisation, path products",
 )
-#: rule names of either commit, by group (the earlier commit called the tokenisation rule ``tokenize``)
+#: rule names by group (older commits name the tokenisation rule ``tokenize``)
 RULES = {
     "paths_train": GROUPS[0],
     "paths_evaluate": GROUPS[1],
@@ -82,8 +77,8 @@ def run_commit(commit: str, work: Path, cores: str) -> Path:
     return wf
 
 
-def old_jobs(wf: Path) -> list[tuple[str, dict, float]]:
-    """(rule, wildcards, CPU s) of every job of a hooked run."""
+def hooked_jobs(wf: Path) -> list[tuple[str, dict, float]]:
+    """(rule, wildcards, CPU s) of every job of a hooked run (processes that were no job are skipped)."""
     out = []
     for line in (wf / HOOK_LOG).read_text().splitlines():
         rec = json.loads(line)
@@ -92,21 +87,9 @@ def old_jobs(wf: Path) -> list[tuple[str, dict, float]]:
     return out
 
 
-def new_jobs(wf: Path) -> list[tuple[str, dict, float]]:
-    """(rule, wildcards, CPU s) of every job of a run of the current code, from the last ``job cpu time`` line of
-    each job's log (``logs/<rule>/<model>[/<weights>].log``; only the model wildcard is needed here)."""
-    out = []
-    for log in (wf / "logs").rglob("*.log"):
-        cpu = last_logged(log, CPU_LINE)
-        if cpu is None:
-            continue
-        parts = log.relative_to(wf / "logs").parts
-        rule = parts[0].removesuffix(".log")
-        wildcards = {}
-        if rule in PER_MODEL and len(parts) > 1:
-            wildcards["model"] = parts[1].removesuffix(".log")
-        out.append((rule, wildcards, cpu))
-    return out
+def analysed_models(jobs: list[tuple[str, dict, float]]) -> set[str]:
+    """The models a run's rank-collapse jobs analysed."""
+    return {w["model"] for rule, w, _ in jobs if rule == "rank_collapse"}
 
 
 def by_group(jobs: list[tuple[str, dict, float]], models: set[str]) -> dict[str, tuple[int, float]]:
@@ -122,26 +105,38 @@ def by_group(jobs: list[tuple[str, dict, float]], models: set[str]) -> dict[str,
     return {g: (count[g], cpu[g]) for g in GROUPS}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--new-workdir", type=Path, required=True, help="a finished default run of the current code")
-    ap.add_argument("--commit", default="0e56738", help="the earlier commit (default: where issue 16 measured)")
-    ap.add_argument("--old-workdir", type=Path, help="a finished hooked run of the earlier commit (skips running it)")
-    ap.add_argument("--cores", default="all")
-    args = ap.parse_args()
-    old_wf = args.old_workdir or run_commit(args.commit, Path(tempfile.mkdtemp(prefix="bench_cpu_")), args.cores)
-    old = old_jobs(old_wf)
-    models = {w["model"] for rule, w, _ in old if rule == "rank_collapse"}
-    before, after = by_group(old, models), by_group(new_jobs(args.new_workdir), models)
-    print(f"jobs both runs have (per-model jobs: {sorted(models)})")
-    print(f"{'group':42} {'jobs':>5} {'CPU s':>8}   {'jobs':>5} {'CPU s':>8}   change")
+def comparison_rows(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]) -> list[list[str]]:
+    """Table rows: per group jobs and CPU s of both runs and the change, then both together."""
+    rows = []
     for g in GROUPS:
         (n0, c0), (n1, c1) = before[g], after[g]
-        print(f"{g:42} {n0:5d} {c0:8.1f}   {n1:5d} {c1:8.1f}   {100 * (c1 / c0 - 1) if c0 else float('nan'):+6.1f}%")
+        rows.append([g, n0, f"{c0:.1f}", n1, f"{c1:.1f}", f"{100 * (c1 / c0 - 1):+.1f}%" if c0 else "-"])
     total0, total1 = sum(c for _, c in before.values()), sum(c for _, c in after.values())
-    change = 100 * (total1 / total0 - 1)
-    print(f"{'together':42} {'':5} {total0:8.1f}   {'':5} {total1:8.1f}   {change:+6.1f}%")
-    print(f"issue 16's target, at least 15% less: {'met' if change <= -15 else 'NOT met'}")
+    change = f"{100 * (total1 / total0 - 1):+.1f}%" if total0 else "-"
+    return [*rows, ["together", "", f"{total0:.1f}", "", f"{total1:.1f}", change]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("commit_a", help="the first commit (any git revision)")
+    ap.add_argument("commit_b", help="the second commit (any git revision)")
+    ap.add_argument("--workdir-a", type=Path, help="a finished hooked run of commit A (skips running it)")
+    ap.add_argument("--workdir-b", type=Path, help="a finished hooked run of commit B (skips running it)")
+    ap.add_argument("--cores", default="all")
+    args = ap.parse_args()
+    runs = []
+    for commit, workdir in ((args.commit_a, args.workdir_a), (args.commit_b, args.workdir_b)):
+        wf = workdir or run_commit(commit, Path(tempfile.mkdtemp(prefix="bench_cpu_")), args.cores)
+        runs.append(hooked_jobs(wf))
+    models = analysed_models(runs[0]) & analysed_models(runs[1])
+    before, after = by_group(runs[0], models), by_group(runs[1], models)
+    header = ["group", f"jobs {args.commit_a}", f"CPU s {args.commit_a}", f"jobs {args.commit_b}",
+              f"CPU s {args.commit_b}", "change"]  # fmt: skip
+    rows = comparison_rows(before, after)
+    print(f"jobs both runs have (per-model jobs: {sorted(models)})")
+    for row in [header, *rows]:
+        print("  ".join(f"{str(c):>14}" if i else f"{str(c):42}" for i, c in enumerate(row)))
+    write_table("bench_cpu_against", header, rows, note=f"per-model jobs of: {', '.join(sorted(models))}")
 
 
 if __name__ == "__main__":

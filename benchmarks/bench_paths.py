@@ -11,7 +11,7 @@ Per task it prints:
   (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
-  per-path reference of the tests (``tests/reference.py``: a Python loop over paths, each
+  per-path reference (:mod:`san.paths.reference`, which the tests also use: a Python loop over paths, each
   evaluated on the whole input batch with explicit single-head matrices) and of an authors-style per-path loop
   (each head layer computes every head's attention and values, then keeps the path's head, as the authors'
   ``modeling_san`` does), on the same inputs, best of two runs each, with the speed-ups (target: at least 10x
@@ -29,27 +29,23 @@ from __future__ import annotations
 import argparse
 import copy
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
+from _common import ROOT, real_paths
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-from san.core.config import validate_config  # noqa: E402
-from san.paths import fused  # noqa: E402
-from san.paths.evaluate import _flatten_sets, evaluate_path_sets, prefix_tree, sample_path_sets  # noqa: E402
-from san.paths.model import SAN, Dropout  # noqa: E402
-from san.paths.spec import IGNORE, SKIP, task_slices  # noqa: E402
-from san.paths.tasks import make_task  # noqa: E402
-from san.paths.training import lr_factor, make_optimizer  # noqa: E402
-
-from reference import reference_path_set_accuracy  # noqa: E402
+from san.core.config import validate_config
+from san.paths import fused
+from san.paths.evaluate import evaluate_path_sets, prefix_tree, sample_path_sets
+from san.paths.model import SAN, Dropout
+from san.paths.reference import reference_path_set_accuracy
+from san.paths.spec import IGNORE, SKIP, task_slices
+from san.paths.tasks import make_task
+from san.paths.training import lr_factor, make_optimizer
 
 TARGETS_S = {"sorting": 8.0, "convex_hull": 140.0}
 
@@ -197,7 +193,7 @@ def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool)
     t_batched, batched = best_of(2, lambda: evaluate_path_sets(model, x, y, m, sets, eval_cfg["memory_mb"]).numpy())
     out = {"inputs": len(x), "sets": int(np.prod(sets.shape[:3])), "batched_s": t_batched}
     # arithmetic bound of the speed-up: single-head computations of the per-path loop vs the prefix tree
-    paths = _flatten_sets(torch.as_tensor(sets))[0]
+    paths = real_paths(sets)
     out["loop_heads"] = int((paths >= 0).sum())
     out["tree_heads"] = prefix_tree(paths, cfg.n_heads).n_head_evaluations
     if reference:

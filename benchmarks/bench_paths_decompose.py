@@ -15,22 +15,19 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 import yaml
+from _common import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
-
-from san.core.config import validate_config  # noqa: E402
-from san.paths.decomposition import initial_model, run  # noqa: E402
-from san.paths.model import SAN, load_san  # noqa: E402
-from san.paths.spec import task_slices  # noqa: E402
-from san.paths.tasks import TaskData, chance_accuracy, make_task  # noqa: E402
+from san.core.config import validate_config
+from san.paths.decomposition import initial_model, run
+from san.paths.model import SAN, load_san
+from san.paths.spec import task_slices
+from san.paths.tasks import TaskData, chance_accuracy, make_task
 
 TARGET_S = 60.0
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import torch
 import yaml
+from _common import ROOT
 
 from san.propagation.experiment import run
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str]) -> None:

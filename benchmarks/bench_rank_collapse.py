@@ -28,12 +28,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 import yaml
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-from bench_run import matmul_rate  # noqa: E402
-
-from helpers import copy_workflow, rank_collapse_targets  # noqa: E402
+from _common import ROOT, copy_workflow, matmul_rate, rank_collapse_results
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
 
@@ -129,7 +124,7 @@ def main() -> None:
     try:
         wf = copy_workflow(work / "wf")
         (wf / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-        targets = [t for t in rank_collapse_targets(cfg) if t.endswith(".nc")]
+        targets = rank_collapse_results(cfg)
         start = time.perf_counter()
         subprocess.run(
             [sys.executable, "-m", "snakemake", "--cores", args.cores, *targets],

@@ -27,14 +27,11 @@ import csv
 import re
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import ROOT, last_logged, matmul_rate
 
 
 def dag(workdir: Path) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
@@ -63,14 +60,6 @@ def benchmark_rows(root: Path) -> dict[str, list[tuple[Path, dict[str, str]]]]:
             last = list(csv.DictReader(fh, delimiter="\t"))[-1]
         rows.setdefault(rel.parts[0], []).append((rel, last))
     return rows
-
-
-def last_logged(path: Path, label: str) -> float | None:
-    """The number after the last ``label`` in a job's log (``<label> <number> s``), or None without one."""
-    if not path.is_file():
-        return None
-    found = re.findall(rf"{re.escape(label)} ([0-9.]+) s", path.read_text(errors="replace"))
-    return float(found[-1]) if found else None
 
 
 def log_cpu(workdir: Path, rel: Path) -> float | None:
@@ -120,19 +109,6 @@ def run_wall(workdir: Path) -> float | None:
             first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
             return (last - first).total_seconds()
     return None
-
-
-def matmul_rate(m: int, k: int, n: int, repeats: int = 200, dtype: torch.dtype = torch.float32) -> float:
-    """Single-thread multiply-adds per second of an (m x k) @ (k x n) product in ``dtype``, best of 5 rounds."""
-    torch.set_num_threads(1)
-    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        best = min(best, (time.perf_counter() - t0) / repeats)
-    return m * k * n / best
 
 
 def main() -> None:

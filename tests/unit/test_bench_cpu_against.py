@@ -1,5 +1,5 @@
-"""benchmarks/bench_cpu_against.py: the CPU hook records each job, and the comparison groups and restricts jobs as
-issue 16 counted them."""
+"""benchmarks/bench_cpu_against.py: the CPU hook records each job, the comparison groups jobs and restricts the
+per-model ones to the models both runs analysed, and both commits are arguments without defaults."""
 
 import importlib.util
 import json
@@ -7,7 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the script's own folder, as when it runs
 spec = importlib.util.spec_from_file_location("bench_cpu_against", ROOT / "benchmarks" / "bench_cpu_against.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
@@ -29,34 +32,46 @@ def test_hook_records_the_job_and_its_cpu_at_exit(tmp_path):
     assert second["job"] is None
 
 
-def test_groups_restrict_per_model_rules_to_the_earlier_models(tmp_path):
-    old = tmp_path / "old"
-    old.mkdir()
-    records = [
-        {"job": {"rule": "paths_train", "wildcards": {"task": "sorting"}}, "cpu": 10.0},
-        {"job": {"rule": "circle_train", "wildcards": {"seed": "0"}}, "cpu": 2.0},
-        {"job": {"rule": "rank_collapse", "wildcards": {"model": "bert"}}, "cpu": 5.0},
-        {"job": {"rule": "tokenize", "wildcards": {"model": "bert", "weights": "init"}}, "cpu": 1.0},
-        {"job": {"rule": "summary", "wildcards": {}}, "cpu": 3.0},
-        {"job": None, "cpu": 99.0},
-    ]
-    (old / bench.HOOK_LOG).write_text("".join(json.dumps(r) + "\n" for r in records))
-    new = tmp_path / "new"
-    logs = {
-        "paths_train/sorting.log": 9.0,
-        "circle_train/h8_s0.log": 1.0,
-        "rank_collapse/bert.log": 4.0,
-        "rank_collapse/gpt2.log": 50.0,  # a model the earlier default did not have
-        "tokenize_inputs/bert/init.log": 0.5,
-        "acquire_model/gpt2/init.log": 7.0,
-        "theorem_sweep.log": 20.0,  # an experiment the earlier default did not have
-    }
-    for rel, cpu in logs.items():
-        (new / "logs" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (new / "logs" / rel).write_text(f"x INFO job cpu time: 1.00 s\nx INFO job cpu time: {cpu:.2f} s (user)\n")
-    old_jobs = bench.old_jobs(old)
-    models = {w["model"] for rule, w, _ in old_jobs if rule == "rank_collapse"}
-    before, after = bench.by_group(old_jobs, models), bench.by_group(bench.new_jobs(new), models)
+def _hooked_run(folder: Path, records: list[dict]) -> Path:
+    folder.mkdir()
+    (folder / bench.HOOK_LOG).write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def _job(rule: str, cpu: float, **wildcards: str) -> dict:
+    return {"job": {"rule": rule, "wildcards": wildcards}, "cpu": cpu}
+
+
+def test_groups_restrict_per_model_rules_to_the_models_of_both_runs(tmp_path):
+    a = _hooked_run(
+        tmp_path / "a",
+        [
+            _job("paths_train", 10.0, task="sorting"),
+            _job("circle_train", 2.0, seed="0"),
+            _job("rank_collapse", 5.0, model="bert"),
+            _job("rank_collapse", 8.0, model="xlnet"),  # a model only run A analysed
+            _job("tokenize", 1.0, model="bert", weights="init"),
+            _job("summary", 3.0),  # in no group
+            {"job": None, "cpu": 99.0},  # a process that was no job (snakemake itself)
+        ],
+    )
+    b = _hooked_run(
+        tmp_path / "b",
+        [
+            _job("paths_train", 9.0, task="sorting"),
+            _job("paths_evaluate", 4.0, task="sorting"),
+            _job("circle_train", 1.0, seed="0"),
+            _job("rank_collapse", 4.0, model="bert"),
+            _job("rank_collapse", 50.0, model="gpt2"),  # a model only run B analysed
+            _job("tokenize_inputs", 0.5, model="bert", weights="init"),
+            _job("acquire_model", 7.0, model="gpt2", weights="init"),
+            _job("theorem_sweep", 20.0),  # an experiment in no group
+        ],
+    )
+    jobs_a, jobs_b = bench.hooked_jobs(a), bench.hooked_jobs(b)
+    models = bench.analysed_models(jobs_a) & bench.analysed_models(jobs_b)
+    assert models == {"bert"}
+    before, after = bench.by_group(jobs_a, models), bench.by_group(jobs_b, models)
     assert before == {
         "path-effectiveness training": (1, 10.0),
         "path evaluation": (0, 0.0),
@@ -66,8 +81,20 @@ def test_groups_restrict_per_model_rules_to_the_earlier_models(tmp_path):
     }
     assert after == {
         "path-effectiveness training": (1, 9.0),
-        "path evaluation": (0, 0.0),
+        "path evaluation": (1, 4.0),
         "circle (training, gathering)": (1, 1.0),
         "rank collapse": (1, 4.0),
         "acquisition, tokenisation, path products": (1, 0.5),
     }
+    rows = bench.comparison_rows(before, after)
+    assert rows[0] == ["path-effectiveness training", 1, "10.0", 1, "9.0", "-10.0%"]
+    assert rows[1][-1] == "-"  # no evaluation in run A: no change to state
+    assert rows[-1] == ["together", "", "18.0", "", "18.5", "+2.8%"]
+
+
+def test_both_commits_are_required_arguments(monkeypatch, capsys):
+    """No commit is built in: the script refuses to run without two."""
+    monkeypatch.setattr(sys, "argv", ["bench_cpu_against.py", "HEAD"])
+    with pytest.raises(SystemExit) as exc:
+        bench.main()
+    assert exc.value.code == 2 and "commit_b" in capsys.readouterr().err

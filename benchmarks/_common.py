@@ -1,0 +1,100 @@
+"""Helpers shared by the benchmark scripts: the checkout on ``sys.path``, a copy of the workflow to run in, the
+machine's matrix-multiply rate, the numbers jobs write into their logs, and the Markdown table each benchmark writes
+to ``benchmarks/out/`` (which ``python -m san.report.readme publish`` copies into ``docs/results/`` for the README).
+
+A benchmark script runs as ``python benchmarks/<name>.py``, so this folder is on ``sys.path`` and ``import _common``
+works; importing it puts the checkout first on ``sys.path`` so the ``san`` of this checkout is the one measured.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "benchmarks" / "out"
+"""Where each benchmark writes its Markdown table (ignored by git)."""
+
+WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
+"""What a workflow run needs from the checkout (no results, no virtual environment)."""
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Copy the workflow (:data:`WORKFLOW_ITEMS`) into ``dest``, so that a benchmark runs it from scratch."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in WORKFLOW_ITEMS:
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / item)
+    return dest
+
+
+def rank_collapse_results(cfg: dict) -> list[str]:
+    """The result files of the rank-collapse part of ``cfg`` (the ``fig2`` jobs without the figures): one per model
+    in ``rank_collapse.models`` and one path-product file per model of ``path_products.models`` (all when null)."""
+    models = cfg["rank_collapse"]["models"]
+    products = cfg.get("path_products", {}).get("models")
+    out = [f"results/rank_collapse/{m}.nc" for m in models]
+    return out + [f"results/path_products/{m}.nc" for m in (models if products is None else products)]
+
+
+def matmul_rate(m: int, k: int, n: int, repeats: int = 200, dtype=None) -> float:
+    """Single-thread multiply-adds per second of an (m x k) @ (k x n) product in ``dtype`` (default float32), best
+    of 5 rounds."""
+    import torch
+
+    torch.set_num_threads(1)
+    dtype = dtype or torch.float32
+    a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, (time.perf_counter() - t0) / repeats)
+    return m * k * n / best
+
+
+def last_logged(path: Path, label: str) -> float | None:
+    """The number after the last ``label`` in a job's log (``<label> <number> s``), or None without one."""
+    if not path.is_file():
+        return None
+    found = re.findall(rf"{re.escape(label)} ([0-9.]+) s", path.read_text(errors="replace"))
+    return float(found[-1]) if found else None
+
+
+def real_paths(path_sets):
+    """The real paths of padded path sets ``(..., P, L)`` as one ``(N, L)`` tensor (rows of :data:`PAD` dropped), in
+    set order: what the per-path loop evaluates and the prefix tree of :mod:`san.paths.evaluate` shares."""
+    import torch
+
+    from san.paths.spec import PAD
+
+    rows = torch.as_tensor(path_sets).reshape(-1, path_sets.shape[-1])
+    return rows[(rows != PAD).all(dim=-1)]
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub Markdown table of ``rows`` under ``header`` (cells as given: format numbers before)."""
+    lines = ["| " + " | ".join(map(str, header)) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(name: str, header: Sequence[str], rows: Sequence[Sequence[object]], note: str = "") -> Path:
+    """Write a benchmark's result table to ``benchmarks/out/<name>.md`` (``note``: one line under it, e.g. the
+    machine) and return the path; the README and ``docs/performance.md`` quote it from its committed copy."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{name}.md"
+    path.write_text(markdown_table(header, rows) + (f"\n{note}\n" if note else ""))
+    print(f"wrote {path}")
+    return path
