@@ -58,46 +58,66 @@ def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) ->
     return fig
 
 
-def rank_collapse_overview_figure(
-    datasets: Mapping[str, xr.Dataset], log_scale: bool = True, max_cols: int = 4
-) -> plt.Figure:
-    """The paper's Fig. 2 as one figure: a column per model, a row per weights (init, pretrained), the four
-    variants (SAN, SAN+MLP, SAN+skip, transformer) as mean +-1 std over sequences of the relative residual per
-    layer, on a shared log y axis (``log_scale``). More than ``max_cols`` models wrap into further blocks of rows
-    (nine models: three blocks of three). A model without the row's weights gets an empty panel."""
-    models = list(datasets)
+def overview_rows(datasets: Mapping[str, xr.Dataset], max_cols: int) -> tuple[list[tuple[str, list[str]]], int]:
+    """The overview's rows and column count: per weights (init, pretrained, ...) the models that have them, wrapped
+    into rows of at most ``max_cols`` panels, so that no panel is left without data. Columns: enough for the
+    longest weights' models in as few rows as possible, spread evenly (nine models in five columns: 5 + 4)."""
     weights = list(dict.fromkeys(str(w) for ds in datasets.values() for w in ds["weights"].values))
-    n_cols = min(len(models), max_cols) if len(models) <= max_cols else -(-len(models) // -(-len(models) // max_cols))
-    blocks = -(-len(models) // n_cols)
-    n_rows = blocks * len(weights)
-    aspect = 0.75 if blocks == 1 else 0.5
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=figsize(n_cols, n_rows, aspect=aspect), sharey=True, squeeze=False)
-    legend_ax = None
-    for k, model in enumerate(models):
-        ds = datasets[model]
-        block, j = divmod(k, n_cols)
-        for i, w in enumerate(weights):
-            ax = axes[block * len(weights) + i][j]
-            if w not in set(map(str, ds["weights"].values)):
-                ax.text(0.5, 0.5, f"no {w}\nweights", transform=ax.transAxes, ha="center", va="center", color="0.5",
-                        fontsize="small")  # fmt: skip
-                ax.set_xticks([])
-                ax.grid(False)
-            else:
-                _variant_lines(ax, ds.sel(weights=w), log_scale, legend=legend_ax is None)
-                ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=6))
-                legend_ax = legend_ax or ax
-            ax.set_title(model if i == 0 else "", fontsize="small")
-            ax.set_xlabel("layer" if i == len(weights) - 1 else "")
-            ax.set_ylabel(w if j == 0 else "")
-    for k in range(len(models), blocks * n_cols):  # unused panels of the last block
-        for i in range(len(weights)):
-            axes[(blocks - 1) * len(weights) + i][k % n_cols].set_visible(False)
+    groups = {w: [m for m, ds in datasets.items() if w in set(map(str, ds["weights"].values))] for w in weights}
+    longest = max(len(models) for models in groups.values())
+    n_cols = -(-longest // -(-longest // max_cols))
+    rows = [(w, models[i : i + n_cols]) for w, models in groups.items() for i in range(0, len(models), n_cols)]
+    return rows, n_cols
+
+
+def rank_collapse_overview_figure(
+    datasets: Mapping[str, xr.Dataset], log_scale: bool = True, max_cols: int = 5
+) -> plt.Figure:
+    """The paper's Fig. 2 as one figure at a two-column page's width: a panel per model and weights, the models at
+    initialisation first and, in rows of their own, those with pretrained weights; in each panel the four variants
+    (SAN, SAN+MLP, SAN+skip, transformer) as mean +-1 std over sequences of the relative residual per layer, on a
+    shared log y axis (``log_scale``). Rows hold at most ``max_cols`` panels (:func:`overview_rows`); the legend
+    takes a free slot of the grid, or goes below it."""
+    rows, n_cols = overview_rows(datasets, max_cols)
+    fig, axes = plt.subplots(
+        len(rows), n_cols, figsize=figsize(n_cols, len(rows), aspect=0.78), sharey=True,
+        squeeze=False, layout="constrained",
+    )  # fmt: skip
+    fig.get_layout_engine().set(h_pad=0.02, w_pad=0.02, hspace=0.04, wspace=0.02)
+    legend_ax, free = None, []
+    for (w, models), row in zip(rows, axes, strict=True):
+        for j, ax in enumerate(row):
+            if j >= len(models):
+                free.append(ax)
+                continue
+            _variant_lines(ax, datasets[models[j]].sel(weights=w), log_scale, legend=legend_ax is None)
+            legend_ax = legend_ax or ax
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+            ax.set_title(models[j], fontsize="x-small", pad=2)
+            ax.set_xlabel("")
+            ax.set_ylabel(w if j == 0 else "", fontsize="small")
+            ax.tick_params(labelsize="x-small", pad=1)
+    fig.supxlabel("layer", fontsize="small")
     fig.supylabel(RATIO_LABEL, fontsize="small")
-    fig.tight_layout()
-    if legend_ax is not None:
-        legend_below(fig, legend_ax)
+    _place_legend(fig, legend_ax, free)
     return fig
+
+
+def _place_legend(fig: plt.Figure, ax: plt.Axes | None, free: list[plt.Axes]) -> None:
+    """Move ``ax``'s legend into the first free panel slot (hiding the other free slots), or below the figure."""
+    for slot in free[1:]:
+        slot.set_visible(False)
+    legend = None if ax is None else ax.get_legend()
+    if legend is None or not free:
+        if free:
+            free[0].set_visible(False)
+        if ax is not None:
+            legend_below(fig, ax)
+        return
+    handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+    legend.remove()
+    free[0].axis("off")
+    free[0].legend(handles, labels, loc="center", frameon=False, fontsize="small")
 
 
 def path_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:

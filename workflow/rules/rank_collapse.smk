@@ -180,7 +180,7 @@ rule rank_collapse_plot:
 
 
 rule rank_collapse_overview:
-    """Fig. 2 as one figure: a column per model, a row per weights, the four variants on a log y axis."""
+    """Fig. 2 as one figure: a panel per model at init, then per model with pretrained weights; log y axis."""
     input:
         data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=RANK_COLLAPSE_MODELS),
         lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
