@@ -1,4 +1,4 @@
-"""Snakemake entry: Fig. 2 as one figure, every model and weights in a panel (log y), from the rank_collapse .nc files."""
+"""Snakemake entry: Fig. 2 as one figure, a panel per model and weights (log y), from the rank_collapse .nc files."""
 
 from san.core.jobs import job_log
 from san.core.plotting import apply_style, save
