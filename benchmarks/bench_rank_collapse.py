@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 import yaml
-from _common import ROOT, copy_workflow, matmul_rate, rank_collapse_results
+from _common import ROOT, copy_workflow, matmul_rate, rank_collapse_results, write_table
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
 
@@ -150,6 +150,10 @@ def main() -> None:
             f"(target < 480 s: {'met' if wall < 480 else 'NOT met'})"
         )
         print_floor(wf, cfg, table, int(args.cores))
+        rows = [[m, f"{r.wall_s:.0f} s", f"{r.peak_rss_mb / 1024:.1f} GB"] for m, r in per_model.iterrows() if m != "-"]
+        rows.append([f"the whole part, --cores {args.cores}", f"{wall:.0f} s end to end", ""])
+        note = "`python benchmarks/bench_rank_collapse.py`: the `fig2` jobs of the default config."
+        write_table("bench_rank_collapse", ["model", "job wall (sum)", "peak memory"], rows, note=note)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path
 
 import torch
-from _common import ROOT, last_logged, matmul_rate
+from _common import ROOT, last_logged, matmul_rate, write_table
 
 
 def dag(workdir: Path) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
@@ -149,6 +149,7 @@ def main() -> None:
     print(f"packing bound on {args.cores} cores: max(CPU / cores = {per_core:.0f} s, chain) = {bound:.0f} s")
     if achieved:
         print(f"achieved wall: {achieved:.0f} s = {achieved / bound:.2f} x the bound")
+    write_run_table(len(wall), args.cores, total_cpu, chain, bound, achieved)
 
     import yaml
 
@@ -191,6 +192,14 @@ def main() -> None:
             f"{name:14} {heads:11d} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured or float('nan'):11.1f} "
             f"{share:12.2f}"
         )
+
+
+def write_run_table(n_jobs: int, cores: int, cpu: float, chain: float, bound: float, achieved: float | None) -> None:
+    """The run's numbers as the table the README quotes (``benchmarks/out/bench_run.md``)."""
+    rows = [[n_jobs, cores, f"{achieved / 60:.0f} min ({achieved:.0f} s)" if achieved else "-", f"{cpu:.0f} s",
+             f"{chain:.0f} s", f"{bound:.0f} s", f"{achieved / bound:.2f}" if achieved else "-"]]  # fmt: skip
+    header = ["jobs", "cores", "wall time", "job CPU", "longest chain", "packing bound", "wall / bound"]
+    write_table("bench_run", header, rows, note=f"`python benchmarks/bench_run.py --cores {cores}` after a run.")
 
 
 def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:

@@ -1,6 +1,8 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
+from san.report.readme import TABLES as README_TABLES
+
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 
 
@@ -78,4 +80,25 @@ rule runtimes:
         "../../scripts/runtimes.py"
 
 
-TARGETS += [rules.summary.output.json, rules.runtimes.output[0]]
+rule readme_tables:
+    """Markdown tables of this run's numbers for README.md and docs/ (python -m san.report.readme publish)."""
+    input:
+        summary=rules.summary.output.json,
+        paths=[f"{RESULTS}/paths/summary.csv"] if config["paths"]["tasks"] else [],
+        lib=lib("report/readme"),
+    output:
+        [f"{RESULTS}/tables/readme/{name}.md" for name in README_TABLES],
+    log:
+        "logs/readme_tables.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/readme_tables.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("readme_tables"),
+    script:
+        "../../scripts/readme_tables.py"
+
+
+TARGETS += [rules.summary.output.json, rules.runtimes.output[0], *rules.readme_tables.output]

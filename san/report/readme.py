@@ -1,0 +1,349 @@
+"""The numbers of README.md and docs/ come from generated files, never from typing.
+
+Three steps, each a subcommand of ``python -m san.report.readme``:
+
+1. ``tables RESULTS`` (also the workflow's ``readme_tables`` rule): Markdown tables from a run's
+   ``summary.json`` and ``paths/summary.csv`` into ``RESULTS/tables/readme/<name>.md``, one per :data:`TABLES`
+   entry. Each table reads a short, explicit list of keys; a key the summary lacks is an error naming it.
+2. ``publish RESULTS``: copy those tables and the benchmarks' tables (``benchmarks/out/<name>.md``) into the
+   committed snapshot folder ``docs/results/``, and the gallery's figures (:data:`GALLERY`) into ``docs/figures/``
+   at a web-friendly width; then step 3.
+3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
+   README.md and ``docs/*.md`` with ``docs/results/NAME.md``. The tests run the check, so a hand edit of a block
+   fails them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shutil
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SNAPSHOTS = Path("docs/results")
+"""The committed copies of the generated tables, relative to the repository root."""
+FIGURES = Path("docs/figures")
+"""The committed copies of the gallery's figures, relative to the repository root."""
+DOCUMENTS = ("README.md", "docs/*.md")
+"""The files whose generated blocks ``sync`` rewrites (globs relative to the repository root)."""
+BENCHMARK_TABLES = Path("benchmarks/out")
+"""Where the benchmark scripts write their tables (``benchmarks/_common.py``)."""
+GALLERY = (
+    "rank_collapse_overview",
+    "rank_collapse_pretrained",
+    "circle",
+    "path_effectiveness",
+    "path_decomposition",
+    "theorem_bound",
+    "propagation_masks",
+)
+"""The figures (``results/figures/<name>.png``) that README.md shows, in its order."""
+GALLERY_WIDTH_PX = 1200
+"""Width in pixels of a gallery copy (a README column; wider figures are scaled down)."""
+BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
+
+
+class MissingKey(KeyError):
+    """A key that a table needs is missing from the run's summary (the summary changed, or the run is partial)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def lookup(summary: Mapping[str, Any], dotted: str, table: str) -> Any:
+    """``summary[a][b]...`` for ``dotted`` = ``"a.b..."``; a missing key raises :class:`MissingKey` naming the key,
+    the table that needs it and what to do."""
+    node: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise MissingKey(
+                f"summary.json has no key '{dotted}' (missing: '{part}'), which the README table '{table}' needs: "
+                f"rerun the workflow's summary, or update san/report/readme.py if the summary's keys changed"
+            )
+        node = node[part]
+    return node
+
+
+def fmt(x: Any, digits: int = 2) -> str:
+    """A number as the tables print it: ``digits`` significant digits, scientific below 0.01; NaN and None as '-'."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, (bool, int)):
+        return str(x)
+    return f"{x:.{digits - 1}e}" if 0 < abs(x) < 1e-2 else f"{x:.{digits}g}"
+
+
+def markdown(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A GitHub Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def rank_collapse_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """Fig. 2: per model and weights, pure attention at ``report.rank_collapse.layer`` and the variants with skips
+    at the last layer (mean relative residual over sequences)."""
+    name = "rank_collapse"
+    layer = lookup(summary, "rank_collapse.layer", name)
+    rows = []
+    for model, entry in lookup(summary, "rank_collapse.per_model", name).items():
+        for weights in entry:
+            key = f"rank_collapse.per_model.{model}.{weights}"
+            pure = lookup(summary, f"{key}.pure_at_layer", name)
+            skip = lookup(summary, f"{key}.skip_at_last", name)
+            last = lookup(summary, f"{key}.last_layer", name)
+            rows.append([model, weights, last, *(fmt(pure.get(v)) for v in ("SAN", "SAN+MLP"))]
+                        + [fmt(skip.get(v)) for v in ("SAN+skip", "transformer")])  # fmt: skip
+    header = ["model", "weights", "layers", f"SAN, layer {layer}", f"SAN+MLP, layer {layer}", "SAN+skip, last",
+              "transformer, last"]  # fmt: skip
+    return markdown(header, rows)
+
+
+def pretrained_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """Pretrained weights: the first layer where SAN falls below the threshold, SAN and transformer at the last."""
+    name = "pretrained"
+    section = lookup(summary, "pretrained_collapse", name)
+    if section is None:
+        return "No model of this run has pretrained weights.\n"
+    threshold = lookup(summary, "pretrained_collapse.threshold", name)
+    rows = []
+    for model in lookup(summary, "pretrained_collapse.per_model", name):
+        key = f"pretrained_collapse.per_model.{model}"
+        paper = lookup(summary, f"{key}.residual_ratio", name)
+        first = paper.get("san_first_below")
+        rows.append([model, lookup(summary, f"{key}.depth", name), "never" if first is None else first,
+                     fmt(paper.get("san_last")), fmt(paper.get("transformer_last"))])  # fmt: skip
+    return markdown(["model", "layers", f"SAN < {fmt(threshold)} at layer", "SAN, last", "transformer, last"], rows)
+
+
+def paths_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """Fig. 4: per task and number of sampled paths, the mean token accuracy by path length k, next to the full
+    model and the input-blind predictor (``results/paths/summary.csv``)."""
+    if paths_csv is None:
+        return "No path-effectiveness task in this run.\n"
+    import pandas as pd
+
+    table = pd.read_csv(paths_csv)
+    missing = {"task", "full_model", "chance"} - set(table.columns)
+    if missing:
+        raise MissingKey(f"{paths_csv} lacks the column(s) {sorted(missing)} that the README table 'paths' needs")
+    cells = [(c, *map(int, m.groups())) for c in table.columns if (m := re.fullmatch(r"acc_n(\d+)_k(\d+)", c))]
+    ns, ks = sorted({n for _, n, _ in cells}), sorted({k for _, _, k in cells})
+    rows = []
+    for _, row in table.iterrows():
+        for i, n in enumerate(ns):
+            first = [row["task"], f"{row['full_model']:.3f}", f"{row['chance']:.3f}"] if i == 0 else ["", "", ""]
+            rows.append([*first, n, *(f"{row.get(f'acc_n{n}_k{k}', math.nan):.3f}" for k in ks)])
+    return markdown(["task", "full model", "input-blind", "paths", *(f"k={k}" for k in ks)], rows)
+
+
+def path_decomposition_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """The exact decomposition: accuracy truncated at each path length K, and the share of the gain over the
+    input-blind level carried by the paths of length <= ``short``; the norm share of those paths, trained / init."""
+    name = "path_decomposition"
+    section = lookup(summary, "path_decomposition", name)
+    if section is None:
+        return "No path-effectiveness task in this run.\n"
+    short = lookup(summary, "path_decomposition.short", name)
+    rows = []
+    for task in lookup(summary, "path_decomposition.per_task", name):
+        key = f"path_decomposition.per_task.{task}"
+        truncated = lookup(summary, f"{key}.truncated", name)
+        shares = lookup(summary, f"{key}.norm_share_short", name)
+        rows.append([
+            task, f"{lookup(summary, f'{key}.full', name):.3f}", f"{lookup(summary, f'{key}.chance', name):.3f}",
+            " ".join(f"{truncated[k]:.3f}" for k in sorted(truncated, key=int)),
+            fmt(lookup(summary, f"{key}.short_share_of_gain", name)),
+            f"{fmt(shares.get('trained'))} / {fmt(shares.get('init'))}",
+        ])  # fmt: skip
+    header = ["task", "full", "input-blind", "truncated at K = 0, 1, ...", f"gain share, K <= {short}",
+              f"norm share of lengths <= {short}, trained / init"]  # fmt: skip
+    return markdown(header, rows)
+
+
+def circle_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """Fig. 3: runs per variant whose two tokens collapsed."""
+    per_variant = lookup(summary, "circle.per_variant", "circle")
+    rows = []
+    for variant in per_variant:
+        collapsed = lookup(summary, f"circle.per_variant.{variant}.collapsed", "circle")
+        rows.append([variant, f"{collapsed} / {lookup(summary, f'circle.per_variant.{variant}.runs', 'circle')}"])
+    return markdown(["variant", "collapsed runs"], rows)
+
+
+THEOREM_GROUPS = (("gaussian", 0), ("gaussian", 1), ("prose", 0), ("prose", 1))
+"""(input, LayerNorm) groups of the theorem's summary (``<input>_ln<0|1>``)."""
+
+
+def theorem_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """The theorem: per input and LayerNorm, (sample, layer) pairs that respect / violate the bound, the slack in
+    decades (minimum, median), and pairs at the float floor; then the exponents of the Fig. 2 SAN curves."""
+    name = "theorem"
+    rows = []
+    for kind, ln in THEOREM_GROUPS:
+        key = f"theorem.{kind}_ln{ln}"
+        rows.append([kind, "yes" if ln else "no"]
+                    + [str(lookup(summary, f"{key}.{c}", name)) for c in ("respects", "violates", "float_floor")]
+                    + [fmt(lookup(summary, f"{key}.slack_{c}", name)) for c in ("min", "median")]
+                    + [fmt(lookup(summary, f"theorem.exponent_near_limit.ln{ln}.median", name))])  # fmt: skip
+    header = ["input", "LayerNorm", "respect", "violate", "at float floor", "slack min (decades)", "slack median",
+              "exponent near limit (median)"]  # fmt: skip
+    fig2 = lookup(summary, "theorem.fig2_exponent", name)
+    exponents = [[m, w, fmt(x)] for m, by_weights in fig2.items() for w, x in by_weights.items()]
+    return markdown(header, rows) + "\n" + markdown(["Fig. 2 model", "weights", "SAN exponent"], exponents)
+
+
+PROPAGATION_KEYS = ("paper", "statement", "holds", "detail")
+"""The keys of each propagation claim that the table prints."""
+
+
+def propagation_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """The follow-up literature's statements at initialisation: per sweep and claim, whether it holds here and the
+    measured numbers behind the verdict."""
+    rows = []
+    for sweep, claims in lookup(summary, "propagation", "propagation").items():
+        for i, claim in enumerate(claims):
+            missing = [c for c in PROPAGATION_KEYS if c not in claim]
+            if missing:
+                raise MissingKey(f"summary.json 'propagation.{sweep}' claim {i} has no {missing}, which the README "
+                                 f"table 'propagation' needs")  # fmt: skip
+            rows.append([claim["paper"], claim["statement"], "yes" if claim["holds"] else "no", claim["detail"]])
+    return markdown(["paper", "statement", "holds here?", "measured"], rows)
+
+
+TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
+    "rank_collapse": rank_collapse_table,
+    "pretrained": pretrained_table,
+    "paths": paths_table,
+    "path_decomposition": path_decomposition_table,
+    "circle": circle_table,
+    "theorem": theorem_table,
+    "propagation": propagation_table,
+}
+"""The tables a run writes for the documents, by block name."""
+
+
+def write_tables(summary_json: Path, paths_csv: Path | None, out_dir: Path) -> list[Path]:
+    """Write every :data:`TABLES` entry to ``out_dir/<name>.md``; all are built before any is written."""
+    summary = json.loads(Path(summary_json).read_text())
+    texts = {name: build(summary, paths_csv) for name, build in TABLES.items()}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, text in texts.items():
+        (out_dir / f"{name}.md").write_text(text)
+    return [out_dir / f"{name}.md" for name in texts]
+
+
+def documents(root: Path) -> list[Path]:
+    """README.md and ``docs/*.md`` (the files that may hold generated blocks)."""
+    return [p for pattern in DOCUMENTS for p in sorted(root.glob(pattern))]
+
+
+def render(text: str, snapshots: Path, where: str = "") -> str:
+    """``text`` with every generated block replaced by its snapshot ``snapshots/<name>.md``."""
+
+    def fill(m: re.Match) -> str:
+        path = snapshots / f"{m.group(2)}.md"
+        if not path.is_file():
+            raise FileNotFoundError(f"{where}: the generated block '{m.group(2)}' has no snapshot {path}")
+        return m.group(1) + path.read_text() + m.group(4)
+
+    return BLOCK.sub(fill, text)
+
+
+def sync(root: Path, check: bool = False) -> list[Path]:
+    """Rewrite the generated blocks of every document from the snapshots (``check``: only list the documents whose
+    blocks differ from them). Returns the documents that changed (or would)."""
+    stale = []
+    for doc in documents(root):
+        text = doc.read_text()
+        new = render(text, root / SNAPSHOTS, str(doc.relative_to(root)))
+        if new != text:
+            stale.append(doc)
+            if not check:
+                doc.write_text(new)
+    return stale
+
+
+def gallery_copy(src: Path, dest: Path, width_px: int = GALLERY_WIDTH_PX) -> None:
+    """Copy a PNG figure to ``dest``, scaled down to ``width_px`` wide when it is wider (aspect kept)."""
+    import matplotlib.image as mpimg
+    import matplotlib.pyplot as plt
+
+    image = mpimg.imread(src)
+    height, width = image.shape[:2]
+    if width <= width_px:
+        shutil.copyfile(src, dest)
+        return
+    dpi = 100
+    fig = plt.figure(figsize=(width_px / dpi, height * width_px / width / dpi), dpi=dpi)
+    fig.figimage(_downscale(image, width / width_px), resize=True)
+    fig.savefig(dest, dpi=dpi)
+    plt.close(fig)
+
+
+def _downscale(image: Any, factor: float) -> Any:
+    """``image`` (rows x cols x channels) scaled down by ``factor`` with area averaging (scipy's zoom after a
+    box blur of the factor's width), so that thin lines do not vanish."""
+    import numpy as np
+    from scipy import ndimage
+
+    size = (max(1, round(factor)), max(1, round(factor)), 1)
+    blurred = ndimage.uniform_filter(np.asarray(image, dtype=float), size=size)
+    scaled = ndimage.zoom(blurred, (1 / factor, 1 / factor, 1), order=1)
+    return np.clip(scaled, 0.0, 1.0)
+
+
+def publish(results: Path, root: Path, benchmarks: Path | None = None) -> list[Path]:
+    """Copy a run's tables (and the benchmarks' tables in ``benchmarks``) into the snapshot folder and the gallery
+    figures into ``docs/figures/``, then :func:`sync`. Everything is checked to exist before anything is copied."""
+    tables = [results / "tables" / "readme" / f"{name}.md" for name in TABLES]
+    figures = [results / "figures" / f"{name}.png" for name in GALLERY]
+    missing = [p for p in tables + figures if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(f"not in the run at {results}: {', '.join(map(str, missing))}")
+    bench = sorted(benchmarks.glob("*.md")) if benchmarks is not None and benchmarks.is_dir() else []
+    (root / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+    (root / FIGURES).mkdir(parents=True, exist_ok=True)
+    for table in tables + bench:
+        shutil.copyfile(table, root / SNAPSHOTS / table.name)
+    for figure in figures:
+        gallery_copy(figure, root / FIGURES / figure.name)
+    return sync(root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module docstring)."""
+    ap = argparse.ArgumentParser(prog="python -m san.report.readme", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    tables = sub.add_parser("tables", help="write a run's tables to RESULTS/tables/readme/")
+    tables.add_argument("results", type=Path)
+    pub = sub.add_parser("publish", help="copy a run's tables and figures into docs/, then sync")
+    pub.add_argument("results", type=Path)
+    pub.add_argument("--benchmarks", type=Path, default=BENCHMARK_TABLES, help="the benchmarks' tables folder")
+    check = sub.add_parser("sync", help="rewrite the documents' generated blocks from docs/results/")
+    check.add_argument("--check", action="store_true", help="only report documents out of sync (exit 1)")
+    for p in (pub, check):
+        p.add_argument("--root", type=Path, default=Path("."), help="the repository root")
+    args = ap.parse_args(argv)
+    if args.command == "tables":
+        csv = args.results / "paths" / "summary.csv"
+        written = write_tables(args.results / "summary.json", csv if csv.is_file() else None,
+                               args.results / "tables" / "readme")  # fmt: skip
+    elif args.command == "publish":
+        written = publish(args.results, args.root, args.benchmarks)
+    else:
+        written = sync(args.root, check=args.check)
+        if args.check and written:
+            print("out of sync with docs/results/: " + ", ".join(map(str, written)), file=sys.stderr)
+            return 1
+    print("\n".join(map(str, written)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
