@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from _common import ROOT, real_paths
+from _common import ROOT, real_paths, write_table
 from torch import nn
 
 from san.core.config import validate_config
@@ -282,6 +282,18 @@ def main() -> None:
             f"  {name:13s} {t['epoch_s']:8.3f} {t['train_s']:9.1f} {ev['batched_s']:8.2f}"
             f" {ev.get('speedup', nan):6.1f}x {ev.get('authors_speedup', nan):6.1f}x"
         )
+    write_summary_table(rows)
+
+
+def write_summary_table(rows: list) -> None:
+    """The summary as the table docs/performance.md quotes (``benchmarks/out/bench_paths.md``)."""
+    header = ["task", "training: plain PyTorch", "autograd", "fused (default)", "evaluation: batched",
+              "speed-up vs per-path reference", "vs authors-style loop"]  # fmt: skip
+    table = [[name, *(f"{timing[v]['train_s']:.1f} s" for v in ("baseline", "autograd", "fused")),
+              f"{ev['batched_s']:.2f} s", f"{ev.get('speedup', float('nan')):.1f}x",
+              f"{ev.get('authors_speedup', float('nan')):.1f}x"] for name, timing, ev in rows]  # fmt: skip
+    cpu = torch.backends.cpu.get_cpu_capability()
+    write_table("bench_paths", header, table, note=f"`python benchmarks/bench_paths.py`, one thread, CPU {cpu}.")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,170 @@
+"""README.md and docs/: short, free of how the project was made, and every number in their generated blocks equal
+to the committed copy of a run's (or a benchmark's) table, which san.report.readme writes and publishes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers import ROOT  # noqa: E402
+from san.report import readme  # noqa: E402
+
+README_MAX_LINES = 250
+HISTORY = r"session|issue [0-9#]"
+PRODUCT = ("README.md", "docs", "san", "scripts", "workflow", "benchmarks")
+
+
+def test_readme_is_short():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
+
+
+def test_no_development_history_in_the_product():
+    """`grep -rniE "session|issue [0-9#]"` over the product finds nothing (git's own files aside)."""
+    proc = subprocess.run(["grep", "-rniE", HISTORY, *PRODUCT], cwd=ROOT, capture_output=True, text=True)
+    hits = [line for line in proc.stdout.splitlines() if "__pycache__" not in line]
+    assert proc.returncode in (0, 1), proc.stderr
+    assert not hits, "\n".join(hits[:20])
+
+
+def test_the_history_check_finds_history(tmp_path):
+    """The grep above fails on a document that names a session or an issue (the check can fail)."""
+    (tmp_path / "README.md").write_text("Measured in the last session (see issue #3).\n")
+    proc = subprocess.run(["grep", "-rniE", HISTORY, "README.md"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0 and "session" in proc.stdout
+
+
+def test_documents_match_their_generated_snapshots():
+    """Every generated block of README.md and docs/*.md equals docs/results/<name>.md: a hand edit fails here;
+    `python -m san.report.readme sync` (or `publish` after a run) rewrites the blocks."""
+    assert readme.sync(ROOT, check=True) == []
+
+
+def test_every_block_has_a_snapshot_and_the_readme_quotes_results_and_performance():
+    names = {m.group(2) for doc in readme.documents(ROOT) for m in readme.BLOCK.finditer(doc.read_text())}
+    assert all((ROOT / readme.SNAPSHOTS / f"{name}.md").is_file() for name in names), names
+    text = (ROOT / "README.md").read_text()
+    results, performance = text.split("## Results", 1)[1].split("## Performance", 1)
+    assert readme.BLOCK.search(results) and readme.BLOCK.search(performance.split("\n## ", 1)[0])
+    assert set(readme.TABLES) <= names, "a run table that no document quotes"
+
+
+def _copy_documents(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / "README.md", dest / "README.md")
+    shutil.copytree(ROOT / "docs", dest / "docs")
+    return dest
+
+
+def test_a_hand_edited_number_is_out_of_sync(tmp_path):
+    root = _copy_documents(tmp_path)
+    text = (root / "README.md").read_text()
+    block = readme.BLOCK.search(text)
+    edited = text[: block.start(3)] + re.sub(r"\d", "7", block.group(3), count=1) + text[block.end(3) :]
+    assert edited != text
+    (root / "README.md").write_text(edited)
+    assert readme.sync(root, check=True) == [root / "README.md"]
+    assert readme.sync(root) == [root / "README.md"]  # rewritten from the snapshot
+    assert (root / "README.md").read_text() == text
+
+
+def test_a_block_without_snapshot_is_an_error(tmp_path):
+    root = _copy_documents(tmp_path)
+    (root / "docs" / "extra.md").write_text("<!-- generated: nowhere -->\n<!-- end -->\n")
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        readme.sync(root, check=True)
+
+
+def _summary() -> dict:
+    """A small summary.json with every key the tables read."""
+    entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
+             "last_layer": 12}  # fmt: skip
+    group = {"respects": 5, "violates": 0, "float_floor": 1, "slack_min": 6.5, "slack_median": 6.6}
+    claim = {"paper": "Noci et al. 2022", "statement": "branches scaled", "holds": True, "detail": "cosine 0.3"}
+    return {
+        "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
+        "pretrained_collapse": None,
+        "path_decomposition": {"short": 2, "per_task": {"sorting": {
+            "full": 0.6, "chance": 0.3, "truncated": {"0": 0.4, "1": 0.6}, "short_share_of_gain": 0.9,
+            "norm_share_short": {"trained": 0.9, "init": 0.95}}}},  # fmt: skip
+        "circle": {"per_variant": {"SAN": {"collapsed": 3, "runs": 5}}},
+        "theorem": {**{f"{k}_ln{ln}": group for k, ln in readme.THEOREM_GROUPS},
+                    "exponent_near_limit": {"ln0": {"median": 6.3}, "ln1": {"median": 3.8}},
+                    "fig2_exponent": {"bert": {"init": 3.3}}},  # fmt: skip
+        "propagation": {"depth": [claim]},
+    }
+
+
+def test_tables_from_a_summary(tmp_path):
+    (tmp_path / "summary.json").write_text(json.dumps(_summary()))
+    written = readme.write_tables(tmp_path / "summary.json", None, tmp_path / "out")
+    assert [p.stem for p in written] == list(readme.TABLES)
+    assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in (tmp_path / "out" / "rank_collapse.md").read_text()
+    assert "| SAN | 3 / 5 |" in (tmp_path / "out" / "circle.md").read_text()
+    assert "| Noci et al. 2022 | branches scaled | yes | cosine 0.3 |" in (tmp_path / "out" / "propagation.md").read_text()
+    assert "no model" in (tmp_path / "out" / "pretrained.md").read_text().lower()
+
+
+def test_a_missing_summary_key_names_it_and_writes_nothing(tmp_path):
+    summary = _summary()
+    del summary["theorem"]["exponent_near_limit"]["ln1"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(readme.MissingKey, match=r"'theorem.exponent_near_limit.ln1.median'.*table 'theorem'"):
+        readme.write_tables(tmp_path / "summary.json", None, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def _png(path: Path, width_in: float) -> None:
+    fig, ax = plt.subplots(figsize=(width_in, 2))
+    ax.plot([0, 1], [0, 1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=300)
+    plt.close(fig)
+
+
+def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
+    root = _copy_documents(tmp_path / "repo")
+    results = tmp_path / "results"
+    (results / "summary.json").parent.mkdir(parents=True)
+    (results / "summary.json").write_text(json.dumps(_summary()))
+    readme.write_tables(results / "summary.json", None, results / "tables" / "readme")
+    for name in readme.GALLERY:
+        _png(results / "figures" / f"{name}.png", width_in=7.2 if name != "circle" else 3.0)  # 2160 px and 900 px
+    bench = tmp_path / "bench_out"
+    bench.mkdir()
+    (bench / "bench_run.md").write_text("| jobs |\n| --- |\n| 3 |\n")
+    changed = readme.publish(results, root, bench)
+    assert root / "README.md" in changed
+    assert "| bert | init | 12 |" in (root / "README.md").read_text()
+    assert "| jobs |\n| --- |\n| 3 |" in (root / "README.md").read_text()
+    for name in readme.GALLERY:
+        width = plt.imread(root / readme.FIGURES / f"{name}.png").shape[1]
+        assert width == (900 if name == "circle" else readme.GALLERY_WIDTH_PX), (name, width)
+    assert readme.sync(root, check=True) == []
+
+
+def test_publish_refuses_a_run_without_the_gallery(tmp_path):
+    root = _copy_documents(tmp_path / "repo")
+    results = tmp_path / "results"
+    (results / "summary.json").parent.mkdir(parents=True)
+    (results / "summary.json").write_text(json.dumps(_summary()))
+    readme.write_tables(results / "summary.json", None, results / "tables" / "readme")
+    before = (root / "README.md").read_text(), sorted((root / "docs").rglob("*"))
+    with pytest.raises(FileNotFoundError, match="rank_collapse_overview.png"):
+        readme.publish(results, root, None)
+    assert ((root / "README.md").read_text(), sorted((root / "docs").rglob("*"))) == before
+
+
+def test_the_readme_gallery_shows_what_publish_writes():
+    text = (ROOT / "README.md").read_text()
+    shown = re.findall(r"!\[[^\]]*\]\((docs/figures/[\w-]+\.png)\)", text)
+    assert shown == [f"{readme.FIGURES}/{name}.png" for name in readme.GALLERY]
