@@ -9,14 +9,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pytest
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+from san.report import readme
 
-from helpers import ROOT  # noqa: E402
-from san.report import readme  # noqa: E402
+from helpers import ROOT
 
 README_MAX_LINES = 250
 HISTORY = r"session|issue [0-9#]"
@@ -93,13 +91,24 @@ def _summary() -> dict:
     return {
         "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
         "pretrained_collapse": None,
-        "path_decomposition": {"short": 2, "per_task": {"sorting": {
-            "full": 0.6, "chance": 0.3, "truncated": {"0": 0.4, "1": 0.6}, "short_share_of_gain": 0.9,
-            "norm_share_short": {"trained": 0.9, "init": 0.95}}}},  # fmt: skip
+        "path_decomposition": {
+            "short": 2,
+            "per_task": {
+                "sorting": {
+                    "full": 0.6,
+                    "chance": 0.3,
+                    "truncated": {"0": 0.4, "1": 0.6},
+                    "short_share_of_gain": 0.9,
+                    "norm_share_short": {"trained": 0.9, "init": 0.95},
+                }
+            },
+        },  # fmt: skip
         "circle": {"per_variant": {"SAN": {"collapsed": 3, "runs": 5}}},
-        "theorem": {**{f"{k}_ln{ln}": group for k, ln in readme.THEOREM_GROUPS},
-                    "exponent_near_limit": {"ln0": {"median": 6.3}, "ln1": {"median": 3.8}},
-                    "fig2_exponent": {"bert": {"init": 3.3}}},  # fmt: skip
+        "theorem": {
+            **{f"{k}_ln{ln}": group for k, ln in readme.THEOREM_GROUPS},
+            "exponent_near_limit": {"ln0": {"median": 6.3}, "ln1": {"median": 3.8}},
+            "fig2_exponent": {"bert": {"init": 3.3}},
+        },  # fmt: skip
         "propagation": {"depth": [claim]},
     }
 
@@ -108,10 +117,12 @@ def test_tables_from_a_summary(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps(_summary()))
     written = readme.write_tables(tmp_path / "summary.json", None, tmp_path / "out")
     assert [p.stem for p in written] == list(readme.TABLES)
-    assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in (tmp_path / "out" / "rank_collapse.md").read_text()
-    assert "| SAN | 3 / 5 |" in (tmp_path / "out" / "circle.md").read_text()
-    assert "| Noci et al. 2022 | branches scaled | yes | cosine 0.3 |" in (tmp_path / "out" / "propagation.md").read_text()
-    assert "no model" in (tmp_path / "out" / "pretrained.md").read_text().lower()
+    out = {p.stem: p.read_text() for p in written}
+    assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
+    assert "| SAN | 3 / 5 |" in out["circle"]
+    assert "| Noci et al. 2022 | branches scaled | yes | cosine 0.3 |" in out["propagation"]
+    assert "| gaussian | no | 5 | 0 | 1 | 6.5 | 6.6 | 6.3 |" in out["theorem"]
+    assert "no model" in out["pretrained"].lower()
 
 
 def test_a_missing_summary_key_names_it_and_writes_nothing(tmp_path):
