@@ -212,7 +212,8 @@ def propagation_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str
             if missing:
                 raise MissingKey(f"summary.json 'propagation.{sweep}' claim {i} has no {missing}, which the README "
                                  f"table 'propagation' needs")  # fmt: skip
-            rows.append([claim["paper"], claim["statement"], "yes" if claim["holds"] else "no", claim["detail"]])
+            verdict = {True: "yes", False: "no"}.get(claim["holds"], "undecided")
+            rows.append([claim["paper"], claim["statement"], verdict, claim["detail"]])
     return markdown(["paper", "statement", "holds here?", "measured"], rows)
 
 

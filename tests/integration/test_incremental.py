@@ -28,7 +28,7 @@ from helpers import TINY, copy_workflow, snakemake, tiny_config, write_config
 
 # Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a
 # restyled figure must not. Listed here so that the cases need not name them.
-REPORT_RULES = frozenset({"summary", "report_captions", "runtimes"})
+REPORT_RULES = frozenset({"summary", "report_captions", "runtimes", "readme_tables"})
 # Reruns because an input was rebuilt by another job (every other reason counts as a direct effect of the edit).
 REBUILT_INPUT = "Input files updated by another job"
 

@@ -52,3 +52,15 @@ def test_report_has_every_figure_with_measured_captions(built):
     figures += ("path_effectiveness", "path_decomposition", "theorem_bound", "propagation_masks", "runtimes")
     for name in figures:
         assert name in html, name
+
+
+def test_the_run_writes_the_documents_tables(built):
+    """Rule readme_tables: one Markdown table per san.report.readme.TABLES entry, from this run's summary."""
+    from san.report.readme import TABLES
+
+    tables = {name: (built / f"results/tables/readme/{name}.md").read_text() for name in TABLES}
+    assert (
+        tables["rank_collapse"].startswith("| model | weights |")
+        and "| tiny-bert | init | 3 |" in tables["rank_collapse"]
+    )
+    assert "| sorting |" in tables["paths"] and "| SAN |" in tables["circle"]
