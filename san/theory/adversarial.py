@@ -63,7 +63,7 @@ def _log_beta_torch(w: list[torch.Tensor]) -> torch.Tensor:
 def _log_res_torch(x: torch.Tensor) -> torch.Tensor:
     """Surrogate ``log ||X - 1 m^T||_{1,inf}`` with ``m`` the column medians (the exact minimiser of ``||.||_1``)."""
     dev = (x - x.median(dim=-2, keepdim=True).values).abs()
-    return 0.5 * torch.log(dev.sum(-2).amax(-1).clamp_min(1e-300) * dev.sum(-1).amax(-1).clamp_min(1e-300))
+    return 0.5 * (torch.log(dev.sum(-2).amax(-1).clamp_min(1e-300)) + torch.log(dev.sum(-1).amax(-1).clamp_min(1e-300)))
 
 
 def surrogate(x: torch.Tensor, w: list[torch.Tensor], case: str, eps: float) -> torch.Tensor:
