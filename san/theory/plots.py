@@ -89,5 +89,5 @@ def plot_gamma(ds: xr.Dataset, ax: plt.Axes) -> None:
     df = gamma_frame(ds)
     sns.stripplot(data=df, x="log10_gamma", y="source", hue="source", ax=ax, size=2.5, alpha=0.6, legend=False)
     ax.axvline(0.0, color="black", lw=0.8, ls="--")
-    ax.set_xlabel("log10 gamma needed (certified lower bound for the searches)")
+    ax.set_xlabel("log10 gamma needed")
     ax.set_ylabel("")
