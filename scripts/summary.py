@@ -7,16 +7,11 @@ import pandas as pd
 
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
-from san.paths.claims import path_decomposition_claims
+from san.circle.claims import circle_claims
+from san.paths.claims import path_decomposition_claims, path_effectiveness_claims
 from san.propagation.claims import claims as propagation_claims
-from san.report.claims import (
-    circle_claims,
-    path_effectiveness_claims,
-    path_product_claims,
-    pretrained_collapse_claims,
-    rank_collapse_claims,
-    render_captions,
-)
+from san.rank_collapse.claims import path_product_claims, pretrained_collapse_claims, rank_collapse_claims
+from san.report.captions import render_captions
 from san.theory.claims import fig2_exponents, theorem_claims
 
 with job_log(snakemake.log[0]) as log:

@@ -5,13 +5,10 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from san.report.claims import (
-    circle_claims,
-    path_effectiveness_claims,
-    path_product_claims,
-    rank_collapse_claims,
-    render_captions,
-)
+from san.circle.claims import circle_claims
+from san.paths.claims import path_effectiveness_claims
+from san.rank_collapse.claims import path_product_claims, rank_collapse_claims
+from san.report.captions import render_captions
 from san.report.runtimes import runtimes_table
 
 THRESHOLDS = {"layer": 2, "threshold": 1e-3, "floor": 0.05}  # the config's report.rank_collapse defaults
@@ -118,7 +115,7 @@ def _pretrained(san_curve, transformer_last=0.5, depth=None):
 
 
 def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
-    from san.report.claims import pretrained_collapse_claims
+    from san.rank_collapse.claims import pretrained_collapse_claims
 
     results = {
         "fast": _pretrained([0.9, 0.1, 1e-4, 1e-9]),

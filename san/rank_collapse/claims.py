@@ -1,18 +1,15 @@
-"""The paper's claims checked against this run's results, for the report's captions and ``summary.json``.
+"""Fig. 2 and appendix claims of the rank-collapse experiment checked against this run's results (torch-free).
 
 Each function reads result datasets (never recomputes them) and returns plain numbers plus a yes/no verdict, so a
-caption can state, e.g., "pure attention: residual < 1e-3 by layer 2 for all models: yes, max 2e-07".
+caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2e-07".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from san.rank_collapse.spec import CAUSAL, METRICS, PURE_ATTENTION, WITH_SKIP
@@ -153,102 +150,4 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
         "longer_paths_closer_to_rank1": bool(shrinks) and all(shrinks),
         "per_model": per_model,
         "caption_rows": {name: row + "." for name, row in rows.items()},
-    }
-
-
-def yes_no(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
-    """Fill ``[[ ... ]]`` placeholders of every ``*.rst`` template with this run's numbers.
-
-    Snakemake renders the result a second time at report time (its ``{{ ... }}`` syntax), so templates may keep
-    per-figure expressions such as ``{{ snakemake.wildcards.model }}``.
-    """
-    env = jinja2.Environment(
-        variable_start_string="[[",
-        variable_end_string="]]",
-        block_start_string="[%",
-        block_end_string="%]",
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["e"] = lambda x: f"{x:.1e}"
-    env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
-    env.globals["yes_no"] = yes_no
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in sorted(Path(templates).glob("*.rst")):
-        target = out_dir / path.name
-        target.write_text(env.from_string(path.read_text()).render(**context))
-        written.append(target)
-    return written
-
-
-def circle_claims(table: pd.DataFrame) -> dict[str, Any]:
-    """Fig. 3 claim: pure attention collapses the two sequences; skip connections counteract it.
-
-    ``table`` is the collapse table of the circle experiment (one row per variant and hidden dimension with the
-    number of seeds and of collapsed seeds).
-    """
-    by_variant = table.groupby("variant")[["n_collapsed", "n_seeds"]].sum()
-    counts = {v: (int(r.n_collapsed), int(r.n_seeds)) for v, r in by_variant.iterrows()}
-    pure = [counts[v] for v in PURE_ATTENTION if v in counts]
-    skip = [counts[v] for v in WITH_SKIP if v in counts]
-    pure_c, pure_n = sum(c for c, _ in pure), sum(n for _, n in pure)
-    skip_c, skip_n = sum(c for c, _ in skip), sum(n for _, n in skip)
-    return {
-        "per_variant": {v: {"collapsed": c, "runs": n} for v, (c, n) in counts.items()},
-        "pure_collapsed": pure_c,
-        "pure_runs": pure_n,
-        "skip_collapsed": skip_c,
-        "skip_runs": skip_n,
-        "pure_collapses_more": pure_n > 0 and skip_n > 0 and pure_c / pure_n > skip_c / skip_n,
-        "caption": "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items()),
-    }
-
-
-def path_effectiveness_claims(results: Mapping[str, xr.Dataset], *, short: int, most: float) -> dict[str, Any]:
-    """Fig. 4 claim: short paths carry most of the model's accuracy, long paths little.
-
-    Per task: full-model and chance accuracy, mean accuracy by path length for the largest ``n_paths``, the best
-    accuracy reached by paths of length <= ``short`` and by the longest paths; "most" means a share above ``most``
-    of the full model's gain over chance.
-    """
-    per_task: dict[str, Any] = {}
-    for task, ds in results.items():
-        acc = ds["accuracy"].mean("repeat")
-        n = int(ds["n_paths"].max())
-        by_len = acc.sel(n_paths=n)
-        lengths = by_len["path_length"].values
-        short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
-        per_task[task] = {
-            "full": _f(ds["full_model_accuracy"]),
-            "chance": _f(ds["chance_accuracy"]),
-            "n_paths": n,
-            "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
-            "short_best": short_best,
-            "longest": _f(by_len.isel(path_length=-1)),
-        }
-        t = per_task[task]
-        # the paper's "short paths reach most of the accuracy": the share of the full model's gain over chance
-        gain = t["full"] - t["chance"]
-        t["short_share_of_gain"] = (short_best - t["chance"]) / gain if gain > 0 else float("nan")
-    holds = [t["short_best"] > t["longest"] for t in per_task.values()]
-    learned = [t["full"] > t["chance"] for t in per_task.values()]
-    caption = "; ".join(
-        f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
-        f"{t['n_paths']} paths) {t['short_best']:.3f} ({100 * t['short_share_of_gain']:.0f}% of the full model's gain "
-        f"over chance), longest paths {t['longest']:.3f}"
-        for task, t in per_task.items()
-    )
-    return {
-        "short": short,
-        "short_beats_long": bool(holds) and all(holds),
-        "short_reach_most": bool(per_task) and all(t["short_share_of_gain"] > most for t in per_task.values()),
-        "most": most,
-        "models_learn": bool(learned) and all(learned),
-        "per_task": per_task,
-        "caption": caption,
     }
