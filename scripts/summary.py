@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from san.circle.claims import circle_claims
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
-from san.circle.claims import circle_claims
 from san.paths.claims import path_decomposition_claims, path_effectiveness_claims
 from san.propagation.claims import claims as propagation_claims
 from san.rank_collapse.claims import path_product_claims, pretrained_collapse_claims, rank_collapse_claims
