@@ -9,8 +9,10 @@ import pandas as pd
 from san.rank_collapse.spec import PURE_ATTENTION, WITH_SKIP
 
 
-def circle_claims(table: pd.DataFrame) -> dict[str, Any]:
-    """Fig. 3 claim: pure attention collapses the two sequences; skip connections counteract it.
+def circle_claims(table: pd.DataFrame, *, pure_fraction_min: float, skip_fraction_max: float) -> dict[str, Any]:
+    """Fig. 3 claim: pure attention collapses the two sequences; skip connections counteract it. Holds when the
+    pure-attention variants collapse in at least ``pure_fraction_min`` of their runs, the skip variants in at most
+    ``skip_fraction_max``, and pure attention more often than skip.
 
     ``table`` is the collapse table of the circle experiment (one row per variant and hidden dimension with the
     number of seeds and of collapsed seeds).
@@ -27,6 +29,12 @@ def circle_claims(table: pd.DataFrame) -> dict[str, Any]:
         "pure_runs": pure_n,
         "skip_collapsed": skip_c,
         "skip_runs": skip_n,
-        "pure_collapses_more": pure_n > 0 and skip_n > 0 and pure_c / pure_n > skip_c / skip_n,
+        "pure_fraction_min": pure_fraction_min,
+        "skip_fraction_max": skip_fraction_max,
+        "pure_collapses_more": pure_n > 0
+        and skip_n > 0
+        and pure_c / pure_n > skip_c / skip_n
+        and pure_c / pure_n >= pure_fraction_min
+        and skip_c / skip_n <= skip_fraction_max,
         "caption": "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items()),
     }

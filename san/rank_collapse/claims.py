@@ -24,7 +24,8 @@ def rank_collapse_claims(
 ) -> dict[str, Any]:
     """Fig. 2 claims: at init, SAN and SAN+MLP fall below ``threshold`` by ``layer``; skip variants stay > ``floor``.
 
-    Pretrained weights are reported separately (the paper shows slower, but still fast, collapse there). The models
+    Pretrained weights are reported separately (:func:`pretrained_slower_claims`: the paper shows slower, but still
+    fast, collapse there). The models
     named in ``causal`` (decoders with causal masks, outside the paper's bidirectional setting: a causal SAN keeps
     its first token's direction and collapses only exponentially) get their rows but stay out of the verdicts.
     """
@@ -77,13 +78,18 @@ def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
 
 
 def pretrained_collapse_claims(
-    results: Mapping[str, xr.Dataset], *, threshold: float, families: Mapping[str, str] | None = None
+    results: Mapping[str, xr.Dataset],
+    *,
+    threshold: float,
+    max_layer_fraction: float,
+    families: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Today's architectures: in every model with pretrained weights, does pure attention (the SAN variant, mean
     over sequences) fall below ``threshold``, and within how many layers (of how many), by each measure of
     :data:`METRICS`; and does the full transformer stay above it at the last layer. The claim "pure attention
     collapses below the threshold within N layers in every pretrained model" holds with N the largest of the
-    per-model first layers (by the paper's measure)."""
+    per-model first layers (by the paper's measure) and, to count as fast, every model's first layer at most
+    ``max_layer_fraction`` of its depth."""
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
         if "pretrained" not in set(map(str, ds["weights"].values)):
@@ -105,7 +111,10 @@ def pretrained_collapse_claims(
             entry["causal"] = families.get(name) in CAUSAL
         per_model[name] = entry
     firsts = [e["residual_ratio"]["san_first_below"] for e in per_model.values() if "residual_ratio" in e]
-    collapses = bool(firsts) and all(f is not None for f in firsts)
+    depths = [e["depth"] for e in per_model.values() if "residual_ratio" in e]
+    collapses = bool(firsts) and all(
+        f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)
+    )
     rows = {
         name: "; ".join(
             f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
@@ -119,6 +128,7 @@ def pretrained_collapse_claims(
     }
     return {
         "threshold": threshold,
+        "max_layer_fraction": max_layer_fraction,
         "pure_collapses_in_every_model": collapses,
         "within_layers": max(firsts) if collapses else None,
         "per_model": per_model,
@@ -126,8 +136,9 @@ def pretrained_collapse_claims(
     }
 
 
-def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
-    """Appendix claim: products along longer paths are closer to rank 1 (median residual, shortest vs longest)."""
+def path_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: float) -> dict[str, Any]:
+    """Appendix claim: products along longer paths are closer to rank 1: for every model and weights, the median
+    residual of the longest paths is at most ``max_ratio`` times that of the shortest."""
     per_model = {}
     for name, ds in results.items():
         med = ds["rank1_residual"].median("path")
@@ -139,7 +150,7 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
             }
             for w in ds["weights"].values
         }
-    shrinks = [v["longest"] < v["shortest"] for e in per_model.values() for v in e.values()]
+    shrinks = [v["longest"] <= max_ratio * v["shortest"] for e in per_model.values() for v in e.values()]
     rows = {
         name: "; ".join(
             f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items()
@@ -147,7 +158,33 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
         for name, e in per_model.items()
     }
     return {
+        "max_ratio": max_ratio,
         "longer_paths_closer_to_rank1": bool(shrinks) and all(shrinks),
         "per_model": per_model,
         "caption_rows": {name: row + "." for name, row in rows.items()},
+    }
+
+
+def pretrained_slower_claims(
+    results: Mapping[str, xr.Dataset], *, layer: int, min_factor: float, causal: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The paper's "slower, but still fast" collapse of pretrained weights: in every (non-causal) model with both
+    weights, the SAN variant's mean ratio at ``layer`` is at least ``min_factor`` times larger pretrained than at
+    initialisation (a decrease, or a smaller increase, fails)."""
+    per_model: dict[str, Any] = {}
+    for name, ds in results.items():
+        weights = set(map(str, ds["weights"].values))
+        if name in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
+            continue
+        m = ds["residual_ratio"].mean("sample").sel(variant="SAN")
+        at = min(layer, int(m["layer"].max()))
+        init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
+        per_model[name] = {"init": init, "pretrained": pre, "factor": pre / init if init > 0 else float("inf")}
+    factors = [e["factor"] for e in per_model.values()]
+    return {
+        "layer": layer,
+        "min_factor": min_factor,
+        "slower_in_every_model": bool(factors) and all(f >= min_factor for f in factors),
+        "smallest_factor": min(factors) if factors else float("nan"),
+        "per_model": per_model,
     }
