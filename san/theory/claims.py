@@ -77,7 +77,9 @@ def adversarial_claims(ds: xr.Dataset, log10_gamma_max: float) -> dict[str, Any]
         "threshold_log10_gamma": log10_gamma_max,
         "holds": bool(np.isfinite(top) and top <= log10_gamma_max),
         "draws": int(np.isfinite(g).sum()),
-        "settings": {k: g.attrs[k] for k in ("n", "d", "H", "d_qk", "steps", "starts") if k in g.attrs},
+        "settings": {
+            k: np.asarray(g.attrs[k]).item() for k in ("n", "d", "H", "d_qk", "steps", "starts") if k in g.attrs
+        },
         "controls": controls,
         "controls_detected": bool(controls) and all(c["violated"] for c in controls.values()),
     }

@@ -1,5 +1,7 @@
 """Theorem claims and the adversarial search: each verdict on small hand-made datasets, once passing, once failing."""
 
+import json
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -38,7 +40,10 @@ def _adversarial(top: float, controls: tuple[float, ...]) -> xr.Dataset:
 
 
 def test_adversarial_claim_passes_below_and_fails_above_the_threshold():
-    ok = adversarial_claims(_adversarial(-0.9, (5.0, 2.0)), THRESHOLDS["log10_gamma_max"])
+    ds = _adversarial(-0.9, (5.0, 2.0))
+    ds["log10_gamma_adversarial"].attrs.update(n=np.int64(4), steps=np.int64(300))  # as read back from netCDF
+    ok = adversarial_claims(ds, THRESHOLDS["log10_gamma_max"])
+    assert json.loads(json.dumps(ok))["settings"] == {"n": 4, "steps": 300}
     assert ok["holds"] and ok["controls_detected"] and ok["draws"] == 2
     assert ok["gamma_max"] == pytest.approx(10**-0.9)
     bad = adversarial_claims(_adversarial(0.3, (5.0, 0.1)), THRESHOLDS["log10_gamma_max"])
