@@ -17,7 +17,7 @@ from san.core.plotting import figsize, legend_outside, save
 def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) -> None:
     """Left: measured ``res`` vs the nominal one-layer bound per layer (no LayerNorm, d_qk = max; log scale; pairs
     at the float64 floor excluded). Right: ``log s_l / log s_{l-1}`` against ``s_{l-1}`` (the theorem: >= 3 as
-    ``s -> 0``). Third: the distributions of ``log10 gamma`` (:func:`plot_gamma`)."""
+    ``s -> 0``). Bottom: the distributions of ``log10 gamma`` (:func:`plot_gamma`)."""
     valid = ds["verdict"].isin([0, 1, -1])
     df = (
         xr.Dataset({"measured": ds["residual"].where(valid), "bound": ds["bound"].where(valid)})
@@ -25,7 +25,9 @@ def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) ->
         .reset_index()
         .dropna()
     )
-    fig, axes = plt.subplots(1, 3, figsize=figsize(3, aspect=0.8))
+    fig = plt.figure(figsize=figsize(2, 2, aspect=0.8))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1.0, 0.6])
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])]
     ax = axes[0]
     sns.scatterplot(
         data=df,
