@@ -57,7 +57,9 @@ with job_log(snakemake.log[0]) as log:
         "circle": circle_claims(pd.read_csv(inp.circle), **t["circle"]),
         "paths": path_effectiveness_claims(paths, **t["paths"]) if p.tasks else None,
         "path_decomposition": path_decomposition_claims(
-            dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)), short=t["paths"]["short"]
+            dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)),
+            **t["paths"],
+            **t["path_decomposition"],
         )
         if p.tasks
         else None,

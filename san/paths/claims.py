@@ -54,14 +54,15 @@ def _task_claims(ds: xr.Dataset, short: int, tolerance: float) -> dict[str, Any]
 
 
 def path_decomposition_claims(
-    datasets: Mapping[str, xr.Dataset], short: int = 2, tolerance: float = 0.01, exact: float = 1e-10
+    datasets: Mapping[str, xr.Dataset], *, short: int, most: float, tolerance: float, exact: float
 ) -> dict[str, Any]:
     """How much of each model's accuracy paths of length <= ``short`` carry, exactly.
 
     Per task: the accuracy of the expansion truncated at ``K = short`` as a share of the full model's accuracy and of
     its gain over the input-blind predictor; the shortest K within ``tolerance`` of the full model; the norm share
     of lengths <= ``short`` and the norm-weighted mean path length, trained and at initialisation; the largest
-    reconstruction error (the decomposition is exact when it is below ``exact``).
+    reconstruction error (the decomposition is exact when it is below ``exact``). Short paths carry most of the gain
+    when their share of it exceeds ``most`` on every task.
     """
     per_task = {task: _task_claims(ds, short, tolerance) for task, ds in datasets.items()}
     caption = "; ".join(
@@ -80,7 +81,9 @@ def path_decomposition_claims(
         "tolerance": tolerance,
         "exact": bool(errors) and max(errors) < exact,
         "max_reconstruction_error": max(errors) if errors else float("nan"),
-        "short_carry_most_of_gain": bool(gains) and all(g > 0.5 for g in gains),
+        "most": most,
+        "exact_threshold": exact,
+        "short_carry_most_of_gain": bool(gains) and all(g > most for g in gains),
         "per_task": per_task,
         "caption": caption,
     }
