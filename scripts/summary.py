@@ -64,7 +64,9 @@ with job_log(snakemake.log[0]) as log:
         if p.tasks
         else None,
         "theorem": theorem_claims(read_netcdf(inp.theorem), t["theorem"], fig2),
-        "propagation": propagation_claims(dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True))),
+        "propagation": propagation_claims(
+            dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True)), t["propagation"]
+        ),
     }
     Path(snakemake.output.json).write_text(json.dumps(claims, indent=2, sort_keys=True))
     out_dir = Path(snakemake.output.captions[0]).parent
