@@ -10,8 +10,9 @@ from typing import Any
 import jinja2
 
 
-def yes_no(flag: bool) -> str:
-    return "yes" if flag else "no"
+def yes_no(flag: bool | None) -> str:
+    """A verdict as the captions print it; None (the results lack what the claim needs) is not a "no"."""
+    return "not tested" if flag is None else "yes" if flag else "no"
 
 
 def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) -> list[Path]:

@@ -108,3 +108,9 @@ def _lengths(centred_long: float) -> xr.Dataset:
 @pytest.mark.parametrize(("centred_long", "holds"), [(8.0, True), (2.5, False)])
 def test_rank_collapse_in_width_claim(centred_long, holds):
     assert claims({"sequence_length": _lengths(centred_long)}, T)["sequence_length"][0]["holds"] is holds
+
+
+def test_a_claim_the_results_cannot_test_is_not_printed_as_no():
+    from san.report.captions import yes_no
+
+    assert [yes_no(True), yes_no(False), yes_no(None)] == ["yes", "no", "not tested"]
