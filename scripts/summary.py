@@ -5,18 +5,18 @@ from pathlib import Path
 
 import pandas as pd
 
+from san.circle.claims import circle_claims
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
-from san.paths.claims import path_decomposition_claims
+from san.paths.claims import path_decomposition_claims, path_effectiveness_claims
 from san.propagation.claims import claims as propagation_claims
-from san.report.claims import (
-    circle_claims,
-    path_effectiveness_claims,
+from san.rank_collapse.claims import (
     path_product_claims,
     pretrained_collapse_claims,
+    pretrained_slower_claims,
     rank_collapse_claims,
-    render_captions,
 )
+from san.report.captions import render_captions
 from san.theory.claims import fig2_exponents, theorem_claims
 
 with job_log(snakemake.log[0]) as log:
@@ -33,24 +33,40 @@ with job_log(snakemake.log[0]) as log:
         if p.models
         else None,
         "pretrained_collapse": pretrained_collapse_claims(
-            rank_collapse, threshold=t["rank_collapse"]["threshold"], families=p.families
+            rank_collapse,
+            threshold=t["pretrained_collapse"]["threshold"],
+            max_layer_fraction=t["pretrained_collapse"]["max_layer_fraction"],
+            families=p.families,
+        )
+        if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
+        else None,
+        "pretrained_slower": pretrained_slower_claims(
+            rank_collapse,
+            layer=t["rank_collapse"]["layer"],
+            min_factor=t["pretrained_collapse"]["slower_factor"],
+            causal=tuple(p.causal),
         )
         if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
         else None,
         "path_products": path_product_claims(
-            dict(zip(p.path_product_models, map(read_netcdf, inp.path_products), strict=True))
+            dict(zip(p.path_product_models, map(read_netcdf, inp.path_products), strict=True)),
+            **t["path_products"],
         )
         if p.path_product_models
         else None,
-        "circle": circle_claims(pd.read_csv(inp.circle)),
+        "circle": circle_claims(pd.read_csv(inp.circle), **t["circle"]),
         "paths": path_effectiveness_claims(paths, **t["paths"]) if p.tasks else None,
         "path_decomposition": path_decomposition_claims(
-            dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)), short=t["paths"]["short"]
+            dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)),
+            **t["paths"],
+            **t["path_decomposition"],
         )
         if p.tasks
         else None,
-        "theorem": theorem_claims(read_netcdf(inp.theorem), fig2),
-        "propagation": propagation_claims(dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True))),
+        "theorem": theorem_claims(read_netcdf(inp.theorem), t["theorem"], fig2),
+        "propagation": propagation_claims(
+            dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True)), t["propagation"]
+        ),
     }
     Path(snakemake.output.json).write_text(json.dumps(claims, indent=2, sort_keys=True))
     out_dir = Path(snakemake.output.captions[0]).parent

@@ -1,1 +1,1 @@
-"""The report: the paper's claims checked against a run's results (``claims``) and the run's runtimes."""
+"""The report: every wing's claims gathered into summary.json and the captions (``captions``); the runtimes."""

@@ -18,9 +18,10 @@ import numpy as np
 import xarray as xr
 
 from san.core.provenance import describe
+from san.theory import adversarial
 from san.theory import bound as B
 from san.theory.residual import norm_1, norm_1inf, norm_inf, residual
-from san.theory.spec import INPUT_KINDS, VERDICT
+from san.theory.spec import DIMS, INPUT_KINDS, VERDICT
 
 
 def softmax_rows(a: np.ndarray) -> np.ndarray:
@@ -219,6 +220,25 @@ _ATTRS = {
     "sample": ("input sequence (and its network's raw weights)", "1"),
     "layer": ("layer (0: the input)", "1"),
     "layer_pair": ("layer l of the pair (l-1, l)", "1"),
+    "log10_gamma_adversarial": (
+        "log10 of the largest gamma one pure-attention layer needs, found by gradient ascent (certified lower bound)",
+        "1",
+    ),
+    "log10_gamma_control": ("log10 of the largest gamma found for a negative control (certified lower bound)", "1"),
+    "control_violated": ("1 where the control needs a gamma above 1 and above the theorem's largest", "1"),
+    "control_excluded_at_floor": ("candidates of the control excluded at the float64 floor", "1"),
+    "draw": ("independent draw of the adversarial search (best of its starts)", "1"),
+    "control": ("negative control: skip (X + SA(X)) or layernorm (LN(SA(X)))", "1"),
+    "control_draw": ("independent draw of the control's search", "1"),
+    "worst_x": ("input X of the draw with the largest gamma", "1"),
+    "worst_w_q": ("W_Q of the draw with the largest gamma", "1"),
+    "worst_w_k": ("W_K of the draw with the largest gamma", "1"),
+    "worst_w_v": ("W_V of the draw with the largest gamma", "1"),
+    "worst_w_o": ("W_O of the draw with the largest gamma", "1"),
+    "worst_token": ("token of the worst draw's input", "1"),
+    "worst_feature": ("feature of the worst draw's input", "1"),
+    "worst_head": ("head of the worst draw's weights", "1"),
+    "worst_qk": ("query/key/value feature of the worst draw's weights", "1"),
 }
 
 
@@ -229,60 +249,73 @@ def _annotate(ds: xr.Dataset) -> xr.Dataset:
     return ds
 
 
-def run(config_slice: Mapping[str, Any], prose_embeddings: np.ndarray | None = None) -> xr.Dataset:
-    """The theorem sweep: inputs x LayerNorm x d_qk x scale x sample x layer.
-
-    ``prose_embeddings``: ``(sequences, tokens, width)`` float64 (the prose input kind is skipped when None).
-    """
-    cfg = dict(config_slice)  # the schema-validated ``theory`` section, defaults filled in
+def sweep_inputs(cfg: Mapping[str, Any], prose_embeddings: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The input kinds by name: the prose embeddings (when given) truncated to the configured sequences and tokens,
+    and Gaussian tokens of the same count."""
     inputs: dict[str, np.ndarray] = {}
     if prose_embeddings is not None:
         inputs["prose"] = np.asarray(prose_embeddings, dtype=np.float64)[: cfg["n_sequences"], : cfg["tokens"]]
     inputs["gaussian"] = gaussian_inputs(cfg["seed"], cfg["n_sequences"], cfg["tokens"], cfg["gaussian_width"])
-    kinds = [k for k in INPUT_KINDS if k in inputs]
-    lns = [int(bool(v)) for v in cfg["layernorm"]]
-    cells = []
-    cache: dict[tuple[int, int], tuple[list, list]] = {}
-    for kind in kinds:
-        x_in = inputs[kind]
-        r0 = float(np.median(residual(x_in, cfg["residual_iterations"]).upper))
-        by_ln = []
-        for ln in lns:
-            by_dqk = []
-            for d_qk in cfg["d_qk"]:
-                key = (d_qk, x_in.shape[-1])
-                if key not in cache:  # raw weights depend on (seed, d_qk, sample) only: shared by the cells
-                    rngs = [
-                        np.random.default_rng(np.random.SeedSequence([cfg["seed"], d_qk, s]))
-                        for s in range(x_in.shape[0])
-                    ]
-                    raws = [draw_weights(g, cfg["layers"], cfg["heads"], x_in.shape[-1], d_qk) for g in rngs]
-                    cache[key] = (raws, [head_norms(*raw) for raw in raws])
-                raws, raw_norms = cache[key]
-                by_scale = []
-                for scale in cfg["scales"]:
-                    beta = scale * np.sqrt(d_qk) / (4 * cfg["heads"] * r0**2)
-                    by_scale.append(_sweep_cell(x_in, raws, raw_norms, beta, bool(ln), cfg))
-                by_dqk.append(by_scale)
-            by_ln.append(by_dqk)
-        cells.append(by_ln)
-    names = cells[0][0][0][0].keys()
-    layers = np.arange(cfg["layers"] + 1)
+    return {k: inputs[k] for k in INPUT_KINDS if k in inputs}
+
+
+def raw_networks(cfg: Mapping[str, Any], d_qk: int, samples: int, width: int) -> tuple[list, list]:
+    """One network's raw weights per sample (and their :func:`head_norms`), seeded by ``(seed, d_qk, sample)`` only,
+    so every cell of the sweep with this ``d_qk`` and width shares them (paired cells)."""
+    rngs = [np.random.default_rng(np.random.SeedSequence([cfg["seed"], d_qk, s])) for s in range(samples)]
+    raws = [draw_weights(g, cfg["layers"], cfg["heads"], width, d_qk) for g in rngs]
+    return raws, [head_norms(*raw) for raw in raws]
+
+
+def measure_input(x_in: np.ndarray, cfg: Mapping[str, Any], lns: list[int]) -> list:
+    """The sweep cells of one input kind, nested ``[layernorm][d_qk][scale]``: ``beta`` is set from the scale and
+    the input's median residual ``rbar_0`` (module docstring)."""
+    r0 = float(np.median(residual(x_in, cfg["residual_iterations"]).upper))
+    nets = {d_qk: raw_networks(cfg, d_qk, x_in.shape[0], x_in.shape[-1]) for d_qk in cfg["d_qk"]}
+    return [
+        [
+            [
+                _sweep_cell(x_in, *nets[d_qk], scale * np.sqrt(d_qk) / (4 * cfg["heads"] * r0**2), bool(ln), cfg)
+                for scale in cfg["scales"]
+            ]
+            for d_qk in cfg["d_qk"]
+        ]
+        for ln in lns
+    ]
+
+
+def assemble(cells: list, kinds: list[str], lns: list[int], cfg: Mapping[str, Any], samples: int) -> xr.Dataset:
+    """The measured cells as one dataset over :data:`DIMS`; per-layer quantities of layers 1..L get a NaN input
+    layer."""
     data = {}
-    for name in names:
+    for name in cells[0][0][0][0]:
         arr = np.array([[[[c[name] for c in sc] for sc in dq] for dq in ln] for ln in cells])
-        if arr.shape[-1] == cfg["layers"]:  # per-layer quantities of layers 1..L: pad the input layer with NaN
+        if arr.shape[-1] == cfg["layers"]:
             arr = np.concatenate([np.full(arr.shape[:-1] + (1,), np.nan), arr], axis=-1)
-        data[name] = (("input", "layernorm", "d_qk", "scale", "sample", "layer"), arr)
-    ds = xr.Dataset(
-        data,
-        coords={
-            "input": list(kinds),
-            "layernorm": lns,
-            "d_qk": list(cfg["d_qk"]),
-            "scale": list(cfg["scales"]),
-            "sample": np.arange(next(iter(inputs.values())).shape[0]),
-            "layer": layers,
-        },
-    )
-    return analyse(ds, cfg["heads"], cfg["float_floor"], cfg["limit"])
+        data[name] = (DIMS, arr)
+    coords = {
+        "input": kinds,
+        "layernorm": lns,
+        "d_qk": list(cfg["d_qk"]),
+        "scale": list(cfg["scales"]),
+        "sample": np.arange(samples),
+        "layer": np.arange(cfg["layers"] + 1),
+    }
+    return xr.Dataset(data, coords=coords)
+
+
+def run(config_slice: Mapping[str, Any], prose_embeddings: np.ndarray | None = None) -> xr.Dataset:
+    """The theorem check, in the paper's steps: the random-weight sweep (inputs x LayerNorm x d_qk x scale x sample
+    x layer) measured against the bound, then the adversarial search for ``gamma`` and its negative controls
+    (:mod:`san.theory.adversarial`), in one dataset.
+
+    ``prose_embeddings``: ``(sequences, tokens, width)`` float64 (the prose input kind is skipped when None).
+    """
+    cfg = dict(config_slice)  # the schema-validated ``theory`` section, defaults filled in
+    inputs = sweep_inputs(cfg, prose_embeddings)
+    lns = [int(bool(v)) for v in cfg["layernorm"]]
+    cells = [measure_input(x_in, cfg, lns) for x_in in inputs.values()]
+    samples = next(iter(inputs.values())).shape[0]
+    sweep = analyse(assemble(cells, list(inputs), lns, cfg, samples), cfg["heads"], cfg["float_floor"], cfg["limit"])
+    adv = adversarial.run(cfg["adversarial"], cfg["ln_eps"], cfg["residual_iterations"], cfg["float_floor"])
+    return _annotate(xr.merge([sweep, adv], combine_attrs="override"))

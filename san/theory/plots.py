@@ -7,6 +7,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import seaborn as sns
 import xarray as xr
 
@@ -16,7 +17,7 @@ from san.core.plotting import figsize, legend_outside, save
 def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) -> None:
     """Left: measured ``res`` vs the nominal one-layer bound per layer (no LayerNorm, d_qk = max; log scale; pairs
     at the float64 floor excluded). Right: ``log s_l / log s_{l-1}`` against ``s_{l-1}`` (the theorem: >= 3 as
-    ``s -> 0``)."""
+    ``s -> 0``). Bottom: the distributions of ``log10 gamma`` (:func:`plot_gamma`)."""
     valid = ds["verdict"].isin([0, 1, -1])
     df = (
         xr.Dataset({"measured": ds["residual"].where(valid), "bound": ds["bound"].where(valid)})
@@ -24,7 +25,9 @@ def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) ->
         .reset_index()
         .dropna()
     )
-    fig, axes = plt.subplots(1, 2, figsize=figsize(2, aspect=0.8))
+    fig = plt.figure(figsize=figsize(2, 2, aspect=0.8))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1.0, 0.6])
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1]), fig.add_subplot(grid[1, :])]
     ax = axes[0]
     sns.scatterplot(
         data=df,
@@ -64,5 +67,29 @@ def plot_theorem(ds: xr.Dataset, paths: Sequence[str | Path], dpi: int = 150) ->
     axes[1].set_xscale("log")
     axes[1].set_xlabel("s_{l-1} = sqrt(4 H beta / sqrt(d_qk)) r_{l-1}")
     axes[1].set_ylabel("log s_l / log s_{l-1}")
+    plot_gamma(ds, axes[2])
     fig.tight_layout()
     save(fig, paths, dpi=dpi)
+
+
+def gamma_frame(ds: xr.Dataset) -> pd.DataFrame:
+    """``log10 gamma`` per source: the random-weight pairs without LayerNorm above the float floor, the adversarial
+    search's draws, and each negative control's draws (long format: ``source``, ``log10_gamma``)."""
+    valid = ds["verdict"].isin([0, 1, -1]).sel(layernorm=0)
+    parts = {"random weights": ds["log10_gamma_required"].sel(layernorm=0).where(valid).values.ravel()}
+    if "log10_gamma_adversarial" in ds:
+        parts["adversarial"] = ds["log10_gamma_adversarial"].values
+        for c in ds["control"].values:
+            parts[f"control: {c}"] = ds["log10_gamma_control"].sel(control=c).values
+    frames = [pd.DataFrame({"source": k, "log10_gamma": v[np.isfinite(v)]}) for k, v in parts.items()]
+    return pd.concat(frames, ignore_index=True)
+
+
+def plot_gamma(ds: xr.Dataset, ax: plt.Axes) -> None:
+    """Strip plot of the ``log10 gamma`` the data need, per source, with the nominal ``gamma = 1`` (dashed): the
+    theorem's sources should stay left of it, the negative controls cross it."""
+    df = gamma_frame(ds)
+    sns.stripplot(data=df, x="log10_gamma", y="source", hue="source", ax=ax, size=2.5, alpha=0.6, legend=False)
+    ax.axvline(0.0, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("log10 gamma needed")
+    ax.set_ylabel("")

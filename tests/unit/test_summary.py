@@ -5,16 +5,16 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from san.report.claims import (
-    circle_claims,
-    path_effectiveness_claims,
-    path_product_claims,
-    rank_collapse_claims,
-    render_captions,
-)
+from san.circle.claims import circle_claims
+from san.paths.claims import path_effectiveness_claims
+from san.rank_collapse.claims import path_product_claims, rank_collapse_claims
+from san.report.captions import render_captions
 from san.report.runtimes import runtimes_table
 
-THRESHOLDS = {"layer": 2, "threshold": 1e-3, "floor": 0.05}  # the config's report.rank_collapse defaults
+from helpers import default_config
+
+REPORT = default_config()["report"]  # the config's thresholds
+THRESHOLDS = REPORT["rank_collapse"]
 
 
 def _rank_collapse(pure_l2: float, skip_last: float) -> xr.Dataset:
@@ -42,9 +42,9 @@ def test_path_product_claims():
     ds = xr.Dataset(
         {"rank1_residual": (("weights", "depth", "path"), rank1)}, coords={"weights": ["init"], "depth": [1, 2, 3]}
     )
-    c = path_product_claims({"m": ds})
+    c = path_product_claims({"m": ds}, **REPORT["path_products"])
     assert c["longer_paths_closer_to_rank1"] and c["per_model"]["m"]["init"]["longest"] == 1e-6
-    c = path_product_claims({"m": ds.isel(depth=[2, 1, 0]).assign_coords(depth=[1, 2, 3])})
+    c = path_product_claims({"m": ds.isel(depth=[2, 1, 0]).assign_coords(depth=[1, 2, 3])}, **REPORT["path_products"])
     assert not c["longer_paths_closer_to_rank1"]
 
 
@@ -57,7 +57,7 @@ def test_circle_claims_counts_collapsed_runs():
             "n_collapsed": [5, 3, 0, 1],
         }
     )
-    c = circle_claims(table)
+    c = circle_claims(table, **REPORT["circle"])
     assert (c["pure_collapsed"], c["pure_runs"], c["skip_collapsed"], c["skip_runs"]) == (8, 10, 1, 10)
     assert c["pure_collapses_more"] and "SAN: 8/10 runs collapsed" in c["caption"]
 
@@ -118,14 +118,16 @@ def _pretrained(san_curve, transformer_last=0.5, depth=None):
 
 
 def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
-    from san.report.claims import pretrained_collapse_claims
+    from san.rank_collapse.claims import pretrained_collapse_claims
 
     results = {
         "fast": _pretrained([0.9, 0.1, 1e-4, 1e-9]),
         "slow": _pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]),
         "init-only": _pretrained([0.9, 0.1]).sel(weights=["init"]),
     }
-    out = pretrained_collapse_claims(results, threshold=1e-3, families={"fast": "bert", "slow": "llama"})
+    out = pretrained_collapse_claims(
+        results, threshold=1e-3, max_layer_fraction=1.0, families={"fast": "bert", "slow": "llama"}
+    )
     assert set(out["per_model"]) == {"fast", "slow"}, "models without pretrained weights are left out"
     assert out["per_model"]["fast"]["residual_ratio"]["san_first_below"] == 2
     assert out["per_model"]["slow"]["residual_ratio"]["san_first_below"] == 5
@@ -133,6 +135,6 @@ def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
     assert out["pure_collapses_in_every_model"] and out["within_layers"] == 5
     assert out["per_model"]["slow"]["causal"] and not out["per_model"]["fast"]["causal"]
     assert "SAN below at layer 5 of 5" in out["caption_rows"]["slow"]
-    never = pretrained_collapse_claims({"flat": _pretrained([0.9, 0.5, 0.4])}, threshold=1e-3)
+    never = pretrained_collapse_claims({"flat": _pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0)
     assert not never["pure_collapses_in_every_model"] and never["within_layers"] is None
     assert "never" in never["caption_rows"]["flat"]

@@ -8,6 +8,10 @@ from san.theory import bound as B
 from san.theory.experiment import san_layer
 from san.theory.residual import residual
 
+from helpers import default_config
+
+THRESHOLDS = default_config()["report"]["theorem"]  # the config's report.theorem thresholds
+
 
 def test_bound_one_layer_by_hand():
     # W_Q W_K^T = [[1, 2], [0, -1]]: ||.||_1 = max column abs sum = 3; W_V W_O = [[2, 0], [1, 1]]:
@@ -121,14 +125,14 @@ def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     from san.theory.claims import theorem_claims
 
     ds = _tiny_sweep()
-    assert theorem_claims(ds)["certified_holds_no_ln"] is True
+    assert theorem_claims(ds, THRESHOLDS)["certified_holds_no_ln"] is True
     broken = ds.copy(deep=True)
     target = {"input": "gaussian", "layernorm": 0, "sample": 0, "layer": 1}
     cert = float(broken["log10_bound_certified"].sel(target).isel(d_qk=0, scale=0))
     lower = broken["residual_lower"].loc[target]
     lower[0, 0] = 10 ** (cert + 1)  # residual ten times its certified bound at layer 1
     broken["residual_lower"].loc[target] = lower
-    out = theorem_claims(broken)
+    out = theorem_claims(broken, THRESHOLDS)
     assert out["certified_holds_no_ln"] is False
     assert out["certified_margin_min_no_ln"] < 0
 
@@ -139,6 +143,6 @@ def test_certified_claim_fails_when_a_bound_is_missing():
     ds = _tiny_sweep()
     broken = ds.copy(deep=True)
     broken["log10_bound_certified"].loc[{"layer": 1}] = np.nan
-    out = theorem_claims(broken)
+    out = theorem_claims(broken, THRESHOLDS)
     assert out["certified_missing_no_ln"] > 0
     assert out["certified_holds_no_ln"] is False

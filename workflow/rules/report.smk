@@ -19,7 +19,9 @@ rule summary:
         templates=REPORT_TEMPLATES,
         lib=lib(
             "rank_collapse/spec",
-            "report/claims",
+            "rank_collapse/claims",
+            "circle/claims",
+            "report/captions",
             "paths/claims",
             "theory/spec",
             "theory/bound",

@@ -13,6 +13,7 @@ rule theorem_sweep:
             "theory/spec",
             "theory/residual",
             "theory/bound",
+            "theory/adversarial",
             "theory/experiment",
             "theory/inputs",
         ),

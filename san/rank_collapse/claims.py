@@ -1,18 +1,15 @@
-"""The paper's claims checked against this run's results, for the report's captions and ``summary.json``.
+"""Fig. 2 and appendix claims of the rank-collapse experiment checked against this run's results (torch-free).
 
 Each function reads result datasets (never recomputes them) and returns plain numbers plus a yes/no verdict, so a
-caption can state, e.g., "pure attention: residual < 1e-3 by layer 2 for all models: yes, max 2e-07".
+caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2e-07".
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import jinja2
 import numpy as np
-import pandas as pd
 import xarray as xr
 
 from san.rank_collapse.spec import CAUSAL, METRICS, PURE_ATTENTION, WITH_SKIP
@@ -27,7 +24,8 @@ def rank_collapse_claims(
 ) -> dict[str, Any]:
     """Fig. 2 claims: at init, SAN and SAN+MLP fall below ``threshold`` by ``layer``; skip variants stay > ``floor``.
 
-    Pretrained weights are reported separately (the paper shows slower, but still fast, collapse there). The models
+    Pretrained weights are reported separately (:func:`pretrained_slower_claims`: the paper shows slower, but still
+    fast, collapse there). The models
     named in ``causal`` (decoders with causal masks, outside the paper's bidirectional setting: a causal SAN keeps
     its first token's direction and collapses only exponentially) get their rows but stay out of the verdicts.
     """
@@ -80,13 +78,18 @@ def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
 
 
 def pretrained_collapse_claims(
-    results: Mapping[str, xr.Dataset], *, threshold: float, families: Mapping[str, str] | None = None
+    results: Mapping[str, xr.Dataset],
+    *,
+    threshold: float,
+    max_layer_fraction: float,
+    families: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Today's architectures: in every model with pretrained weights, does pure attention (the SAN variant, mean
     over sequences) fall below ``threshold``, and within how many layers (of how many), by each measure of
     :data:`METRICS`; and does the full transformer stay above it at the last layer. The claim "pure attention
     collapses below the threshold within N layers in every pretrained model" holds with N the largest of the
-    per-model first layers (by the paper's measure)."""
+    per-model first layers (by the paper's measure) and, to count as fast, every model's first layer at most
+    ``max_layer_fraction`` of its depth."""
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
         if "pretrained" not in set(map(str, ds["weights"].values)):
@@ -108,7 +111,10 @@ def pretrained_collapse_claims(
             entry["causal"] = families.get(name) in CAUSAL
         per_model[name] = entry
     firsts = [e["residual_ratio"]["san_first_below"] for e in per_model.values() if "residual_ratio" in e]
-    collapses = bool(firsts) and all(f is not None for f in firsts)
+    depths = [e["depth"] for e in per_model.values() if "residual_ratio" in e]
+    collapses = bool(firsts) and all(
+        f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)
+    )
     rows = {
         name: "; ".join(
             f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
@@ -122,6 +128,7 @@ def pretrained_collapse_claims(
     }
     return {
         "threshold": threshold,
+        "max_layer_fraction": max_layer_fraction,
         "pure_collapses_in_every_model": collapses,
         "within_layers": max(firsts) if collapses else None,
         "per_model": per_model,
@@ -129,8 +136,9 @@ def pretrained_collapse_claims(
     }
 
 
-def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
-    """Appendix claim: products along longer paths are closer to rank 1 (median residual, shortest vs longest)."""
+def path_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: float) -> dict[str, Any]:
+    """Appendix claim: products along longer paths are closer to rank 1: for every model and weights, the median
+    residual of the longest paths is at most ``max_ratio`` times that of the shortest."""
     per_model = {}
     for name, ds in results.items():
         med = ds["rank1_residual"].median("path")
@@ -142,7 +150,7 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
             }
             for w in ds["weights"].values
         }
-    shrinks = [v["longest"] < v["shortest"] for e in per_model.values() for v in e.values()]
+    shrinks = [v["longest"] <= max_ratio * v["shortest"] for e in per_model.values() for v in e.values()]
     rows = {
         name: "; ".join(
             f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items()
@@ -150,105 +158,33 @@ def path_product_claims(results: Mapping[str, xr.Dataset]) -> dict[str, Any]:
         for name, e in per_model.items()
     }
     return {
+        "max_ratio": max_ratio,
         "longer_paths_closer_to_rank1": bool(shrinks) and all(shrinks),
         "per_model": per_model,
         "caption_rows": {name: row + "." for name, row in rows.items()},
     }
 
 
-def yes_no(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
-    """Fill ``[[ ... ]]`` placeholders of every ``*.rst`` template with this run's numbers.
-
-    Snakemake renders the result a second time at report time (its ``{{ ... }}`` syntax), so templates may keep
-    per-figure expressions such as ``{{ snakemake.wildcards.model }}``.
-    """
-    env = jinja2.Environment(
-        variable_start_string="[[",
-        variable_end_string="]]",
-        block_start_string="[%",
-        block_end_string="%]",
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["e"] = lambda x: f"{x:.1e}"
-    env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
-    env.globals["yes_no"] = yes_no
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for path in sorted(Path(templates).glob("*.rst")):
-        target = out_dir / path.name
-        target.write_text(env.from_string(path.read_text()).render(**context))
-        written.append(target)
-    return written
-
-
-def circle_claims(table: pd.DataFrame) -> dict[str, Any]:
-    """Fig. 3 claim: pure attention collapses the two sequences; skip connections counteract it.
-
-    ``table`` is the collapse table of the circle experiment (one row per variant and hidden dimension with the
-    number of seeds and of collapsed seeds).
-    """
-    by_variant = table.groupby("variant")[["n_collapsed", "n_seeds"]].sum()
-    counts = {v: (int(r.n_collapsed), int(r.n_seeds)) for v, r in by_variant.iterrows()}
-    pure = [counts[v] for v in PURE_ATTENTION if v in counts]
-    skip = [counts[v] for v in WITH_SKIP if v in counts]
-    pure_c, pure_n = sum(c for c, _ in pure), sum(n for _, n in pure)
-    skip_c, skip_n = sum(c for c, _ in skip), sum(n for _, n in skip)
+def pretrained_slower_claims(
+    results: Mapping[str, xr.Dataset], *, layer: int, min_factor: float, causal: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The paper's "slower, but still fast" collapse of pretrained weights: in every (non-causal) model with both
+    weights, the SAN variant's mean ratio at ``layer`` is at least ``min_factor`` times larger pretrained than at
+    initialisation (a decrease, or a smaller increase, fails)."""
+    per_model: dict[str, Any] = {}
+    for name, ds in results.items():
+        weights = set(map(str, ds["weights"].values))
+        if name in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
+            continue
+        m = ds["residual_ratio"].mean("sample").sel(variant="SAN")
+        at = min(layer, int(m["layer"].max()))
+        init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
+        per_model[name] = {"init": init, "pretrained": pre, "factor": pre / init if init > 0 else float("inf")}
+    factors = [e["factor"] for e in per_model.values()]
     return {
-        "per_variant": {v: {"collapsed": c, "runs": n} for v, (c, n) in counts.items()},
-        "pure_collapsed": pure_c,
-        "pure_runs": pure_n,
-        "skip_collapsed": skip_c,
-        "skip_runs": skip_n,
-        "pure_collapses_more": pure_n > 0 and skip_n > 0 and pure_c / pure_n > skip_c / skip_n,
-        "caption": "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items()),
-    }
-
-
-def path_effectiveness_claims(results: Mapping[str, xr.Dataset], *, short: int, most: float) -> dict[str, Any]:
-    """Fig. 4 claim: short paths carry most of the model's accuracy, long paths little.
-
-    Per task: full-model and chance accuracy, mean accuracy by path length for the largest ``n_paths``, the best
-    accuracy reached by paths of length <= ``short`` and by the longest paths; "most" means a share above ``most``
-    of the full model's gain over chance.
-    """
-    per_task: dict[str, Any] = {}
-    for task, ds in results.items():
-        acc = ds["accuracy"].mean("repeat")
-        n = int(ds["n_paths"].max())
-        by_len = acc.sel(n_paths=n)
-        lengths = by_len["path_length"].values
-        short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
-        per_task[task] = {
-            "full": _f(ds["full_model_accuracy"]),
-            "chance": _f(ds["chance_accuracy"]),
-            "n_paths": n,
-            "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
-            "short_best": short_best,
-            "longest": _f(by_len.isel(path_length=-1)),
-        }
-        t = per_task[task]
-        # the paper's "short paths reach most of the accuracy": the share of the full model's gain over chance
-        gain = t["full"] - t["chance"]
-        t["short_share_of_gain"] = (short_best - t["chance"]) / gain if gain > 0 else float("nan")
-    holds = [t["short_best"] > t["longest"] for t in per_task.values()]
-    learned = [t["full"] > t["chance"] for t in per_task.values()]
-    caption = "; ".join(
-        f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
-        f"{t['n_paths']} paths) {t['short_best']:.3f} ({100 * t['short_share_of_gain']:.0f}% of the full model's gain "
-        f"over chance), longest paths {t['longest']:.3f}"
-        for task, t in per_task.items()
-    )
-    return {
-        "short": short,
-        "short_beats_long": bool(holds) and all(holds),
-        "short_reach_most": bool(per_task) and all(t["short_share_of_gain"] > most for t in per_task.values()),
-        "most": most,
-        "models_learn": bool(learned) and all(learned),
-        "per_task": per_task,
-        "caption": caption,
+        "layer": layer,
+        "min_factor": min_factor,
+        "slower_in_every_model": bool(factors) and all(f >= min_factor for f in factors),
+        "smallest_factor": min(factors) if factors else float("nan"),
+        "per_model": per_model,
     }

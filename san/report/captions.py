@@ -1,0 +1,41 @@
+"""The report's captions: ``workflow/report/*.rst`` templates filled with the claims of this run (every wing's
+``claims`` module), for ``snakemake --report``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+
+def yes_no(flag: bool | None) -> str:
+    """A verdict as the captions print it; None (the results lack what the claim needs) is not a "no"."""
+    return "not tested" if flag is None else "yes" if flag else "no"
+
+
+def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
+    """Fill ``[[ ... ]]`` placeholders of every ``*.rst`` template with this run's numbers.
+
+    Snakemake renders the result a second time at report time (its ``{{ ... }}`` syntax), so templates may keep
+    per-figure expressions such as ``{{ snakemake.wildcards.model }}``.
+    """
+    env = jinja2.Environment(
+        variable_start_string="[[",
+        variable_end_string="]]",
+        block_start_string="[%",
+        block_end_string="%]",
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    env.filters["e"] = lambda x: f"{x:.1e}"
+    env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
+    env.globals["yes_no"] = yes_no
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(Path(templates).glob("*.rst")):
+        target = out_dir / path.name
+        target.write_text(env.from_string(path.read_text()).render(**context))
+        written.append(target)
+    return written
