@@ -12,16 +12,17 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hub_server import Repo
 
 from san.core.text import pydoc_documents
 from san.rank_collapse.folders import bundled_model_dir
 from san.rank_collapse.models import materialise
 
+from hub_server import Repo
+
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 TOKENIZER = "tiny-org/wordpiece-tokenizer"
 GATED = "gated-org/bert-tiny"
-WIKI_BIO = "wiki_bio"
+WIKI_BIO = "michaelauli/wiki_bio"
 GLUE = "nyu-mll/glue"
 PARQUET_BRANCH = "refs/convert/parquet"
 #: config/paper.yaml's hub models, each served as a tiny model of its family: (repo_id, family, architecture)

@@ -7,11 +7,12 @@ import json
 
 import pytest
 import yaml
-from hub_repos import GATED, MINILM, TOKENIZER
 from huggingface_hub import constants
 
 from san.rank_collapse import hub as hub_source
 from san.rank_collapse.models import AcquisitionError, load_model, materialise, sha256_file, verify_folder
+
+from hub_repos import GATED, MINILM, TOKENIZER
 
 BERT = "google-bert/bert-base-cased"
 GPT2 = "openai-community/gpt2"
