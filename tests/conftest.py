@@ -70,3 +70,4 @@ def hub(hub_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for repo in hub_server.repos.values():
         repo.tampered.clear()
         repo.reset_once.clear()
+        repo.cut_once.clear()

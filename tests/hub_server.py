@@ -14,7 +14,8 @@ Served (as the hub does it):
   and, for a gated repository, ``GatedRepo`` (401) on the file requests (its info and listings stay public).
 
 Test levers: :attr:`Repo.tampered` serves other bytes for a file while announcing the genuine file's hashes, and
-:attr:`Repo.reset_once` cuts the connection half-way through a file's next download. Every request is logged in
+:attr:`Repo.reset_once` / :attr:`Repo.cut_once` reset / close the connection half-way through a file's next
+download. Every request is logged in
 :attr:`HubServer.requests`.
 """
 
@@ -55,7 +56,8 @@ class Repo:
         branches: branch name -> files (path -> content); each branch is one commit.
         gated: file requests answer 401 ``GatedRepo`` (info and listings stay public).
         tampered: path -> bytes served instead of the committed content (announced hashes stay the genuine ones).
-        reset_once: paths whose next download is cut half-way (the connection is reset).
+        reset_once: paths whose next download is reset (TCP RST) half-way.
+        cut_once: paths whose next download ends half-way (the connection closed before the announced length).
     """
 
     repo_id: str
@@ -64,6 +66,7 @@ class Repo:
     gated: bool = False
     tampered: dict[str, bytes] = field(default_factory=dict)
     reset_once: set[str] = field(default_factory=set)
+    cut_once: set[str] = field(default_factory=set)
 
     @classmethod
     def from_folders(cls, repo_id: str, kind: str = "model", **branches: dict[str, Path | bytes]) -> Repo:
@@ -361,13 +364,14 @@ class Handler(BaseHTTPRequestHandler):
         headers = {"ETag": f'"{sha}"', "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         if rng:
             headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
-        if self.command == "GET" and path in repo.reset_once:
-            repo.reset_once.discard(path)
-            return self.reset_after(status, headers, body, len(body) // 2)
+        for lever in (repo.reset_once, repo.cut_once):
+            if self.command == "GET" and path in lever:
+                lever.discard(path)
+                return self.cut_after(status, headers, body, len(body) // 2, reset=lever is repo.reset_once)
         self.send(status, body, headers)
 
-    def reset_after(self, status: int, headers: dict[str, str], body: bytes, cut: int) -> None:
-        """Announce ``body`` in full, send its first ``cut`` bytes, then reset the connection (RST)."""
+    def cut_after(self, status: int, headers: dict[str, str], body: bytes, cut: int, reset: bool) -> None:
+        """Announce ``body`` in full, send its first ``cut`` bytes, then reset (``reset``) or close the connection."""
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -375,9 +379,13 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body[:cut])
         self.wfile.flush()
-        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if reset:  # RST: the connection fails at once (unread data is dropped)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        else:  # FIN: the client reads what was sent, then finds the body incomplete
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.recv(1)  # wait for the client to drop the connection
         self.close_connection = True
-        self.connection.close()
 
 
 def model_url(endpoint: str, repo_id: str, revision: str, path: str) -> str:

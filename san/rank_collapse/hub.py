@@ -59,7 +59,8 @@ def _message(exc: BaseException, repo_id: str, revision: str, key: str) -> str:
     config path of the source's settings, e.g. ``models.bert.pretrained.tokenizer_``)."""
     from huggingface_hub import constants, errors
 
-    where = f"{repo_id!r} (revision {revision!r}) from the Hugging Face hub at {constants.ENDPOINT}"
+    entry = key.removesuffix("tokenizer_").rstrip(".")
+    where = f"{repo_id!r} (revision {revision!r}) for {entry} from the Hugging Face hub at {constants.ENDPOINT}"
     got = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     if isinstance(exc, errors.GatedRepoError):
         return (

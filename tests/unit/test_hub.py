@@ -90,7 +90,9 @@ def test_offline_uses_the_cache_and_fails_clearly_without_one(tmp_path, hub, mon
     assert offline["commit"] == online["commit"] and offline["sha256"] == online["sha256"]
     assert hub.requests == []
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty_cache"))
-    with pytest.raises(AcquisitionError, match=f"'{BERT}'.*HF_HUB_OFFLINE is set.*offline default"):
+    with pytest.raises(
+        AcquisitionError, match=f"'{BERT}'.*for models.c.pretrained.*HF_HUB_OFFLINE is set.*offline default"
+    ):
         acquire(tmp_path, BERT, name="c")
     assert left_in(tmp_path, "c") == []
 
@@ -117,17 +119,29 @@ def test_an_unreachable_hub_says_so_and_names_the_offline_default(tmp_path, hub,
     assert left_in(tmp_path) == []
 
 
-def test_a_connection_reset_in_the_weights_then_a_rerun_completes(tmp_path, hub):
+def test_a_connection_reset_in_the_weights_fails_the_job_and_a_rerun_completes(tmp_path, hub):
+    """huggingface_hub does not retry a reset (a read error): the job fails with what to do, nothing is left in
+    the model's folder, and running it again completes."""
     repo = hub.repos[("model", BERT)]
     repo.reset_once.add("model.safetensors")
     with pytest.raises(AcquisitionError, match="unreachable or the download was interrupted.*rerunning resumes"):
         acquire(tmp_path, BERT)
     assert left_in(tmp_path) == [] and not repo.reset_once
+    weights = repo.branches["main"]["model.safetensors"]
     manifest = verify_folder(acquire(tmp_path, BERT))
-    assert (
-        manifest["sha256"]["model.safetensors"]
-        == hashlib.sha256(repo.branches["main"]["model.safetensors"]).hexdigest()
-    )
+    assert manifest["sha256"]["model.safetensors"] == hashlib.sha256(weights).hexdigest()
+
+
+def test_a_connection_closed_half_way_is_retried_by_the_client(tmp_path, hub):
+    """A body cut short (the connection closed before its announced length) is downloaded again by huggingface_hub
+    itself, within the same job."""
+    repo = hub.repos[("model", BERT)]
+    repo.cut_once.add("model.safetensors")
+    weights = repo.branches["main"]["model.safetensors"]
+    manifest = verify_folder(acquire(tmp_path, BERT))
+    assert manifest["sha256"]["model.safetensors"] == hashlib.sha256(weights).hexdigest()
+    lfs = f"/lfs/{hashlib.sha256(weights).hexdigest()}"
+    assert [p for m, p in hub.requests if m == "GET" and p == lfs] == [lfs, lfs] and not repo.cut_once
 
 
 def test_the_tokenizer_repository_is_pinned_by_revision_commit_and_sha256(tmp_path, hub, monkeypatch):
