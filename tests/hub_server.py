@@ -277,10 +277,11 @@ class Handler(BaseHTTPRequestHandler):
         siblings = []
         for path, data in sorted(files.items()):
             sib = {"rfilename": path}
-            if blobs:
+            if blobs:  # as the hub answers ?blobs=true: size, git blob id and the LFS file's sha256
                 e = entry(path, data)
-                sib.update(size=e["size"], blobId=e["oid"], **({"lfs": {**e["lfs"], "sha256": e["lfs"]["oid"]}}
-                                                            if "lfs" in e else {}))  # fmt: skip
+                sib.update(size=e["size"], blobId=e["oid"])
+                if "lfs" in e:
+                    sib["lfs"] = {"sha256": e["lfs"]["oid"], "size": e["size"], "pointerSize": e["lfs"]["pointerSize"]}
             siblings.append(sib)
         return {
             "_id": hashlib.sha1(repo.repo_id.encode()).hexdigest()[:24],

@@ -87,8 +87,8 @@ def _message(exc: BaseException, repo_id: str, revision: str, key: str) -> str:
     if isinstance(exc, errors.HfHubHTTPError) and exc.response is not None and exc.response.status_code < 500:
         return f"cannot download {where}: the hub answered {got}. Check {key}repo_id, {key}revision and the token."
     return (
-        f"cannot download {where}: {got}. The hub is unreachable or the download was interrupted; rerunning resumes "
-        f"from the files already in the huggingface_hub cache ({constants.HF_HUB_CACHE}). Without the hub, run "
+        f"cannot download {where}: {got}. The hub is unreachable or the download was interrupted; rerunning "
+        f"fetches only the files not yet in the huggingface_hub cache ({constants.HF_HUB_CACHE}). Without the hub, run "
         f"{OFFLINE_DEFAULT}."
     )
 
