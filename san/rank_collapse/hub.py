@@ -17,6 +17,7 @@ repository, a pinned commit that differs, no network or ``HF_HUB_OFFLINE=1`` wit
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import re
@@ -115,16 +116,18 @@ def snapshot(repo_id: str, revision: str, commit: str | None, patterns: list[str
     import huggingface_hub
     from huggingface_hub import constants
 
+    expected = commit
     with hub_errors(repo_id, revision, key):
         if not constants.HF_HUB_OFFLINE:
             resolved = huggingface_hub.HfApi().model_info(repo_id, revision=revision).sha
             _check_commit(repo_id, revision, resolved, commit, key)
+            expected = resolved  # the download resolves the revision again: it must not have moved meanwhile
         folder = Path(
             huggingface_hub.snapshot_download(
                 repo_id, revision=revision, allow_patterns=patterns, ignore_patterns=SUBFOLDERS
             )
         )
-    _check_commit(repo_id, revision, folder.name, commit, key)  # offline: the cached ref's commit
+    _check_commit(repo_id, revision, folder.name, expected, key)  # offline: the cached ref's commit
     return folder.name, folder
 
 
@@ -148,12 +151,14 @@ def announced_hash(path: Path) -> str:
     return blob.name
 
 
-def copy_verified(folder: Path, out: Path, where: str) -> list[str]:
-    """Copy every top-level file of the snapshot ``folder`` into ``out`` after checking it against the hash the hub
-    announced for it (sha256 for an LFS file, the git blob id otherwise); a file that differs is removed from the
-    cache and refused. The copied names."""
+def copy_verified(folder: Path, out: Path, patterns: list[str], where: str) -> list[str]:
+    """Copy the top-level files of the snapshot ``folder`` that match ``patterns`` (the cache may hold others that
+    another download fetched) into ``out`` after checking each against the hash the hub announced for it (sha256
+    for an LFS file, the git blob id otherwise); a file that differs is removed from the cache and refused. The
+    copied names."""
     names = []
-    for src in sorted(p for p in folder.iterdir() if p.is_file()):
+    wanted = (p for p in folder.iterdir() if p.is_file() and any(fnmatch.fnmatch(p.name, pat) for pat in patterns))
+    for src in sorted(wanted):
         want = announced_hash(src)
         got = sha256_file(src) if len(want) == 64 else git_blob_id(src)
         if got != want:
@@ -177,13 +182,13 @@ def fetch(source: dict[str, Any], key: str, out: Path) -> dict[str, Any]:
     if not (folder / "model.safetensors").is_file():
         raise AcquisitionError(f"hub {repo_id}@{commit} has no model.safetensors (only safetensors are loaded)")
     record = {"repo_id": repo_id, "revision": revision, "commit": commit}
-    record["files"] = copy_verified(folder, out, f"hub {repo_id}@{commit}")
+    record["files"] = copy_verified(folder, out, HUB_PATTERNS, f"hub {repo_id}@{commit}")
     tok_repo = source.get("tokenizer_repo_id")
     if tok_repo:
         tok_rev = source.get("tokenizer_revision", "main")
         tok_pin = source.get("tokenizer_commit")
         tok_commit, tok_folder = snapshot(tok_repo, tok_rev, tok_pin, TOKENIZER_PATTERNS, f"{key}.tokenizer_")
-        files = copy_verified(tok_folder, out, f"hub {tok_repo}@{tok_commit}")
+        files = copy_verified(tok_folder, out, TOKENIZER_PATTERNS, f"hub {tok_repo}@{tok_commit}")
         record.update(tokenizer_repo_id=tok_repo, tokenizer_revision=tok_rev, tokenizer_commit=tok_commit)
         record["tokenizer_files"] = files
     return record

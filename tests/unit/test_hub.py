@@ -51,6 +51,16 @@ def test_branch_resolves_to_a_commit_recorded_with_every_file_hashed(tmp_path, h
     load_model(out, "bert")
 
 
+def test_only_the_model_files_of_a_shared_cache_snapshot_are_copied(tmp_path, hub):
+    import huggingface_hub
+
+    huggingface_hub.hf_hub_download(MINILM, "pytorch_model.bin")  # another tool's download into the same cache
+    huggingface_hub.hf_hub_download(MINILM, "README.md")
+    manifest = verify_folder(acquire(tmp_path, MINILM))
+    assert "model.safetensors" in manifest["sha256"]
+    assert "pytorch_model.bin" not in manifest["sha256"] and "README.md" not in manifest["sha256"]
+
+
 def test_a_pinned_commit_that_differs_is_refused_before_download(tmp_path, hub):
     with pytest.raises(AcquisitionError, match=r"resolves to commit [0-9a-f]{40}, but models.m.pretrained.commit"):
         acquire(tmp_path, BERT, commit="f" * 40)
