@@ -28,3 +28,46 @@ def workflow_copy(tmp_path: Path) -> Path:
 def default_config() -> dict:
     """The parsed config.yaml."""
     return _default_config()
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory):
+    """A local hub (tests/hub_server.py) serving the repositories of tests/hub_repos.py, for the whole session."""
+    from hub_repos import all_repos
+    from hub_server import HubServer
+
+    server = HubServer(all_repos(tmp_path_factory.mktemp("hub_repos"))).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def hub(hub_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The local hub for one test: the real clients pointed at it (``HF_ENDPOINT``, for the processes a test
+    starts, and huggingface_hub's constants, which it reads at import, for this one) with a fresh ``HF_HOME``;
+    the levers a test pulls (tampered files, connection resets) are released afterwards."""
+    from huggingface_hub import constants
+
+    home = tmp_path / "hf_home"
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.endpoint)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE", "HF_DATASETS_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    settings = {
+        "ENDPOINT": hub_server.endpoint,
+        "HUGGINGFACE_CO_URL_TEMPLATE": hub_server.endpoint + "/{repo_id}/resolve/{revision}/{filename}",
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_TOKEN_PATH": str(home / "token"),
+        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
+        "HF_HUB_OFFLINE": False,
+    }
+    for name, value in settings.items():
+        monkeypatch.setattr(constants, name, value)
+    hub_server.requests.clear()
+    yield hub_server
+    for repo in hub_server.repos.values():
+        repo.tampered.clear()
+        repo.reset_once.clear()
+        repo.cut_once.clear()

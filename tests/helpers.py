@@ -67,9 +67,12 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200) -> subprocess.CompletedProcess:
-    """Run ``python -m snakemake`` in ``workdir`` with this interpreter; the library is imported from the copy."""
-    env = dict(os.environ, PYTHONPATH=str(workdir), OMP_NUM_THREADS="1")
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, timeout: int = 1200, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """Run ``python -m snakemake`` in ``workdir`` with this interpreter; the library is imported from the copy
+    (``env``: variables set for it on top of this process's)."""
+    env = dict(os.environ, **(env or {}), PYTHONPATH=str(workdir), OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,

@@ -60,7 +60,11 @@ def pydoc_documents() -> list[list[str]]:
 
 
 def wiki_bio_documents(dataset: str, split: str, revision: str) -> list[list[str]]:
-    """The wiki_bio biographies (``target_text``) as one-paragraph documents; needs network and ``datasets``."""
+    """The wiki_bio biographies (``target_text``) as one-paragraph documents; needs network and ``datasets``.
+
+    wiki_bio ships a loading script, which ``datasets`` 4 and later refuse to run; the hub's Parquet conversion of
+    it lives on the revision ``refs/convert/parquet``, which loads as plain Parquet.
+    """
     try:
         import datasets
     except ImportError as exc:  # pragma: no cover - depends on the optional extra
@@ -68,11 +72,19 @@ def wiki_bio_documents(dataset: str, split: str, revision: str) -> list[list[str
     try:
         ds = datasets.load_dataset(dataset, split=split, revision=revision)
     except Exception as exc:  # noqa: BLE001 - any hub failure gets the same actionable message
-        raise RuntimeError(
-            f"could not load dataset {dataset!r} (split {split!r}, revision {revision!r}) from the hub: {exc}. "
-            "Offline, use the default `text: {source: pydoc}`."
-        ) from exc
+        raise RuntimeError(dataset_error("text.wiki_bio", dataset, split, revision, exc)) from exc
     return [[t.strip()] for t in ds["target_text"] if t.strip()]
+
+
+def dataset_error(key: str, dataset: str, split: str, revision: str, exc: BaseException) -> str:
+    """What went wrong loading a hub dataset through ``datasets`` and what to fix (``key``: its config entry)."""
+    msg = f"could not load dataset {dataset!r} (split {split!r}, revision {revision!r}) from the hub: {exc}. "
+    if "scripts are no longer supported" in str(exc):
+        return msg + (
+            f"The revision holds a loading script, which current `datasets` refuse to run: set {key}.revision to "
+            "the hub's Parquet conversion, refs/convert/parquet."
+        )
+    return msg + f"Check {key} (dataset, split, revision); offline, use the default pydoc source."
 
 
 def passages(documents: Iterable[list[str]], count_tokens, min_tokens: int) -> list[str]:

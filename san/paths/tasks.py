@@ -162,14 +162,18 @@ def memorization_text(source: str, n_sequences: int, seq_len: int, seed: int, rt
             ) from exc
         try:
             ds = datasets.load_dataset(rte["dataset"], rte["config"], split=rte["split"], revision=rte["revision"])
-        except Exception as exc:  # pragma: no cover - network
+        except Exception as exc:  # noqa: BLE001 - any hub failure gets the same actionable message
+            from san.core.text import dataset_error
+
+            where = f"{rte['dataset']}/{rte['config']}"
             raise RuntimeError(
-                f"could not load {rte['dataset']}/{rte['config']} from the hub ({exc}); offline, use source: pydoc"
+                dataset_error("paths.memorization.data.rte", where, rte["split"], rte["revision"], exc)
             ) from exc
         if len(ds) < n_sequences:
             raise ValueError(f"RTE split {rte['split']!r} has {len(ds)} pairs, fewer than {n_sequences}")
         ds = ds.select(range(n_sequences))
-        enc = tokenizer(ds["sentence1"], ds["sentence2"], truncation=True, max_length=seq_len, padding="max_length")
+        pairs = (list(ds["sentence1"]), list(ds["sentence2"]))  # datasets >= 4 gives columns, not lists
+        enc = tokenizer(*pairs, truncation=True, max_length=seq_len, padding="max_length")
         return np.asarray(enc["input_ids"], dtype=np.int64), np.asarray(enc["attention_mask"], dtype=bool)
     raise ValueError(f"unknown memorization source {source!r}; expected pydoc or rte")
 

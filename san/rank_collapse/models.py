@@ -63,8 +63,6 @@ from san.rank_collapse.folders import (  # noqa: F401 - the folder API, re-expor
 )
 from san.rank_collapse.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
 
-HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
-
 
 def _copy_verified(src: Path, dest: Path, names: list[str], pins: dict[str, str], where: str) -> None:
     """Copy the files ``names`` from ``src`` to ``dest`` after checking each against its pin (all required)."""
@@ -156,52 +154,19 @@ def materialise_package(
     return _write_manifest(out, {"source": "package", "family": family, "package": package, "package_version": version})
 
 
-def materialise_hub(
-    repo_id: str,
-    revision: str,
-    family: str,
-    out_dir: str | Path,
-    commit: str | None = None,
-    sha256: dict[str, str] | None = None,
-    tokenizer_repo_id: str | None = None,
-) -> dict[str, Any]:
-    """Download a hub snapshot (safetensors, configs, tokenizer) at ``revision``; record commit and sha256.
-
-    Fails at once, with a message saying how to run the offline default, when the hub is unreachable.
-    """
-    import huggingface_hub
+def materialise_hub(source: dict[str, Any], family: str, out_dir: str | Path, key: str) -> dict[str, Any]:
+    """Download a hub snapshot (safetensors, configs, tokenizer) at its revision into ``out_dir``, every file checked
+    against the hash the hub announced and the config's pins (:mod:`san.rank_collapse.hub`); the manifest records the
+    repository, revision, resolved commit and the sha256 of every file. ``key`` is the source's config path, named
+    in errors (a missing repository or revision, a gated one, a moved commit, no network and no cache)."""
+    from san.rank_collapse.hub import fetch
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    offline_hint = (
-        f"cannot download {repo_id!r} (revision {revision!r}) from the Hugging Face hub: {{err}}. The hub is "
-        "unreachable or HF_HUB_OFFLINE is set. Run the offline default instead (`snakemake --cores all` with the "
-        "shipped config.yaml, whose models use `init` and `package` sources), or run where the hub is reachable."
-    )
-    try:
-        info = huggingface_hub.HfApi().model_info(repo_id, revision=revision, files_metadata=False)
-        resolved = info.sha
-        if commit and resolved != commit:
-            raise AcquisitionError(f"hub {repo_id}@{revision} resolves to commit {resolved}, config pins {commit}")
-        huggingface_hub.snapshot_download(repo_id, revision=resolved, local_dir=out, allow_patterns=HUB_PATTERNS)
-        if tokenizer_repo_id:
-            huggingface_hub.snapshot_download(
-                tokenizer_repo_id, local_dir=out, allow_patterns=["tokenizer*", "vocab.txt", "*.model"]
-            )
-    except AcquisitionError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - network, HTTP and offline-mode errors of every client version
-        raise AcquisitionError(offline_hint.format(err=f"{type(exc).__name__}: {exc}")) from exc
-    cache = out / ".cache"
-    if cache.exists():
-        shutil.rmtree(cache)
-    if not (out / "model.safetensors").is_file():
-        raise AcquisitionError(f"hub {repo_id}@{resolved} has no model.safetensors (only safetensors are loaded)")
+    record = fetch(source, key, out)
     hashes = _hash_folder(out)
-    _verify(hashes, sha256, f"hub {repo_id}@{resolved}")
-    return _write_manifest(
-        out, {"source": "hub", "family": family, "repo_id": repo_id, "revision": revision, "commit": resolved}
-    )
+    _verify(hashes, source.get("sha256"), f"hub {record['repo_id']}@{record['commit']}")
+    return _write_manifest(out, {"source": "hub", "family": family, **record})
 
 
 def distribution_file(distribution: str, file: str) -> Path:
@@ -414,15 +379,7 @@ def _materialise(name: str, family: str, weights: str, source: dict[str, Any], o
     elif kind == "local":
         manifest = materialise_local(source["path"], source["sha256"], family, out_dir)
     elif kind == "hub":
-        manifest = materialise_hub(
-            source["repo_id"],
-            source.get("revision", "main"),
-            family,
-            out_dir,
-            commit=source.get("commit"),
-            sha256=source.get("sha256"),
-            tokenizer_repo_id=source.get("tokenizer_repo_id"),
-        )
+        manifest = materialise_hub(source, family, out_dir, f"models.{name}.{weights}")
     else:
         raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
     if source.get("check"):  # the check only reads the folder: its recorded hashes stand

@@ -16,8 +16,11 @@ ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
 
 
 def _pyproject_requirements() -> dict[str, Requirement]:
+    """The project's dependencies and its ``online`` extra (the rules' online sources run in the same envs)."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    reqs = [Requirement(r) for r in data["project"]["dependencies"]]
+    reqs = [
+        Requirement(r) for r in data["project"]["dependencies"] + data["project"]["optional-dependencies"]["online"]
+    ]
     return {canonicalize_name(r.name): r for r in reqs}
 
 

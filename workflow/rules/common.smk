@@ -59,7 +59,13 @@ CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenan
 # Library modules that import others: lib() adds what they import (the model acquisition imports the family
 # registry, which imports every family's ablation).
 LIB_DEPENDS = {
-    "rank_collapse/models": ("rank_collapse/folders", "rank_collapse/families", "rank_collapse/spec"),
+    "rank_collapse/models": (
+        "rank_collapse/folders",
+        "rank_collapse/families",
+        "rank_collapse/spec",
+        "rank_collapse/hub",
+    ),
+    "rank_collapse/hub": ("rank_collapse/folders",),
     "rank_collapse/families": ("rank_collapse/ablations", "rank_collapse/spec"),
     "rank_collapse/ablations": ("rank_collapse/spec",),
 }
