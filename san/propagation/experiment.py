@@ -144,7 +144,7 @@ def run(
 def prose_embeddings(model_folder: str | Path, input_ids: np.ndarray, device: torch.device | str) -> torch.Tensor:
     """BERT's embedding output (token + position + type embeddings, LayerNorm) of the rank-collapse input
     sequences, float64, ``(n, T, d)``: the prose input of the simulator."""
-    from san.rank_collapse.models import load_model
+    from san.models.acquire import load_model
 
     model = load_model(model_folder, "bert", torch.float64).to(device)
     with torch.no_grad():

@@ -24,9 +24,9 @@ from transformers import PreTrainedModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
-from san.rank_collapse.ablations import variant
-from san.rank_collapse.families import family as family_entry
-from san.rank_collapse.models import load_model, read_manifest
+from san.models.ablations import variant
+from san.models.families import family as family_entry
+from san.models.acquire import load_model, read_manifest
 from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
 
 

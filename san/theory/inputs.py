@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from san.core.storage import read_netcdf
-from san.rank_collapse.models import load_model
+from san.models.acquire import load_model
 
 
 def prose_embeddings(model_folder: str | Path, inputs_path: str | Path, n_sequences: int, tokens: int) -> np.ndarray:

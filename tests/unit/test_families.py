@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from san.rank_collapse.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
+from san.models.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
 from san.rank_collapse.experiment import residual_stream
-from san.rank_collapse.families import FAMILIES
+from san.models.families import FAMILIES
 
 torch.set_num_threads(1)
 N_TOKENS, BATCH = 7, 3
@@ -421,7 +421,7 @@ def test_registry_names_transformers_classes_and_imports_them_on_use():
         assert entry.model_cls.config_class is entry.config_cls, name
         assert entry.lm_cls is None or issubclass(entry.lm_cls, PreTrainedModel), name
     probe = (
-        "import sys; from san.rank_collapse.families import FAMILIES; "
+        "import sys; from san.models.families import FAMILIES; "
         "print(sorted(m for m in sys.modules if '.modeling_' in m and '.models.' in m)); "
         "FAMILIES['bert'].model_cls; "
         "print(sorted(m for m in sys.modules if '.modeling_' in m and '.models.' in m))"
@@ -440,7 +440,7 @@ def test_init_clears_only_token_ids_outside_the_bundled_vocabulary(tmp_path, cap
 
     from safetensors.torch import load_file
 
-    from san.rank_collapse.models import materialise_init
+    from san.models.acquire import materialise_init
 
     arch = {"n_embd": 16, "n_layer": 2, "n_head": 2, "n_positions": 64}
     manifest = materialise_init("gpt2", arch, 0, tmp_path / "gpt2")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import san.rank_collapse.models as models
-from san.rank_collapse.models import AcquisitionError, distribution_file, materialise
+import san.models.acquire as models
+from san.models.acquire import AcquisitionError, distribution_file, materialise
 
 from helpers import installed
 

@@ -260,7 +260,7 @@ def ablate_pre_norm(family: str) -> Callable[[PreTrainedModel, bool, bool], None
 
 def apply_variant(model: PreTrainedModel, family: str, variant: str, albert_no_mlp: str = "identity_linears") -> None:
     """Turn ``model`` (of a registered ``family``) into ``variant`` in place (after undoing any earlier one)."""
-    from san.rank_collapse.families import FAMILIES
+    from san.models.families import FAMILIES
 
     restore(model)
     attention_skip, mlp = variant_switches(variant)

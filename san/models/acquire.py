@@ -40,8 +40,8 @@ import torch
 from transformers import AutoTokenizer, PreTrainedModel
 from transformers.initialization import no_init_weights
 
-from san.rank_collapse.families import family as family_entry
-from san.rank_collapse.folders import (  # noqa: F401 - the folder API, re-exported for the acquisition's callers
+from san.models.families import family as family_entry
+from san.models.folders import (  # noqa: F401 - the folder API, re-exported for the acquisition's callers
     BUNDLED_CONFIG_SHA256,
     BUNDLED_TOKENIZER_PACKAGE,
     BUNDLED_TOKENIZER_SHA256,

@@ -2,7 +2,7 @@
 
 An entry says which transformers classes build the model (config, base model, causal LM for the acquisition's
 sanity check), where its blocks are (the residual stream is measured at their outputs), how its variants are made
-(:mod:`san.rank_collapse.ablations`) and which checkpoint weights belong to a head the base model does not load.
+(:mod:`san.models.ablations`) and which checkpoint weights belong to a head the base model does not load.
 Adding a family is one entry here, its names in :mod:`san.rank_collapse.spec` (depth/heads/width keys, norm
 placement, causal or not) and its variants' test (tests/unit/test_families.py recomputes every variant from the
 weights).
@@ -17,7 +17,7 @@ import transformers
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
-from san.rank_collapse import ablations
+from san.models import ablations
 from san.rank_collapse.spec import ARCHITECTURE_KEYS
 
 
