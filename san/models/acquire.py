@@ -61,7 +61,7 @@ from san.models.folders import (  # noqa: F401 - the folder API, re-exported for
     sha256_file,
     verify_folder,
 )
-from san.rank_collapse.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
+from san.models.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
 

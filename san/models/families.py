@@ -1,114 +1,70 @@
-"""The registry of model families: one entry per transformers architecture the rank-collapse experiment runs.
+"""The registry of model families: the transformers classes and blocks of each row of the family table.
 
-An entry says which transformers classes build the model (config, base model, causal LM for the acquisition's
-sanity check), where its blocks are (the residual stream is measured at their outputs), how its variants are made
-(:mod:`san.models.ablations`) and which checkpoint weights belong to a head the base model does not load.
-Adding a family is one entry here, its names in :mod:`san.rank_collapse.spec` (depth/heads/width keys, norm
-placement, causal or not) and its variants' test (tests/unit/test_families.py recomputes every variant from the
-weights).
+:mod:`san.models.spec` holds the facts of every family as data (torch-free); this module turns a row into the
+objects a job uses: its transformers classes (imported on first use), its blocks (the residual stream is measured at
+their outputs) and its norm and head names. Adding a family is one row of the table plus its ablation code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import transformers
 from torch import nn
 from transformers import PretrainedConfig, PreTrainedModel
 
-from san.models import ablations
-from san.rank_collapse.spec import ARCHITECTURE_KEYS
+from san.models.spec import FAMILY_TABLE, FamilyRow
 
 
 def _transformers_class(name: str) -> type:
     """The transformers class ``name``, imported on first use: transformers imports a model's code only when one of
-    its classes is asked for, so a job that runs one family does not import the other families' modelling code
-    (about 1.3 s of every job's start-up for the eight families)."""
+    its classes is asked for, so a job that runs one family does not import the other families' modelling code."""
     return getattr(transformers, name)
 
 
 @dataclass(frozen=True)
 class Family:
-    """One model family: its transformers classes (by name, see :func:`_transformers_class`), its blocks and its
-    variants."""
+    """One model family: its table row and the transformers classes and blocks it names."""
 
-    #: names of the transformers config and base-model classes
-    config_name: str
-    model_name: str
-    #: the blocks whose outputs are the residual stream, in order (a shared block appears once: ALBERT's group runs
-    #: ``num_hidden_layers`` times and is measured at every run)
-    layers: Callable[[nn.Module], Sequence[nn.Module]]
-    #: ``ablate(model, attention_skip, mlp)``: overrides that turn the unmodified model into a variant
-    ablate: Callable[..., None]
-    #: prefixes of checkpoint weights outside the base model (pretraining or LM heads; not loaded, not an error)
-    head_prefixes: tuple[str, ...] = ()
-    #: name of the causal-LM class (decoders: the continuation sanity check of pretrained weights)
-    lm_name: str | None = None
-    #: whether the blocks pass hidden states as ``(tokens, sequences, width)`` (XLNet) instead of
-    #: ``(sequences, tokens, width)``
-    tokens_first: bool = False
-    #: the base model's norm after the last block (decoders), which transformers applies to the last hidden state
-    final_norm: str | None = None
+    row: FamilyRow
 
     @property
     def config_cls(self) -> type[PretrainedConfig]:
-        return _transformers_class(self.config_name)
+        return _transformers_class(self.row.config_class)
 
     @property
     def model_cls(self) -> type[PreTrainedModel]:
-        return _transformers_class(self.model_name)
+        return _transformers_class(self.row.model_class)
 
     @property
     def lm_cls(self) -> type[PreTrainedModel] | None:
-        return None if self.lm_name is None else _transformers_class(self.lm_name)
+        return None if self.row.lm_class is None else _transformers_class(self.row.lm_class)
+
+    def layers(self, model: nn.Module) -> Sequence[nn.Module]:
+        """The blocks of ``model`` whose outputs are the residual stream, in order."""
+        return operator.attrgetter(self.row.blocks)(model)
+
+    @property
+    def head_prefixes(self) -> tuple[str, ...]:
+        return self.row.head_prefixes
+
+    @property
+    def tokens_first(self) -> bool:
+        return self.row.tokens_first
+
+    @property
+    def final_norm(self) -> str | None:
+        return self.row.final_norm
+
+    @property
+    def forward_kwargs(self) -> dict:
+        """Keyword arguments of every forward pass on full-length sequences (e.g. no memories)."""
+        return dict(self.row.forward_kwargs)
 
 
-FAMILIES: dict[str, Family] = {
-    "bert": Family("BertConfig", "BertModel", lambda m: m.encoder.layer, ablations.ablate_bert, ("cls.",)),
-    "albert": Family(
-        "AlbertConfig",
-        "AlbertModel",
-        lambda m: [g for g in m.encoder.albert_layer_groups],
-        ablations.ablate_albert,
-        ("predictions.", "sop_classifier."),
-    ),
-    "xlnet": Family(
-        "XLNetConfig", "XLNetModel", lambda m: m.layer, ablations.ablate_xlnet, ("lm_loss.",), tokens_first=True
-    ),
-    "roberta": Family("RobertaConfig", "RobertaModel", lambda m: m.encoder.layer, ablations.ablate_bert, ("lm_head.",)),
-    "mpnet": Family("MPNetConfig", "MPNetModel", lambda m: m.encoder.layer, ablations.ablate_mpnet, ("lm_head.",)),
-    "gpt2": Family(
-        "GPT2Config",
-        "GPT2Model",
-        lambda m: m.h,
-        ablations.ablate_pre_norm("gpt2"),
-        ("lm_head.",),
-        "GPT2LMHeadModel",
-        final_norm="ln_f",
-    ),
-    "llama": Family(
-        "LlamaConfig",
-        "LlamaModel",
-        lambda m: m.layers,
-        ablations.ablate_pre_norm("llama"),
-        ("lm_head.",),
-        "LlamaForCausalLM",
-        final_norm="norm",
-    ),
-    "gemma3": Family(
-        "Gemma3TextConfig",
-        "Gemma3TextModel",
-        lambda m: m.layers,
-        ablations.ablate_pre_norm("gemma3"),
-        ("lm_head.",),
-        "Gemma3ForCausalLM",
-        final_norm="norm",
-    ),
-}
-
-if set(FAMILIES) != set(ARCHITECTURE_KEYS):  # the registry and the torch-free names stay in step
-    raise ImportError(f"families {sorted(FAMILIES)} differ from spec.ARCHITECTURE_KEYS {sorted(ARCHITECTURE_KEYS)}")
+FAMILIES: dict[str, Family] = {name: Family(row) for name, row in FAMILY_TABLE.items()}
 
 
 def family(name: str) -> Family:
@@ -117,3 +73,9 @@ def family(name: str) -> Family:
         return FAMILIES[name]
     except KeyError:
         raise ValueError(f"unknown model family {name!r}; expected one of {sorted(FAMILIES)}") from None
+
+
+def of_model(model: PreTrainedModel) -> Family | None:
+    """The registry entry whose config class built ``model`` (None for a model of no registered family)."""
+    name = type(model.config).__name__
+    return next((entry for entry in FAMILIES.values() if entry.row.config_class == name), None)

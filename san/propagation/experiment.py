@@ -145,8 +145,9 @@ def prose_embeddings(model_folder: str | Path, input_ids: np.ndarray, device: to
     """BERT's embedding output (token + position + type embeddings, LayerNorm) of the rank-collapse input
     sequences, float64, ``(n, T, d)``: the prose input of the simulator."""
     from san.models.acquire import load_model
+    from san.models.spec import PROSE_EMBEDDING_FAMILY
 
-    model = load_model(model_folder, "bert", torch.float64).to(device)
+    model = load_model(model_folder, PROSE_EMBEDDING_FAMILY, torch.float64).to(device)
     with torch.no_grad():
         return model.embeddings(input_ids=torch.as_tensor(input_ids, device=device)).detach()
 

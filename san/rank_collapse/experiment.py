@@ -25,15 +25,17 @@ from transformers import PreTrainedModel
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.models.ablations import variant
-from san.models.families import family as family_entry
 from san.models.acquire import load_model, read_manifest
+from san.models.families import family as family_entry
+from san.models.families import of_model
 from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
 
 
 def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs) -> Any:
-    """The model on full-length sequences ``ids`` (no padding; XLNet without memories)."""
-    if model.config.model_type == "xlnet":
-        kwargs["use_mems"] = False
+    """The model on full-length sequences ``ids`` (no padding; the family's forward keywords, e.g. XLNet without
+    memories)."""
+    entry = of_model(model)
+    kwargs = {**kwargs, **(entry.forward_kwargs if entry else {})}
     return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
 
 

@@ -17,8 +17,8 @@ import xarray as xr
 
 from san.core.device import resolve_dtype
 from san.core.metrics import rank1_relative_residual, relative_residual
-from san.rank_collapse.experiment import attention_matrices
 from san.models.acquire import load_model, read_manifest
+from san.rank_collapse.experiment import attention_matrices
 
 
 def sample_attention_paths(

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from san.rank_collapse.spec import CAUSAL, METRICS, PURE_ATTENTION, WITH_SKIP
+from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
+from san.rank_collapse.spec import METRICS
 
 
 def _f(x: float) -> float:

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from san.models.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
-from san.rank_collapse.experiment import residual_stream
 from san.models.families import FAMILIES
+from san.rank_collapse.experiment import residual_stream
 
 torch.set_num_threads(1)
 N_TOKENS, BATCH = 7, 3

@@ -185,7 +185,7 @@ def test_load_refuses_weights_that_do_not_fit_the_architecture(tmp_path):
 def test_architecture_fields_are_the_config_class_fields():
     """The torch-free reading of transformers' config sources (the workflow's key check) agrees with the classes."""
     from san.models.families import FAMILIES
-    from san.rank_collapse.spec import architecture_fields
+    from san.models.spec import architecture_fields
 
     for family, entry in FAMILIES.items():
         config_cls = entry.config_cls

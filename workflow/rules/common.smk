@@ -7,7 +7,8 @@ import yaml
 from snakemake.utils import validate
 
 from san.experiments import check_config
-from san.rank_collapse.spec import CAUSAL, model_priorities
+from san.models.spec import CAUSAL
+from san.rank_collapse.spec import model_priorities
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 

@@ -1,7 +1,7 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
 from san.paths.spec import priorities, task_architectures
-from san.rank_collapse.spec import depth_and_heads
+from san.models.spec import depth_and_heads
 
 PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]
