@@ -114,9 +114,9 @@ def rank_collapse_targets(cfg: dict) -> list[str]:
     out = []
     for m in models:
         out += [f"results/rank_collapse/{m}.nc"]
-        out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_{m}", f"rank_collapse_{m}_log")
+        out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_model_{m}", f"rank_collapse_model_{m}_log")
                 for ext in cfg["figures"]["formats"]]  # fmt: skip
     for m in models if products is None else products:
         out += [f"results/path_products/{m}.nc"]
-        out += [f"results/figures/path_products_{m}.{ext}" for ext in cfg["figures"]["formats"]]
+        out += [f"results/figures/path_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
     return out

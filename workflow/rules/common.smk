@@ -58,11 +58,14 @@ CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenan
 
 
 # Library modules that import others: lib() adds what they import (the model acquisition imports the family
-# registry, which imports every family's ablation).
+# registry and the family table; every experiment's spec that names models reads the table).
 LIB_DEPENDS = {
-    "rank_collapse/models": ("rank_collapse/folders", "rank_collapse/families", "rank_collapse/spec"),
-    "rank_collapse/families": ("rank_collapse/ablations", "rank_collapse/spec"),
-    "rank_collapse/ablations": ("rank_collapse/spec",),
+    "models/acquire": ("models/folders", "models/families", "models/spec"),
+    "models/families": ("models/spec",),
+    "models/ablations": ("models/spec",),
+    "rank_collapse/spec": ("models/spec",),
+    "theory/spec": ("models/spec",),
+    "propagation/spec": ("models/spec",),
 }
 
 
