@@ -26,8 +26,9 @@ __all__ = ["PURE_ATTENTION", "VARIANTS", "WITH_SKIP"]
 WEIGHTS = ("init", "pretrained")
 
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
-#: exponentially, and only float64 resolves them below ~1e-7 (down to ~1e-16); the variants with skips stay above
-#: ~1e-2, where float32 agrees with float64 to ~1e-7 relative and runs twice as fast (``rank_collapse.dtype``)
+#: exponentially, and only float64 resolves them below float32's resolution (~1e-7, down to ~1e-16); the variants
+#: with skips stay far above it, where float32 agrees with float64 to its resolution and runs faster
+#: (``rank_collapse.dtype``)
 VARIANT_DTYPES = {"SAN": "float64", "SAN+MLP": "float64", "SAN+skip": "float32", "transformer": "float32"}
 
 

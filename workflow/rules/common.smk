@@ -19,8 +19,8 @@ CHECKED = check_config(config, SCHEMAS)
 validate(config, "../schemas/config.schema.yaml")
 
 # glibc's malloc hands freed blocks above its mmap threshold back to the kernel and page-faults them in again on the
-# next forward pass; jobs inherit these settings and keep such blocks in the heap instead (7-9% less time per
-# rank-collapse job on this CPU; memory peaks are unchanged). A value already in the environment wins.
+# next forward pass; jobs inherit these settings and keep such blocks in the heap instead (less time per forward
+# pass, the same memory peaks). A value already in the environment wins.
 os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
 os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
 
