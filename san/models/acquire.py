@@ -262,8 +262,9 @@ def gguf_parsed_once() -> Iterator[None]:
 
     transformers' GGUF loader parses the file anew for the tokenizer, for the config and for the weights (each call
     of ``load_gguf_checkpoint`` constructs a ``GGUFReader``), and a parse walks the whole tokenizer vocabulary element
-    by element, which is slow for a large vocabulary such as Gemma-3's 262,144 tokens. A reader is a read-only memory map with the
-    parsed fields and tensor descriptions, which the loader only reads, so sharing one gives the same results.
+    by element, which is slow for a large vocabulary such as Gemma-3's 262,144 tokens. A reader is a read-only
+    memory map with the parsed fields and tensor descriptions, which the loader only reads, so sharing one gives the
+    same results.
     """
     import gguf
 
