@@ -15,8 +15,8 @@ import pytest
 import torch
 import xarray as xr
 
-from san.core.provenance import describe, missing_cf_attrs, provenance_attrs
-from san.core.storage import read_netcdf, write_netcdf
+from san.core.provenance import missing_cf_attrs, provenance_attrs
+from san.core.storage import Variable, describe, read_netcdf, write_netcdf
 
 F64 = torch.float64
 
@@ -66,7 +66,9 @@ def test_missing_cf_attrs_names_what_is_missing():
         "global Conventions", "global title", "global history", "global references", "v: units", "x: long_name",
         "x: units",
     }  # fmt: skip
-    describe(ds, {"v": ("value", "1"), "x": ("position", "1"), "absent": ("ignored", "1")})
+    describe(ds, {"v": Variable("value", "1", "what v is"), "x": Variable("position", "1"), "absent": ("ignored", "1")})
+    assert ds["v"].attrs == {"long_name": "value", "units": "1", "description": "what v is"}
+    assert "description" not in ds["x"].attrs and "absent" not in ds.variables
     ds.attrs.update(provenance_attrs({}))
     assert missing_cf_attrs(ds) == [] == _without_cf(ds)
 

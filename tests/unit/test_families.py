@@ -464,3 +464,15 @@ def test_init_clears_only_token_ids_outside_the_bundled_vocabulary(tmp_path, cap
     )
     assert "cleared_token_ids" not in kept
     assert json.loads((tmp_path / "roberta" / "config.json").read_text())["pad_token_id"] == 1
+
+
+def test_every_family_row_names_a_known_ablation_and_its_blocks():
+    """The table names each family's ablation (looked up in san.models.ablations) and, for a pre-norm ablation, the
+    block's parts."""
+    from san.models.ablations import ABLATIONS
+    from san.models.spec import FAMILY_TABLE
+
+    for name, row in FAMILY_TABLE.items():
+        assert row.ablation in ABLATIONS, name
+        assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm")), name
+    assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"
