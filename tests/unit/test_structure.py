@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from san.models.spec import FAMILIES
@@ -113,8 +114,9 @@ def test_family_literals_are_found():
 
 
 def test_only_san_models_names_a_family():
-    """No module of ``san`` outside ``san/models`` and no workflow script holds a family name as a string constant
-    (``"gpt2"``, ``"albert"``, ...): a family's facts are rows of :data:`san.models.spec.FAMILY_TABLE`."""
+    """No module of ``san`` outside ``san/models``, no workflow script and no rules file holds a family name as a
+    string constant (``"gpt2"``, ``"albert"``, ...): a family's facts are rows of
+    :data:`san.models.spec.FAMILY_TABLE`. (Config files, tests and documentation name families freely.)"""
     files = [p for p in SAN.rglob("*.py") if "models" not in p.relative_to(SAN).parts[:1]]
     files += sorted((ROOT / "scripts").glob("*.py"))
     found = {
@@ -122,6 +124,10 @@ def test_only_san_models_names_a_family():
         for p in files
         for line, name in family_literals(ast.parse(p.read_text(encoding="utf-8")))
     }
+    quoted = re.compile("[\"'](" + "|".join(FAMILIES) + ")[\"']")
+    for p in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+        for line, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+            found.update({f"{p.relative_to(ROOT)}:{line}": m.group(1) for m in quoted.finditer(text)})
     assert not found
 
 
