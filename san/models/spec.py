@@ -208,7 +208,7 @@ def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
     return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
 
 
-def _arch_value(family: str, arch: dict[str, Any], key: str) -> Any:
+def arch_value(family: str, arch: dict[str, Any], key: str) -> Any:
     """A key of an architecture config: its configured value, else the config class's default (None if unknown)."""
     if key in arch:
         return arch[key]
@@ -221,7 +221,7 @@ def depth_and_heads(family: str, arch: dict[str, Any]) -> tuple[int, int]:
     left out takes the config class's default)."""
     entry = row(family)
     layers, heads = entry.layers_key, entry.heads_key
-    return int(_arch_value(family, arch, layers)), int(_arch_value(family, arch, heads))
+    return int(arch_value(family, arch, layers)), int(arch_value(family, arch, heads))
 
 
 def _type_problem(annotation: str, value: Any) -> str | None:
@@ -263,7 +263,7 @@ def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
         if key in POSITIVE_KEYS and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
             raise ConfigError(f"config key '{where}.{key}': {value!r} is not a positive integer")
     width_key, heads_key = FAMILY_TABLE[family].width_key, FAMILY_TABLE[family].heads_key
-    width, heads = _arch_value(family, arch, width_key), _arch_value(family, arch, heads_key)
+    width, heads = arch_value(family, arch, width_key), arch_value(family, arch, heads_key)
     if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads:
         raise ConfigError(f"config key '{where}': {width_key} {width} is not divisible by {heads_key} {heads}")
 
@@ -283,7 +283,7 @@ def check_models(config: dict[str, Any]) -> None:
 def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any) -> None:
     """Model ``name`` embeds ``text.seq_len`` tokens: its usable position embeddings (if limited) suffice."""
     position_key = FAMILY_TABLE[family].position_key
-    positions = _arch_value(family, arch, position_key) if position_key else None
+    positions = arch_value(family, arch, position_key) if position_key else None
     offset = FAMILY_TABLE[family].position_offset
     if isinstance(positions, int) and isinstance(seq_len, int) and seq_len + offset > positions:
         raise ConfigError(

@@ -10,17 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import (
-    FAMILY_TABLE,
-    PURE_ATTENTION,
-    VARIANTS,
-    WITH_SKIP,
-    _arch_value,
-    check_models,
-    depth_and_heads,
-)
-
-__all__ = ["PURE_ATTENTION", "VARIANTS", "WITH_SKIP"]
+from san.models.spec import FAMILY_TABLE, VARIANTS, arch_value, check_models, depth_and_heads
 
 #: weight sets of a model: random initialisation from its architecture config, and pretrained weights
 WEIGHTS = ("init", "pretrained")
@@ -57,7 +47,7 @@ def model_cost(family: str, arch: dict[str, Any], weight_sets: int, dtypes: dict
     """Estimated relative cost of one model's rank-collapse job, from its config alone: per weight set, layers x
     width^2 (a block's products on a fixed number of tokens) times the variants' work, float64 counting twice."""
     layers, _ = depth_and_heads(family, arch)
-    width = _arch_value(family, arch, FAMILY_TABLE[family].width_key) or 1
+    width = arch_value(family, arch, FAMILY_TABLE[family].width_key) or 1
     work = sum(VARIANT_WORK.get(v, 1.0) * (2 if d == "float64" else 1) for v, d in dtypes.items())
     return float(weight_sets * layers * width**2 * work)
 
