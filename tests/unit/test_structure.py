@@ -155,3 +155,17 @@ def test_no_function_in_san_is_longer_than_60_lines():
     }
     assert set(found) <= KNOWN_LONG, {k: v for k, v in found.items() if k not in KNOWN_LONG}
     assert not KNOWN_LONG - set(found), f"no longer too long, remove from KNOWN_LONG: {KNOWN_LONG - set(found)}"
+
+
+def test_lib_depends_lists_what_each_module_imports():
+    """workflow/rules/common.smk's LIB_DEPENDS (what ``lib()`` adds as inputs for a module) names exactly the
+    ``san`` modules each of its modules imports, outside ``san.core`` (every rule has those) and packages."""
+    text = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    block = text.split("LIB_DEPENDS = ", 1)[1].split("\n}\n", 1)[0] + "\n}"
+    depends = ast.literal_eval(block)
+    graph = import_graph()
+    for module, listed in depends.items():
+        name = "san." + module.replace("/", ".")
+        imported = {m.removeprefix("san.").replace(".", "/") for m in graph[name] if not m.startswith("san.core")}
+        imported = {m for m in imported if not (SAN / m / "__init__.py").is_file()}
+        assert set(listed) == imported, module

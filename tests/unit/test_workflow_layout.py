@@ -111,6 +111,8 @@ def test_dry_run_needs_no_torch(tmp_path: Path):
 
 TORCH_FREE = (
     "san.experiments",
+    "san.models.spec",
+    "san.models.folders",
     "san.core.plotting",
     "san.core.compare",
     "san.rank_collapse.plots",
