@@ -51,8 +51,8 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
 
     from san.core.device import resolve_dtype
     from san.core.storage import read_netcdf
+    from san.models.acquire import load_model
     from san.rank_collapse.experiment import residuals_by_variant
-    from san.rank_collapse.models import load_model
     from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
 
     rc = cfg["rank_collapse"]

@@ -1,7 +1,7 @@
-"""Snakemake entry: materialise one model's weights into its folder (see san.rank_collapse.models)."""
+"""Snakemake entry: materialise one model's weights into its folder (see san.models.acquire)."""
 
 from san.core.jobs import job_log
-from san.rank_collapse.models import materialise
+from san.models.acquire import materialise
 
 with job_log(snakemake.log[0]) as log:
     spec = snakemake.params.model

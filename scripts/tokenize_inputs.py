@@ -8,7 +8,7 @@ import xarray as xr
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
 from san.core.text import content_hash, tokenize_documents
-from san.rank_collapse.folders import load_tokenizer, read_manifest
+from san.models.folders import load_tokenizer, read_manifest
 
 with job_log(snakemake.log[0]) as log:
     text = snakemake.params.text

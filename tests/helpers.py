@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import shutil
@@ -12,6 +11,8 @@ import sys
 from pathlib import Path
 
 import yaml
+
+from san.core.config import overlay_config
 
 ROOT = Path(__file__).resolve().parents[1]
 COPY_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
@@ -34,25 +35,11 @@ def default_config() -> dict:
     return yaml.safe_load((ROOT / "config.yaml").read_text())
 
 
-def _overlay(base: dict, changes: dict, replace: set[str], prefix: str = "") -> dict:
-    """``base`` with ``changes`` merged in: mappings recursively, except the dotted keys in ``replace`` and every
-    non-mapping value, which replace what ``base`` holds."""
-    out = dict(base)
-    for key, value in changes.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and isinstance(base.get(key), dict) and dotted not in replace:
-            out[key] = _overlay(base[key], value, replace, f"{dotted}.")
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def tiny_config(default: dict | None = None) -> dict:
     """``default`` (config.yaml unless given) with tests/config/tiny.yaml laid over it: every experiment shrunk to
     seconds per job, one task, one tiny model; the input is not changed."""
     overlay = yaml.safe_load(TINY.read_text())
-    replace = set(overlay.pop("replace", []))
-    return _overlay(copy.deepcopy(default if default is not None else default_config()), overlay, replace)
+    return overlay_config(default if default is not None else default_config(), overlay)
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -117,9 +104,9 @@ def rank_collapse_targets(cfg: dict) -> list[str]:
     out = []
     for m in models:
         out += [f"results/rank_collapse/{m}.nc"]
-        out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_{m}", f"rank_collapse_{m}_log")
+        out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_model_{m}", f"rank_collapse_model_{m}_log")
                 for ext in cfg["figures"]["formats"]]  # fmt: skip
     for m in models if products is None else products:
         out += [f"results/path_products/{m}.nc"]
-        out += [f"results/figures/path_products_{m}.{ext}" for ext in cfg["figures"]["formats"]]
+        out += [f"results/figures/path_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
     return out

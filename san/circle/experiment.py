@@ -289,34 +289,39 @@ def run_circle(
 
     model_r = model.to(rollout_dtype)
     states = rollout(model_r, inputs64[0].to(device, rollout_dtype), steps).cpu().to(torch.float64)
-    dist = token_distance(states)
-    centre = centre_distance(states)
+    ds = _run_dataset(states, losses, inputs64, targets64, epochs)
+    ds["init_loss"] = ((), init_loss)
+    ds["final_loss"] = ((), final_loss)
+    return ds.assign_attrs(
+        hidden_dim=hidden_dim,
+        layer_skip=int(variant.layer_skip),
+        step_skip=int(variant.step_skip),
+        mlp=int(variant.mlp),
+        description="Circle experiment (Dong et al. 2021, Fig. 3): one layer applied recurrently to two sequences",
+    )
+
+
+def _run_dataset(
+    states: torch.Tensor, losses: torch.Tensor, inputs64: torch.Tensor, targets64: torch.Tensor, epochs: int
+) -> xr.Dataset:
+    """One run's rollout ``states`` ``(step, token, coord)`` with its two collapse measures, the per-epoch training
+    ``losses``, the training sequences and the copy predictor's loss, as a dataset."""
     return xr.Dataset(
         {
             "trajectory": (("step", "token", "coord"), states.numpy()),
-            "token_distance": (("step",), dist.numpy()),
-            "centre_distance": (("step", "token"), centre.numpy()),
+            "token_distance": (("step",), token_distance(states).numpy()),
+            "centre_distance": (("step", "token"), centre_distance(states).numpy()),
             "loss": (("epoch",), losses.numpy()),
             "sequence": (("token", "position", "coord"), training_sequences(inputs64, targets64).numpy()),
             "copy_loss": ((), float((targets64 - inputs64).square().sum()) / inputs64.shape[0]),
-            "init_loss": ((), init_loss),
-            "final_loss": ((), final_loss),
         },
         coords={
-            "step": np.arange(steps + 1),
+            "step": np.arange(states.shape[0]),
             "token": np.arange(N_TOKENS),
             "coord": ["x", "y"],
             "epoch": np.arange(1, epochs + 1),
             "position": np.arange(inputs64.shape[0] + 1),
         },
-        attrs={
-            "hidden_dim": hidden_dim,
-            "layer_skip": int(variant.layer_skip),
-            "step_skip": int(variant.step_skip),
-            "mlp": int(variant.mlp),
-        },
-    ).assign_attrs(
-        description="Circle experiment (Dong et al. 2021, Fig. 3): one layer applied recurrently to two sequences"
     )
 
 

@@ -26,6 +26,21 @@ def _variant_label(ds: xr.Dataset, variant: str) -> str:
     return f"{variant}\n({', '.join(on) if on else 'pure attention'})"
 
 
+def _trajectory_panel(ax: plt.Axes, ds: xr.Dataset, traj: xr.DataArray, colors: list) -> None:
+    """One panel of :func:`trajectory_figure`: the two training sequences in light grey, and each token's rollout
+    ``traj`` ``(step, token, coord)`` with its start (o) and end (x)."""
+    seq = ds["sequence"]
+    for tok in range(seq.sizes["token"]):
+        s = seq.sel(token=tok)
+        ax.plot(s.sel(coord="x"), s.sel(coord="y"), color="0.8", lw=3, solid_capstyle="round", zorder=1)
+    for tok in range(traj.sizes["token"]):
+        t = traj.sel(token=tok)
+        x, y = t.sel(coord="x").values, t.sel(coord="y").values
+        ax.plot(x, y, "-", color=colors[tok], lw=0.8, marker=".", ms=2, zorder=2, label=f"sequence {tok + 1}")
+        ax.plot(x[0], y[0], "o", color=colors[tok], ms=5, mec="k", mew=0.5, zorder=3)
+        ax.plot(x[-1], y[-1], "X", color=colors[tok], ms=6, mec="k", mew=0.5, zorder=3)
+
+
 def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float | None = 0.6) -> plt.Figure:
     """The paper's Fig. 3 grid for one ``seed`` (default: the first): per variant (row) and hidden dim (column),
     the two tokens' trajectories of the recurrent rollout, over the two training sequences in light grey.
@@ -45,20 +60,10 @@ def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float
         sharex=True,
         sharey=True,
     )
-    seq = ds["sequence"]
     for i, v in enumerate(variants):
         for j, d in enumerate(dims):
             ax = axes[i][j]
-            for tok in range(seq.sizes["token"]):
-                s = seq.sel(token=tok)
-                ax.plot(s.sel(coord="x"), s.sel(coord="y"), color="0.8", lw=3, solid_capstyle="round", zorder=1)
-            traj = ds["trajectory"].sel(variant=v, hidden_dim=d, seed=seed)
-            for tok in range(traj.sizes["token"]):
-                t = traj.sel(token=tok)
-                x, y = t.sel(coord="x").values, t.sel(coord="y").values
-                ax.plot(x, y, "-", color=colors[tok], lw=0.8, marker=".", ms=2, zorder=2, label=f"sequence {tok + 1}")
-                ax.plot(x[0], y[0], "o", color=colors[tok], ms=5, mec="k", mew=0.5, zorder=3)
-                ax.plot(x[-1], y[-1], "X", color=colors[tok], ms=6, mec="k", mew=0.5, zorder=3)
+            _trajectory_panel(ax, ds, ds["trajectory"].sel(variant=v, hidden_dim=d, seed=seed), colors)
             last = int(ds.step.values[-1])
             dist = float(ds["token_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last))
             radius = float(ds["centre_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last).max())

@@ -10,54 +10,76 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from san.core.provenance import describe
+from san.core.storage import Variable, describe
 
 DATA_VARIABLES = ("sequence", "copy_loss")  # properties of the data, the same in every run
 
 
-# CF long_name and units of every variable and coordinate of a circle result (the plane is dimensionless: "1")
-CF_ATTRS = {
-    "trajectory": ("token positions X_t of the recurrent rollout", "1"),
-    "token_distance": ("distance between the two tokens", "1"),
-    "centre_distance": ("distance of a token from the circle's centre", "1"),
-    "loss": ("training loss per example of the epoch", "1"),
-    "init_loss": ("one-step loss per example before training", "1"),
-    "copy_loss": ("one-step loss per example of the copy predictor", "1"),
-    "final_loss": ("one-step loss per example after training", "1"),
-    "sequence": ("positions of the two training sequences", "1"),
-    "layer_skip": ("variant has a skip connection around the layer", "1"),
-    "step_skip": ("variant has a skip connection around the recurrent step", "1"),
-    "mlp": ("variant has an MLP after attention", "1"),
-    "step": ("recurrent step t", "1"),
-    "token": ("token index", "1"),
-    "coord": ("coordinate axis of the plane", "1"),
-    "epoch": ("training epoch", "1"),
-    "position": ("position along a training sequence", "1"),
-    "seed": ("seed of the initialisation", "1"),
-    "hidden_dim": ("hidden dimension of the layer", "1"),
-    "variant": ("architecture variant", "1"),
+#: long_name, units and description of every variable and coordinate of a circle result (the plane is
+#: dimensionless: "1")
+VARIABLES = {
+    "trajectory": Variable(
+        "token positions X_t of the recurrent rollout",
+        "1",
+        "states X_t of the recurrent rollout from the first example (t = 0 is the input)",
+    ),
+    "token_distance": Variable(
+        "distance between the two tokens",
+        "1",
+        "Euclidean distance between the two tokens at step t (0 = collapsed to one point)",
+    ),
+    "centre_distance": Variable(
+        "distance of a token from the circle's centre",
+        "1",
+        "distance of each token from the circle's centre (the training radius is the target)",
+    ),
+    "loss": Variable(
+        "training loss per example of the epoch",
+        "1",
+        "training loss per epoch: summed squared error of the epoch / number of examples",
+    ),
+    "init_loss": Variable(
+        "one-step loss per example before training",
+        "1",
+        "one-step loss over the training set before training (summed squared error / examples)",
+    ),
+    "copy_loss": Variable(
+        "one-step loss per example of the copy predictor",
+        "1",
+        "loss of the copy predictor X_{t+1} = X_t (a model must beat it to have learnt the rotation)",
+    ),
+    "final_loss": Variable(
+        "one-step loss per example after training",
+        "1",
+        "one-step loss over the training set after training (summed squared error / examples)",
+    ),
+    "sequence": Variable(
+        "positions of the two training sequences",
+        "1",
+        "the two training sequences (inputs in order, then the last target): the circle's two arcs",
+    ),
+    "layer_skip": Variable("variant has a skip connection around the layer", "1", "1 when the variant has layer skip"),
+    "step_skip": Variable(
+        "variant has a skip connection around the recurrent step", "1", "1 when the variant has step skip"
+    ),
+    "mlp": Variable("variant has an MLP after attention", "1", "1 when the variant has mlp"),
+    "step": Variable("recurrent step t", "1"),
+    "token": Variable("token index", "1"),
+    "coord": Variable("coordinate axis of the plane", "1"),
+    "epoch": Variable("training epoch", "1"),
+    "position": Variable("position along a training sequence", "1"),
+    "seed": Variable("seed of the initialisation", "1"),
+    "hidden_dim": Variable("hidden dimension of the layer", "1"),
+    "variant": Variable("architecture variant", "1"),
 }
 
 
 def describe_variables(ds: xr.Dataset, n_points: int, radius: float) -> xr.Dataset:
     """Attach CF ``long_name`` and ``units`` and a longer ``description`` to the variables of a circle result."""
-    describe(ds, CF_ATTRS)
+    describe(ds, VARIABLES)
     for flag in ("layer_skip", "step_skip", "mlp"):
         if flag in ds:
             ds[flag].attrs.update(flag_values=np.array([0, 1], dtype=ds[flag].dtype), flag_meanings="off on")
-    meta = {
-        "trajectory": "states X_t of the recurrent rollout from the first example (t = 0 is the input)",
-        "token_distance": "Euclidean distance between the two tokens at step t (0 = collapsed to one point)",
-        "centre_distance": "distance of each token from the circle's centre (the training radius is the target)",
-        "loss": "training loss per epoch: summed squared error of the epoch / number of examples",
-        "init_loss": "one-step loss over the training set before training (summed squared error / examples)",
-        "copy_loss": "loss of the copy predictor X_{t+1} = X_t (a model must beat it to have learnt the rotation)",
-        "final_loss": "one-step loss over the training set after training (summed squared error / examples)",
-        "sequence": "the two training sequences (inputs in order, then the last target): the circle's two arcs",
-    }
-    for name, text in meta.items():
-        if name in ds:
-            ds[name].attrs["description"] = text
     ds.attrs.update({"n_points": n_points, "radius": radius})
     ds.attrs.setdefault("title", "san: circle experiment (Dong et al. 2021, Fig. 3)")
     return ds
@@ -88,7 +110,6 @@ def gather(datasets: Mapping[tuple[str, int, int], xr.Dataset]) -> xr.Dataset:
     out = xr.concat(rows, dim=pd.Index(variants, name="variant"))
     for key in ("layer_skip", "step_skip", "mlp"):
         out[key] = ("variant", np.array([flags[v][key] for v in variants], dtype=np.int8))
-        out[key].attrs["description"] = f"1 when the variant has {key.replace('_', ' ')}"
     first = datasets[(variants[0], dims[0], seeds[0])]
     for ds in datasets.values():
         if any(not np.array_equal(ds[name].values, first[name].values) for name in DATA_VARIABLES):

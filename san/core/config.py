@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,22 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
         lines = "\n".join(f"  - {_describe(e)}" for e in errors)
         raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n{lines}")
     return config
+
+
+def overlay_config(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overlay`` laid over it (neither is changed): mappings merged key by key, lists and values
+    replaced, and the dotted keys that ``overlay`` lists under ``replace`` (e.g. ``circle.variants``) replaced whole.
+    How a small config such as tests/config/tiny.yaml shrinks config.yaml."""
+    overlay = copy.deepcopy(overlay)
+    return _overlay(copy.deepcopy(base), overlay, set(overlay.pop("replace", [])))
+
+
+def _overlay(base: dict, changes: dict, replace: set[str], prefix: str = "") -> dict:
+    out = dict(base)
+    for key, value in changes.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(base.get(key), dict) and dotted not in replace:
+            out[key] = _overlay(base[key], value, replace, f"{dotted}.")
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

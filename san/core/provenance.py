@@ -1,12 +1,11 @@
 """Provenance and CF metadata of every result file: config slice, seed, package versions, git commit, and the
 CF conventions' global attributes (``Conventions``, ``title``, ``history``, ``references``) and per-variable
-``long_name``/``units`` (:func:`describe`, :func:`missing_cf_attrs`)."""
+``long_name``/``units`` (:func:`missing_cf_attrs`; :func:`san.core.storage.describe` sets them)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -77,16 +76,6 @@ def history_line(now: datetime | None = None) -> str:
     except metadata.PackageNotFoundError:
         version = "unknown"
     return f"{now.isoformat(timespec='seconds')}: written by san {version}"
-
-
-def describe(ds: Any, meta: Mapping[str, tuple[str, str]]) -> Any:
-    """Set ``long_name`` and ``units`` (CF: ``"1"`` for a dimensionless number, ``"s"`` for seconds) of the
-    variables and coordinates of ``ds`` named in ``meta`` (``name -> (long_name, units)``); names that ``ds`` does
-    not hold are skipped. Returns ``ds`` (changed in place)."""
-    for name, (long_name, units) in meta.items():
-        if name in ds.variables:
-            ds[name].attrs.update(long_name=long_name, units=units)
-    return ds
 
 
 def missing_cf_attrs(ds: Any) -> list[str]:

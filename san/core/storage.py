@@ -1,14 +1,49 @@
-"""Labelled results on disk: xarray datasets written atomically to netCDF with provenance attributes."""
+"""Labelled results on disk: xarray datasets written atomically to netCDF with provenance attributes, their
+variables described from one table per experiment (:func:`describe`), structured attributes as JSON strings."""
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import xarray as xr
 
 from san.core.provenance import provenance_attrs
+
+
+class Variable(NamedTuple):
+    """How a result variable or coordinate is described: its CF ``long_name`` and ``units`` (``"1"`` for a
+    dimensionless number, ``"s"`` for seconds) and, where a label is not enough, a longer ``description``."""
+
+    long_name: str
+    units: str
+    description: str | None = None
+
+
+def describe(ds: Any, table: Mapping[str, Variable]) -> Any:
+    """Set ``long_name``, ``units`` and ``description`` (when the table gives one) of the variables and coordinates
+    of ``ds`` named in ``table`` (an experiment's one table of its variables, ``name -> Variable``); names that
+    ``ds`` does not hold are skipped. Returns ``ds`` (changed in place)."""
+    for name, entry in table.items():
+        if name in ds.variables:
+            var = Variable(*entry)
+            ds[name].attrs.update(long_name=var.long_name, units=var.units)
+            if var.description is not None:
+                ds[name].attrs["description"] = var.description
+    return ds
+
+
+def structured_attr(value: Any) -> str:
+    """A structured attribute (a mapping or list of plain values) as the JSON string a netCDF file stores."""
+    return json.dumps(value)
+
+
+def read_structured_attr(ds: Any, key: str) -> Any:
+    """The structured attribute ``key`` of ``ds`` (written by :func:`structured_attr`), parsed back."""
+    return json.loads(ds.attrs[key])
 
 
 def part_path(path: str | Path) -> Path:

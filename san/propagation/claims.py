@@ -7,13 +7,13 @@ config ``report.propagation`` (the argument ``t`` below) and is stated in each c
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from san.core.storage import read_structured_attr
 from san.propagation import theory
 
 
@@ -29,14 +29,14 @@ def _claim(paper: str, statement: str, test: str, holds: bool | None, value: flo
 
 
 def fixed_params(ds: xr.Dataset) -> dict[str, Any]:
-    """The fixed parameters of a sweep result (its ``fixed`` attribute, a repr of plain values)."""
-    return ast.literal_eval(ds.attrs["fixed"])
+    """The fixed parameters of a sweep result (its ``fixed`` attribute, a JSON object)."""
+    return read_structured_attr(ds, "fixed")
 
 
 def block_kwargs(ds: xr.Dataset) -> dict[str, Any]:
     """Keyword arguments of :func:`theory.block_step` for the fixed block of a sweep result (qk_variance)."""
     fixed = fixed_params(ds)
-    residual = ast.literal_eval(ds.attrs["residuals"])[fixed["residual"]]
+    residual = read_structured_attr(ds, "residuals")[fixed["residual"]]
     depth = int(ds.sizes["layer"] - 1)
     branch = depth**-0.5 if residual["branch"] == ds.attrs["inv_sqrt_depth"] else float(residual["branch"])
     return {

@@ -15,19 +15,22 @@ import numpy as np
 import torch
 import xarray as xr
 
+from san.core.storage import Variable, describe, structured_attr
 from san.propagation import theory
 from san.propagation.simulator import resolved_width, simulate
 from san.propagation.spec import INV_SQRT_DEPTH, PARAMS, branch_weight, grid_points, point_params
 
-#: long names and units of the stored variables
-VARIABLES = {
-    "cosine": ("mean pairwise cosine similarity between tokens", "1"),
-    "relative_residual": ("relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf}", "1"),
-    "stable_rank": ("stable rank sum_i s_i^2 / s_1^2 of X_l", "1"),
-    "stable_rank_gram": ("stable rank of the Gram matrix X_l X_l^T (sum s_i^4 / s_1^4)", "1"),
-    "attention_overlap": ("attention participation mean_i sum_j A_ij^2 of layer l", "1"),
-    "theory_cosine": ("Giorlandino & Goldt recursion: token correlation (post-LN only)", "1"),
-    "theory_overlap": ("REM participation predicted from the measured input correlation of layer l (post-LN)", "1"),
+#: the measured and predicted quantities, per grid point, layer (and seed, except the recursion)
+MEASURES = {
+    "cosine": Variable("mean pairwise cosine similarity between tokens", "1"),
+    "relative_residual": Variable("relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf}", "1"),
+    "stable_rank": Variable("stable rank sum_i s_i^2 / s_1^2 of X_l", "1"),
+    "stable_rank_gram": Variable("stable rank of the Gram matrix X_l X_l^T (sum s_i^4 / s_1^4)", "1"),
+    "attention_overlap": Variable("attention participation mean_i sum_j A_ij^2 of layer l", "1"),
+    "theory_cosine": Variable("Giorlandino & Goldt recursion: token correlation (post-LN only)", "1"),
+    "theory_overlap": Variable(
+        "REM participation predicted from the measured input correlation of layer l (post-LN)", "1"
+    ),
 }
 #: long names of the grid keys (the dimensions a sweep may have)
 PARAM_NAMES = {
@@ -48,6 +51,14 @@ PARAM_NAMES = {
     "var_b": "bias variance",
     "var_w": "MLP weight variance x fan-in",
     "mlp_ratio": "MLP hidden width / d",
+}
+#: long_name and units of every variable and coordinate of a sweep result
+VARIABLES = {
+    **MEASURES,
+    **{name: Variable(long_name, "1") for name, long_name in PARAM_NAMES.items()},
+    "layer": Variable("layer (0: input)", "1"),
+    "seed": Variable("seed of weights and input", "1"),
+    "resolved_width": Variable("model width d used", "1"),
 }
 
 
@@ -70,24 +81,19 @@ def _theory(p: Mapping[str, Any], residual: Mapping[str, Any], depth: int, cosin
     return curve, overlap
 
 
-def run(
-    sweep_name: str,
-    sweep_config: Mapping[str, Any],
-    device: torch.device | str = "cpu",
-    prose_embeddings: torch.Tensor | None = None,
-    log=None,
-) -> xr.Dataset:
-    """Simulate every point of one sweep (``sweep_config``: ``grid``, ``fixed``, ``depth``, ``seeds`` and the
-    ``residuals`` table) on ``device``; ``prose_embeddings`` ``(n, T, d)`` feeds points with input ``prose``."""
+def _simulate_grid(
+    sweep_name: str, sweep_config: Mapping[str, Any], device: torch.device | str, prose_embeddings, log
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Every measure of :data:`MEASURES` at every grid point, ``(*grid, layer, seed)`` (the recursion without
+    ``seed``), and the model width each point used."""
     grid = dict(sweep_config.get("grid", {}))
     depth, seeds = int(sweep_config["depth"]), [int(s) for s in sweep_config["seeds"]]
     residuals = sweep_config["residuals"]
     shape = tuple(len(v) for v in grid.values())
     n_layers, n_seeds = depth + 1, len(seeds)
-    data = {k: np.full((*shape, n_layers, n_seeds), np.nan) for k in VARIABLES if k != "theory_cosine"}
+    data = {k: np.full((*shape, n_layers, n_seeds), np.nan) for k in MEASURES if k != "theory_cosine"}
     data["theory_cosine"] = np.full((*shape, n_layers), np.nan)
     widths = np.zeros(shape, dtype=int)
-    start = time.process_time()
     for flat, point in enumerate(grid_points(sweep_config)):
         idx = np.unravel_index(flat, shape) if shape else ()
         p = point_params(sweep_config, point)
@@ -103,37 +109,40 @@ def run(
             log.info(
                 "%s %s: cosine %.4f -> %.4f", sweep_name, point, res["cosine"][:, 0].mean(), res["cosine"][:, -1].mean()
             )
+    return data, widths
+
+
+def run(
+    sweep_name: str,
+    sweep_config: Mapping[str, Any],
+    device: torch.device | str = "cpu",
+    prose_embeddings: torch.Tensor | None = None,
+    log=None,
+) -> xr.Dataset:
+    """Simulate every point of one sweep (``sweep_config``: ``grid``, ``fixed``, ``depth``, ``seeds`` and the
+    ``residuals`` table) on ``device``; ``prose_embeddings`` ``(n, T, d)`` feeds points with input ``prose``."""
+    grid = dict(sweep_config.get("grid", {}))
+    depth, seeds = int(sweep_config["depth"]), [int(s) for s in sweep_config["seeds"]]
+    start = time.process_time()
+    data, widths = _simulate_grid(sweep_name, sweep_config, device, prose_embeddings, log)
     dims = (*grid, "layer", "seed")
     ds = xr.Dataset(
-        {
-            k: (
-                dims if k != "theory_cosine" else dims[:-1],
-                v,
-                {"long_name": VARIABLES[k][0], "units": VARIABLES[k][1]},
-            )
-            for k, v in data.items()
-        },
+        {k: (dims if k != "theory_cosine" else dims[:-1], v) for k, v in data.items()},
         coords={
-            **{
-                k: (
-                    k,
-                    [int(x) if isinstance(x, bool) else x for x in vals],
-                    {"long_name": PARAM_NAMES[k], "units": "1"},
-                )
-                for k, vals in grid.items()
-            },
-            "layer": ("layer", np.arange(n_layers), {"long_name": "layer (0: input)", "units": "1"}),
-            "seed": ("seed", seeds, {"long_name": "seed of weights and input", "units": "1"}),
+            **{k: (k, [int(x) if isinstance(x, bool) else x for x in vals]) for k, vals in grid.items()},
+            "layer": ("layer", np.arange(depth + 1)),
+            "seed": ("seed", seeds),
         },
     )
-    ds["resolved_width"] = (tuple(grid), widths, {"long_name": "model width d used", "units": "1"})
+    ds["resolved_width"] = (tuple(grid), widths)
+    describe(ds, VARIABLES)
     fixed = {k: v for k, v in point_params(sweep_config, {}).items() if k not in grid}
     ds.attrs.update(
         title=f"san: signal propagation at initialisation, sweep {sweep_name}",
         sweep=sweep_name,
         depth=depth,
-        fixed=repr(fixed),
-        residuals=repr({k: v for k, v in residuals.items()}),
+        fixed=structured_attr(fixed),
+        residuals=structured_attr(dict(sweep_config["residuals"])),
         inv_sqrt_depth=INV_SQRT_DEPTH,
         cpu_seconds=time.process_time() - start,
         device=str(device),
@@ -144,11 +153,12 @@ def run(
 def prose_embeddings(model_folder: str | Path, input_ids: np.ndarray, device: torch.device | str) -> torch.Tensor:
     """BERT's embedding output (token + position + type embeddings, LayerNorm) of the rank-collapse input
     sequences, float64, ``(n, T, d)``: the prose input of the simulator."""
-    from san.rank_collapse.models import load_model
+    from san.models.acquire import load_model
+    from san.models.spec import PROSE_EMBEDDING_FAMILY
 
-    model = load_model(model_folder, "bert", torch.float64).to(device)
+    model = load_model(model_folder, PROSE_EMBEDDING_FAMILY, torch.float64).to(device)
     with torch.no_grad():
         return model.embeddings(input_ids=torch.as_tensor(input_ids, device=device)).detach()
 
 
-__all__ = ["PARAMS", "VARIABLES", "prose_embeddings", "run"]
+__all__ = ["MEASURES", "PARAMS", "VARIABLES", "prose_embeddings", "run"]

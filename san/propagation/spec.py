@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from san.core.config import ConfigError
+from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 #: the four sweeps of the study (config keys under ``propagation.sweeps`` and the ``{sweep}`` wildcard)
 SWEEPS = ("depth", "qk_variance", "masks", "sequence_length")
@@ -130,8 +131,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         check_sweep(name, sweep, section["residuals"], prose_tokens)
     if any(uses_prose(sweep) for sweep in section["sweeps"].values()):
         name, models = section["prose_model"], config.get("models", {})
-        if models.get(name, {}).get("family") != "bert":
+        if models.get(name, {}).get("family") != PROSE_EMBEDDING_FAMILY:
             raise ConfigError(
-                f"config key 'propagation.prose_model': {name!r} is not a bert model defined under 'models' "
-                f"(defined: {sorted(models)})"
+                f"config key 'propagation.prose_model': {name!r} is not a {PROSE_EMBEDDING_FAMILY} model defined under "
+                f"'models' (defined: {sorted(models)})"
             )

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.rank_collapse.spec import CAUSAL, METRICS, PURE_ATTENTION, WITH_SKIP
+from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
+from san.rank_collapse.spec import METRICS
 
 
 def _f(x: float) -> float:

@@ -24,16 +24,40 @@ from transformers import PreTrainedModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
-from san.rank_collapse.ablations import variant
-from san.rank_collapse.families import family as family_entry
-from san.rank_collapse.models import load_model, read_manifest
+from san.core.storage import Variable, describe
+from san.models.ablations import variant
+from san.models.acquire import load_model, read_manifest
+from san.models.families import family as family_entry
+from san.models.families import of_model
 from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
+
+#: what the three measures of :data:`METRICS` share: the residual and the layers they are taken at
+_STREAM = (
+    "res(X) = X - 1 mean_tokens(X); layer 0 is the input of the first block, layer l the output of block l "
+    "(the residual stream; a decoder's final norm is not applied)"
+)
+#: long_name, units and description of every variable and coordinate of the experiment's results (rank collapse
+#: per layer, and the attention products along paths of :mod:`san.rank_collapse.path_products`)
+VARIABLES = {
+    **{name: Variable(long_name, "1", _STREAM) for name, long_name in METRICS.items()},
+    "weights": Variable("weights of the model", "1"),
+    "variant": Variable("architecture variant", "1"),
+    "dtype": Variable("floating point type of the variant's forward passes", "1"),
+    "layer": Variable("layer index", "1"),
+    "sample": Variable("input sequence", "1"),
+    "rank1_residual": Variable("relative residual of the best rank-1 approximation ||P - P_1||_F / ||P||_F", "1"),
+    "uniformity_residual": Variable("relative residual ||P - 1 mean_rows(P)||_{1,inf} / ||P||_{1,inf}", "1"),
+    "sequence": Variable("input sequence index", "1"),
+    "depth": Variable("path length", "1"),
+    "path": Variable("sampled path", "1"),
+}
 
 
 def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs) -> Any:
-    """The model on full-length sequences ``ids`` (no padding; XLNet without memories)."""
-    if model.config.model_type == "xlnet":
-        kwargs["use_mems"] = False
+    """The model on full-length sequences ``ids`` (no padding; the family's forward keywords, e.g. XLNet without
+    memories)."""
+    entry = of_model(model)
+    kwargs = {**kwargs, **(entry.forward_kwargs if entry else {})}
     return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
 
 
@@ -163,25 +187,14 @@ def run(
         hashes[weights] = inputs[weights].attrs["input_sha256"]
     arr = np.stack(data)  # (weights, variants, metrics, layers + 1, sequences)
     dims = ("weights", "variant", "layer", "sample")
-    description = (
-        "res(X) = X - 1 mean_tokens(X); layer 0 is the input of the first block, layer l the output of block l "
-        "(the residual stream; a decoder's final norm is not applied)"
-    )
-    return xr.Dataset(
-        {
-            name: (dims, arr[:, :, i], {"long_name": long_name, "units": "1", "description": description})
-            for i, (name, long_name) in enumerate(METRICS.items())
-        },
+    ds = xr.Dataset(
+        {name: (dims, arr[:, :, i]) for i, name in enumerate(METRICS)},
         coords={
-            "weights": ("weights", list(models), {"long_name": "weights of the model", "units": "1"}),
-            "variant": ("variant", variants, {"long_name": "architecture variant", "units": "1"}),
-            "dtype": (
-                "variant",
-                [dtypes[v] for v in variants],
-                {"long_name": "floating point type of the variant's forward passes", "units": "1"},
-            ),
-            "layer": ("layer", np.arange(arr.shape[3]), {"long_name": "layer index", "units": "1"}),
-            "sample": ("sample", np.arange(arr.shape[4]), {"long_name": "input sequence", "units": "1"}),
+            "weights": ("weights", list(models)),
+            "variant": ("variant", variants),
+            "dtype": ("variant", [dtypes[v] for v in variants]),
+            "layer": ("layer", np.arange(arr.shape[3])),
+            "sample": ("sample", np.arange(arr.shape[4])),
         },
         attrs={
             "title": "san: rank collapse of one model's layer outputs (Dong et al. 2021, Fig. 2)",
@@ -189,3 +202,4 @@ def run(
             "input_sha256": hashes,
         },
     )
+    return describe(ds, VARIABLES)

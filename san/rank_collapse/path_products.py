@@ -17,8 +17,9 @@ import xarray as xr
 
 from san.core.device import resolve_dtype
 from san.core.metrics import rank1_relative_residual, relative_residual
-from san.rank_collapse.experiment import attention_matrices
-from san.rank_collapse.models import load_model, read_manifest
+from san.core.storage import describe
+from san.models.acquire import load_model, read_manifest
+from san.rank_collapse.experiment import VARIABLES, attention_matrices
 
 
 def sample_attention_paths(
@@ -82,38 +83,20 @@ def run(
             log.info("%s: median rank-1 residual by depth %s", weights, np.median(results[-1]["rank1"], axis=1))
         del model, attn
     dims = ("weights", "depth", "path")
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
-            "rank1_residual": (
-                dims,
-                np.stack([r["rank1"] for r in results]),
-                {
-                    "long_name": "relative residual of the best rank-1 approximation ||P - P_1||_F / ||P||_F",
-                    "units": "1",
-                },
-            ),
-            "uniformity_residual": (
-                dims,
-                np.stack([r["uniformity"] for r in results]),
-                {"long_name": "relative residual ||P - 1 mean_rows(P)||_{1,inf} / ||P||_{1,inf}", "units": "1"},
-            ),
-            "sequence": (
-                dims,
-                np.stack([r["sequence"] for r in results]),
-                {"long_name": "input sequence index", "units": "1"},
-            ),
+            "rank1_residual": (dims, np.stack([r["rank1"] for r in results])),
+            "uniformity_residual": (dims, np.stack([r["uniformity"] for r in results])),
+            "sequence": (dims, np.stack([r["sequence"] for r in results])),
         },
         coords={
-            "weights": ("weights", list(models), {"long_name": "weights of the model", "units": "1"}),
-            "depth": (
-                "depth",
-                np.arange(1, results[0]["rank1"].shape[0] + 1),
-                {"long_name": "path length", "units": "1"},
-            ),
-            "path": ("path", np.arange(settings["n_paths"]), {"long_name": "sampled path", "units": "1"}),
+            "weights": ("weights", list(models)),
+            "depth": ("depth", np.arange(1, results[0]["rank1"].shape[0] + 1)),
+            "path": ("path", np.arange(settings["n_paths"])),
         },
         attrs={
             "title": "san: rank-1 residual of attention products along paths (Dong et al. 2021, appendix)",
             "manifests": manifests,
         },
     )
+    return describe(ds, VARIABLES)

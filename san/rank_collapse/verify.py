@@ -22,9 +22,10 @@ from transformers import AutoModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual
-from san.rank_collapse.families import family as family_entry
-from san.rank_collapse.models import verify_folder
-from san.rank_collapse.spec import VARIANTS, variant_dtypes
+from san.models.acquire import verify_folder
+from san.models.families import family as family_entry
+from san.models.spec import VARIANTS
+from san.rank_collapse.spec import variant_dtypes
 
 
 @torch.inference_mode()
@@ -33,10 +34,10 @@ def recompute_curve(folder: Path, family: str, input_ids: torch.Tensor, dtype: t
     array ``(layers + 1, sequences)``."""
     verify_folder(folder)
     model = AutoModel.from_pretrained(folder, dtype=dtype, attn_implementation="eager").to(dtype).eval()
-    final_norm = family_entry(family).final_norm
-    if final_norm is not None:
-        setattr(model, final_norm, torch.nn.Identity())
-    kwargs = {"use_mems": False} if family == "xlnet" else {}
+    entry = family_entry(family)
+    if entry.final_norm is not None:
+        setattr(model, entry.final_norm, torch.nn.Identity())
+    kwargs = entry.forward_kwargs
     out = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), output_hidden_states=True, **kwargs)
     return torch.stack([relative_residual(h.double()) for h in out.hidden_states]).numpy()
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core.provenance import describe
+from san.core.storage import Variable, describe
 from san.theory import adversarial
 from san.theory import bound as B
 from san.theory.residual import norm_1, norm_1inf, norm_inf, residual
@@ -189,62 +189,71 @@ def analyse(ds: xr.Dataset, heads: int, floor: float, limit: float) -> xr.Datase
     return _annotate(out)
 
 
-_ATTRS = {
-    "residual": ("||res(X_l)||_{1,inf} at the reported minimiser x (upper end of the bracket)", "1"),
-    "residual_lower": ("certified lower bound of min_x ||X_l - 1x^T||_{1,inf}", "1"),
-    "residual_relative": ("||res(X_l)||_{1,inf} / ||X_l||_{1,inf}", "1"),
-    "norm": ("||X_l||_{1,inf}", "1"),
-    "beta": ("beta_l = max_h ||W_QK,h||_1 ||W_V,h W_O,h||_{1,inf} of layer l", "1"),
-    "q_max": (
+#: long_name and units of every variable and coordinate of a theorem result
+VARIABLES = {
+    "residual": Variable("||res(X_l)||_{1,inf} at the reported minimiser x (upper end of the bracket)", "1"),
+    "residual_lower": Variable("certified lower bound of min_x ||X_l - 1x^T||_{1,inf}", "1"),
+    "residual_relative": Variable("||res(X_l)||_{1,inf} / ||X_l||_{1,inf}", "1"),
+    "norm": Variable("||X_l||_{1,inf}", "1"),
+    "beta": Variable("beta_l = max_h ||W_QK,h||_1 ||W_V,h W_O,h||_{1,inf} of layer l", "1"),
+    "q_max": Variable(
         "largest entry of the attention base distribution q = softmax(x^T W_QK R^T / sqrt(d_qk)), max over heads",
         "1",
     ),
-    "log10_bound": ("log10 of the nominal one-layer bound (4 H beta_l / sqrt(d_qk)) r_{l-1}^3 (gamma = 1)", "1"),
-    "bound": ("nominal one-layer bound (4 H beta_l / sqrt(d_qk)) r_{l-1}^3 (gamma = 1; 0 where it underflows)", "1"),
-    "log10_bound_closed": ("log10 of the closed form over l layers from the input, gamma = 1", "1"),
-    "log10_bound_certified": ("log10 of the certified one-layer bound sqrt(A_1 A_inf) r_{l-1} (no LayerNorm)", "1"),
-    "slack": ("log10(nominal bound / measured residual); negative: above the nominal bound", "1"),
-    "log10_gamma_required": ("log10 of the gamma that makes the nominal one-layer bound tight", "1"),
-    "verdict": (
+    "log10_bound": Variable(
+        "log10 of the nominal one-layer bound (4 H beta_l / sqrt(d_qk)) r_{l-1}^3 (gamma = 1)", "1"
+    ),
+    "bound": Variable(
+        "nominal one-layer bound (4 H beta_l / sqrt(d_qk)) r_{l-1}^3 (gamma = 1; 0 where it underflows)", "1"
+    ),
+    "log10_bound_closed": Variable("log10 of the closed form over l layers from the input, gamma = 1", "1"),
+    "log10_bound_certified": Variable(
+        "log10 of the certified one-layer bound sqrt(A_1 A_inf) r_{l-1} (no LayerNorm)", "1"
+    ),
+    "slack": Variable("log10(nominal bound / measured residual); negative: above the nominal bound", "1"),
+    "log10_gamma_required": Variable("log10 of the gamma that makes the nominal one-layer bound tight", "1"),
+    "verdict": Variable(
         "1 respects the nominal bound for the whole bracket, -1 violates it for the whole bracket, "
         "0 undecided, 2 residual at the float64 floor (excluded)",
         "1",
     ),
-    "exponent": ("empirical exponent log r_{l} / log r_{l-1} of the absolute residual", "1"),
-    "exponent_scaled": ("log s_l / log s_{l-1} with s = sqrt(4 H beta / sqrt(d_qk)) r (theorem: >= 3 near 0)", "1"),
-    "near_limit": ("1 where s_{l-1} < limit and r_l is above the float64 floor", "1"),
-    "input": ("input tokens: prose (BERT init embeddings) or Gaussian", "1"),
-    "layernorm": ("LayerNorm without affine parameters after each layer (1) or none (0)", "1"),
-    "d_qk": ("query/key (and value) width per head", "1"),
-    "scale": ("nominal first-layer factor 4 H beta rbar_0^2 / sqrt(d_qk) that sets beta", "1"),
-    "sample": ("input sequence (and its network's raw weights)", "1"),
-    "layer": ("layer (0: the input)", "1"),
-    "layer_pair": ("layer l of the pair (l-1, l)", "1"),
-    "log10_gamma_adversarial": (
+    "exponent": Variable("empirical exponent log r_{l} / log r_{l-1} of the absolute residual", "1"),
+    "exponent_scaled": Variable(
+        "log s_l / log s_{l-1} with s = sqrt(4 H beta / sqrt(d_qk)) r (theorem: >= 3 near 0)", "1"
+    ),
+    "near_limit": Variable("1 where s_{l-1} < limit and r_l is above the float64 floor", "1"),
+    "input": Variable("input tokens: prose (BERT init embeddings) or Gaussian", "1"),
+    "layernorm": Variable("LayerNorm without affine parameters after each layer (1) or none (0)", "1"),
+    "d_qk": Variable("query/key (and value) width per head", "1"),
+    "scale": Variable("nominal first-layer factor 4 H beta rbar_0^2 / sqrt(d_qk) that sets beta", "1"),
+    "sample": Variable("input sequence (and its network's raw weights)", "1"),
+    "layer": Variable("layer (0: the input)", "1"),
+    "layer_pair": Variable("layer l of the pair (l-1, l)", "1"),
+    "log10_gamma_adversarial": Variable(
         "log10 of the largest gamma one pure-attention layer needs, found by gradient ascent (certified lower bound)",
         "1",
     ),
-    "log10_gamma_control": ("log10 of the largest gamma found for a negative control (certified lower bound)", "1"),
-    "control_violated": ("1 where the control needs a gamma above 1 and above the theorem's largest", "1"),
-    "control_excluded_at_floor": ("candidates of the control excluded at the float64 floor", "1"),
-    "draw": ("independent draw of the adversarial search (best of its starts)", "1"),
-    "control": ("negative control: skip (X + SA(X)) or layernorm (LN(SA(X)))", "1"),
-    "control_draw": ("independent draw of the control's search", "1"),
-    "worst_x": ("input X of the draw with the largest gamma", "1"),
-    "worst_w_q": ("W_Q of the draw with the largest gamma", "1"),
-    "worst_w_k": ("W_K of the draw with the largest gamma", "1"),
-    "worst_w_v": ("W_V of the draw with the largest gamma", "1"),
-    "worst_w_o": ("W_O of the draw with the largest gamma", "1"),
-    "worst_token": ("token of the worst draw's input", "1"),
-    "worst_feature": ("feature of the worst draw's input", "1"),
-    "worst_head": ("head of the worst draw's weights", "1"),
-    "worst_qk": ("query/key/value feature of the worst draw's weights", "1"),
+    "log10_gamma_control": Variable("log10 of the largest gamma found for a negative control (certified lower bound)", "1"),
+    "control_violated": Variable("1 where the control needs a gamma above 1 and above the theorem's largest", "1"),
+    "control_excluded_at_floor": Variable("candidates of the control excluded at the float64 floor", "1"),
+    "draw": Variable("independent draw of the adversarial search (best of its starts)", "1"),
+    "control": Variable("negative control: skip (X + SA(X)) or layernorm (LN(SA(X)))", "1"),
+    "control_draw": Variable("independent draw of the control's search", "1"),
+    "worst_x": Variable("input X of the draw with the largest gamma", "1"),
+    "worst_w_q": Variable("W_Q of the draw with the largest gamma", "1"),
+    "worst_w_k": Variable("W_K of the draw with the largest gamma", "1"),
+    "worst_w_v": Variable("W_V of the draw with the largest gamma", "1"),
+    "worst_w_o": Variable("W_O of the draw with the largest gamma", "1"),
+    "worst_token": Variable("token of the worst draw's input", "1"),
+    "worst_feature": Variable("feature of the worst draw's input", "1"),
+    "worst_head": Variable("head of the worst draw's weights", "1"),
+    "worst_qk": Variable("query/key/value feature of the worst draw's weights", "1"),
 }
 
 
 def _annotate(ds: xr.Dataset) -> xr.Dataset:
     """``long_name`` and ``units`` on every variable and coordinate."""
-    describe(ds, _ATTRS)
+    describe(ds, VARIABLES)
     ds.attrs.setdefault("title", "san: Theorem 2.2's bound against the measured residual of pure attention")
     return ds
 

@@ -8,7 +8,8 @@ import numpy as np
 import torch
 
 from san.core.storage import read_netcdf
-from san.rank_collapse.models import load_model
+from san.models.acquire import load_model
+from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 
 def prose_embeddings(model_folder: str | Path, inputs_path: str | Path, n_sequences: int, tokens: int) -> np.ndarray:
@@ -17,7 +18,7 @@ def prose_embeddings(model_folder: str | Path, inputs_path: str | Path, n_sequen
     ``(n_sequences, tokens, hidden)``: the input that BERT's first layer sees in the paper's Fig. 2.
     """
     ids = read_netcdf(inputs_path)["input_ids"].values[:n_sequences, :tokens]
-    model = load_model(model_folder, "bert", torch.float64)
+    model = load_model(model_folder, PROSE_EMBEDDING_FAMILY, torch.float64)
     with torch.no_grad():
         out = model.embeddings(input_ids=torch.as_tensor(ids, dtype=torch.long))
     return out.double().numpy()

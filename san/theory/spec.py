@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from san.core.config import ConfigError
+from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 #: input kinds: prose (the rank-collapse experiment's sequences through BERT's init embeddings) and Gaussian tokens
 INPUT_KINDS = ("prose", "gaussian")
@@ -30,10 +31,10 @@ def check_config(config: dict[str, Any]) -> None:
             f"config key 'theory.embedding_model': unknown model {name!r}; define it under 'models' "
             f"(defined: {sorted(models)})"
         )
-    if models[name]["family"] != "bert":
+    if models[name]["family"] != PROSE_EMBEDDING_FAMILY:
         raise ConfigError(
             f"config key 'theory.embedding_model': model {name!r} has family {models[name]['family']!r}; "
-            "expected a bert model (its init embeddings embed the prose)"
+            f"expected a {PROSE_EMBEDDING_FAMILY} model (its init embeddings embed the prose)"
         )
     text, theory = config.get("text", {}), config["theory"]
     for key, available in (("tokens", "seq_len"), ("n_sequences", "n_sequences")):

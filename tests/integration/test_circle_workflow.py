@@ -114,15 +114,15 @@ def test_config_edits_rerun_only_what_they_touch(run):
                 "circle_train": 1,  # one job trains both seeds of the MLP variant
                 "circle_gather": 1,
                 "circle_table": 1,
-                "circle_plot": 1,
-                "circle_plot_distance": 1,
-                "circle_plot_loss": 1,
+                "circle": 1,
+                "circle_distance": 1,
+                "circle_loss": 1,
             },
         ),
         # figure styling: only the figures
         "dpi": (
             lambda c: c["figures"].update(dpi=31),
-            {"circle_plot": 1, "circle_plot_distance": 1, "circle_plot_loss": 1},
+            {"circle": 1, "circle_distance": 1, "circle_loss": 1},
         ),
     }
     for name, (edit, expected) in edits.items():

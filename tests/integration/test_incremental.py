@@ -106,10 +106,10 @@ def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: 
     return Case(name, frozenset(direct), frozenset(downstream), needs=frozenset(needs), **kw)
 
 
-CIRCLE_PLOTS = {"circle_plot", "circle_plot_distance", "circle_plot_loss"}
-RANK_PLOTS = {"rank_collapse_plot", "rank_collapse_overview", "path_products_plot"}
-PATHS_PLOTS = {"paths_plot", "paths_plot_counts", "paths_plot_decomposition"}
-FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_plot", "propagation_plot"}
+CIRCLE_PLOTS = {"circle", "circle_distance", "circle_loss"}
+RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "path_products_model"}
+PATHS_PLOTS = {"path_effectiveness", "path_length_distribution", "path_decomposition"}
+FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation"}
 
 CONFIG_CASES = [
     # the training experiments: one job per seed / task, then the gather, tables and figures reading them
@@ -123,21 +123,21 @@ CONFIG_CASES = [
     case(
         "paths.sorting.train.epochs",
         {"paths_train"},
-        {"paths_evaluate", "paths_decompose", "paths_table", "paths_plot", "paths_plot_decomposition"},
+        {"paths_evaluate", "paths_decompose", "paths_table", "path_effectiveness", "path_decomposition"},
         key=("paths", "sorting", "train", "epochs"),
         value=3,
     ),
     case(
         "paths.evaluation.n_repeats",
         {"paths_evaluate"},
-        {"paths_table", "paths_plot", "paths_plot_decomposition"},
+        {"paths_table", "path_effectiveness", "path_decomposition"},
         key=("paths", "evaluation", "n_repeats"),
         value=3,
     ),
     case(
         "rank_collapse.dtype",
         {"rank_collapse"},
-        {"rank_collapse_plot", "rank_collapse_overview"},
+        {"rank_collapse_model", "rank_collapse_overview"},
         key=("rank_collapse", "dtype"),
         value="float32",
     ),
@@ -146,7 +146,7 @@ CONFIG_CASES = [
     case(
         "path_products.n_paths",
         {"path_products"},
-        {"path_products_plot"},
+        {"path_products_model"},
         key=("path_products", "n_paths"),
         value=6,
     ),
@@ -155,7 +155,7 @@ MODULE_CASES = [
     case(
         "san/core/metrics.py",
         {"rank_collapse", "path_products", "propagation_sweep"},
-        RANK_PLOTS | {"propagation_plot"},
+        RANK_PLOTS | {"propagation"},
         module="core/metrics",
     ),
     case(
@@ -167,14 +167,14 @@ MODULE_CASES = [
     case(
         "san/paths/training.py",
         {"paths_train"},
-        {"paths_evaluate", "paths_decompose", "paths_table", "paths_plot", "paths_plot_decomposition"},
+        {"paths_evaluate", "paths_decompose", "paths_table", "path_effectiveness", "path_decomposition"},
         module="paths/training",
     ),
     case("san/core/plotting.py", FIGURE_RULES | {"paths_table"}, module="core/plotting", report=False),
 ]
 FIGURE_CASES = [
     case("figures.dpi", FIGURE_RULES, key=("figures", "dpi"), value=41, report=False),
-    case("circle.plot.axis_limit", {"circle_plot"}, key=("circle", "plot", "axis_limit"), value=0.5, report=False),
+    case("circle.plot.axis_limit", {"circle"}, key=("circle", "plot", "axis_limit"), value=0.5, report=False),
 ]
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from san.core.storage import read_netcdf
-from san.rank_collapse.folders import bundled_model_dir, load_tokenizer
+from san.models.folders import bundled_model_dir, load_tokenizer
 
 from helpers import copy_workflow, snakemake, tiny_config, write_config
 from hub_repos import PARQUET_BRANCH, WIKI_BIO

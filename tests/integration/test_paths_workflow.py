@@ -142,7 +142,7 @@ def test_evaluation_settings_rerun_only_the_evaluation(run):
         # a panel title is the figure's concern only
         (
             lambda p: p["derived_tasks"]["sorting_10k"].update(title="Sorting, long"),
-            {"paths_train": 0, "paths_plot": 1},
+            {"paths_train": 0, "path_effectiveness": 1},
         ),
     ],
 )

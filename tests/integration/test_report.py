@@ -47,7 +47,7 @@ def test_report_has_every_figure_with_measured_captions(built):
     assert len(html) > 50_000
     assert "measured in this run" in html
     rc = json.loads((built / "results/summary.json").read_text())["rank_collapse"]
-    assert f"max {rc['pure_max']:.1e}" in (built / "results/report/captions/rank_collapse.rst").read_text()
+    assert f"max {rc['pure_max']:.1e}" in (built / "results/report/captions/rank_collapse_model.rst").read_text()
     figures = ("rank_collapse_tiny-bert", "rank_collapse_overview", "path_products_tiny-bert", "circle")
     figures += ("path_effectiveness", "path_decomposition", "theorem_bound", "propagation_masks", "runtimes")
     for name in figures:

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel, XLNetConfig, XLNetModel
 from transformers.models.xlnet.modeling_xlnet import XLNetRelativeAttention
 
-from san.rank_collapse.ablations import VARIANTS, apply_variant, restore, variant, variant_switches
+from san.models.ablations import VARIANTS, apply_variant, restore, variant, variant_switches
 from san.rank_collapse.experiment import layer_residuals, residual_stream
 from san.rank_collapse.spec import METRICS
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 import xarray as xr
 
-from san.core.provenance import describe, missing_cf_attrs, provenance_attrs
-from san.core.storage import read_netcdf, write_netcdf
+from san.core.provenance import missing_cf_attrs, provenance_attrs
+from san.core.storage import Variable, describe, read_netcdf, write_netcdf
 
 F64 = torch.float64
 
@@ -66,7 +66,9 @@ def test_missing_cf_attrs_names_what_is_missing():
         "global Conventions", "global title", "global history", "global references", "v: units", "x: long_name",
         "x: units",
     }  # fmt: skip
-    describe(ds, {"v": ("value", "1"), "x": ("position", "1"), "absent": ("ignored", "1")})
+    describe(ds, {"v": Variable("value", "1", "what v is"), "x": Variable("position", "1"), "absent": ("ignored", "1")})
+    assert ds["v"].attrs == {"long_name": "value", "units": "1", "description": "what v is"}
+    assert "description" not in ds["x"].attrs and "absent" not in ds.variables
     ds.attrs.update(provenance_attrs({}))
     assert missing_cf_attrs(ds) == [] == _without_cf(ds)
 
@@ -172,7 +174,7 @@ def test_propagation_sweep():
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     """A randomly initialised 2-layer BERT folder and tokenised inputs for it."""
-    from san.rank_collapse.models import materialise_init
+    from san.models.acquire import materialise_init
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     arch = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}

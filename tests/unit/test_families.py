@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from san.rank_collapse.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
+from san.models.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
+from san.models.families import FAMILIES
 from san.rank_collapse.experiment import residual_stream
-from san.rank_collapse.families import FAMILIES
 
 torch.set_num_threads(1)
 N_TOKENS, BATCH = 7, 3
@@ -421,7 +421,7 @@ def test_registry_names_transformers_classes_and_imports_them_on_use():
         assert entry.model_cls.config_class is entry.config_cls, name
         assert entry.lm_cls is None or issubclass(entry.lm_cls, PreTrainedModel), name
     probe = (
-        "import sys; from san.rank_collapse.families import FAMILIES; "
+        "import sys; from san.models.families import FAMILIES; "
         "print(sorted(m for m in sys.modules if '.modeling_' in m and '.models.' in m)); "
         "FAMILIES['bert'].model_cls; "
         "print(sorted(m for m in sys.modules if '.modeling_' in m and '.models.' in m))"
@@ -440,7 +440,7 @@ def test_init_clears_only_token_ids_outside_the_bundled_vocabulary(tmp_path, cap
 
     from safetensors.torch import load_file
 
-    from san.rank_collapse.models import materialise_init
+    from san.models.acquire import materialise_init
 
     arch = {"n_embd": 16, "n_layer": 2, "n_head": 2, "n_positions": 64}
     manifest = materialise_init("gpt2", arch, 0, tmp_path / "gpt2")
@@ -464,3 +464,15 @@ def test_init_clears_only_token_ids_outside_the_bundled_vocabulary(tmp_path, cap
     )
     assert "cleared_token_ids" not in kept
     assert json.loads((tmp_path / "roberta" / "config.json").read_text())["pad_token_id"] == 1
+
+
+def test_every_family_row_names_a_known_ablation_and_its_blocks():
+    """The table names each family's ablation (looked up in san.models.ablations) and, for a pre-norm ablation, the
+    block's parts."""
+    from san.models.ablations import ABLATIONS
+    from san.models.spec import FAMILY_TABLE
+
+    for name, row in FAMILY_TABLE.items():
+        assert row.ablation in ABLATIONS, name
+        assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm")), name
+    assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"

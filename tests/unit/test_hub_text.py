@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from san.rank_collapse.folders import bundled_model_dir, load_tokenizer
+from san.models.folders import bundled_model_dir, load_tokenizer
 
 from helpers import ROOT
 from hub_repos import GLUE, PARQUET_BRANCH, WIKI_BIO
@@ -38,7 +38,7 @@ def test_wiki_bio_loads_from_the_parquet_conversion_with_independent_windows(hub
     got = run_python(
         "import json\n"
         "from san.core.text import tokenize_documents, wiki_bio_documents\n"
-        "from san.rank_collapse.folders import bundled_model_dir, load_tokenizer\n"
+        "from san.models.folders import bundled_model_dir, load_tokenizer\n"
         f"docs = wiki_bio_documents({WIKI_BIO!r}, 'test', {PARQUET_BRANCH!r})\n"
         f"ids = tokenize_documents(load_tokenizer(bundled_model_dir()), docs, {SEQ_LEN}, {N}, {SEED})\n"
         "print(json.dumps({'ids': ids.tolist()}))\n"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-import san.rank_collapse.models as models
-from san.rank_collapse.models import AcquisitionError, load_model, materialise, read_manifest
+import san.models.acquire as models
+from san.models.acquire import AcquisitionError, load_model, materialise, read_manifest, sha256_file
 
 MINILM_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TINY_BERT = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}
@@ -183,8 +183,8 @@ def test_load_refuses_weights_that_do_not_fit_the_architecture(tmp_path):
 
 def test_architecture_fields_are_the_config_class_fields():
     """The torch-free reading of transformers' config sources (the workflow's key check) agrees with the classes."""
-    from san.rank_collapse.families import FAMILIES
-    from san.rank_collapse.spec import architecture_fields
+    from san.models.families import FAMILIES
+    from san.models.spec import architecture_fields
 
     for family, entry in FAMILIES.items():
         config_cls = entry.config_cls

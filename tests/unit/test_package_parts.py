@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import san.rank_collapse.models as models
-from san.rank_collapse.models import AcquisitionError, distribution_file, materialise
+import san.models.acquire as models
+from san.models.acquire import AcquisitionError, distribution_file, materialise
 
 from helpers import installed
 
@@ -148,7 +148,7 @@ def test_gguf_weights_are_checked_before_transformers_reads_them(tmp_path, monke
             cut.write_bytes(fh.read(1 << 20))
         monkeypatch.setattr(models, "distribution_file", lambda d, f: cut)
     opened = []
-    monkeypatch.setattr(models, "_dequantise_gguf", lambda *a: opened.append(a))
+    monkeypatch.setattr(models, "dequantise_gguf", lambda *a: opened.append(a))
     monkeypatch.setattr(models, "gguf_tensor_types", lambda *a: opened.append(a))
     out = tmp_path / "models" / "smol" / "pretrained"
     with pytest.raises(AcquisitionError, match=r"sha256 of smol\.gguf"):

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from san.core.attention import MultiHeadSelfAttention
+from san.models.spec import depth_and_heads
 from san.paths.evaluate import (
     evaluate_path_sets,
     model_accuracy,
@@ -20,7 +21,6 @@ from san.paths.evaluate import (
 )
 from san.paths.model import SAN, SANConfig, load_san, save_san
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
-from san.rank_collapse.spec import depth_and_heads
 
 from reference import reference_path_set_accuracy, reference_path_set_logits
 

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 import san.core.storage as storage
-from san.core.storage import part_path, read_netcdf, write_netcdf
+from san.core.storage import part_path, read_netcdf, read_structured_attr, structured_attr, write_netcdf
 
 
 def _dataset() -> xr.Dataset:
@@ -69,3 +69,15 @@ def test_strings_are_stored_as_character_arrays(tmp_path):
     back = read_netcdf(path)
     assert list(back["v"].values) == ["a", "bc"] and list(back["src"].values) == ["paper", "config model"]
     assert float(back.sel(v="bc")["x"]) == 2.0
+
+
+def test_structured_attributes_round_trip_as_json(tmp_path):
+    """A mapping attribute is stored as a JSON string and read back equal (bools, None, nested mappings)."""
+    value = {"residual": "skip", "mlp": False, "beta": 0.5, "window": None, "table": {"pure": {"skip": 0.0}}}
+    ds = _dataset().assign_attrs(fixed=structured_attr(value))
+    back = read_netcdf(write_netcdf(ds, tmp_path / "r.nc", {}))
+    assert (
+        back.attrs["fixed"]
+        == '{"residual": "skip", "mlp": false, "beta": 0.5, "window": null, "table": {"pure": {"skip": 0.0}}}'
+    )
+    assert read_structured_attr(back, "fixed") == value

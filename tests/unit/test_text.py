@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from san.core.text import content_hash, prose_paragraphs, pydoc_documents, tokenize_documents
-from san.rank_collapse.models import bundled_model_dir, load_tokenizer
+from san.models.acquire import bundled_model_dir, load_tokenizer
 
 DOC = """Title
 *****

@@ -31,7 +31,7 @@ def target_rules(blocks: dict[str, str]) -> set[str]:
 
 def test_rule_script_log_and_benchmark_share_the_rule_name():
     blocks = rule_blocks()
-    assert {"fig2", "fig3", "fig4", "theorem", "propagation"} <= target_rules(blocks)
+    assert {"fig2", "fig3", "fig4", "theorem"} <= target_rules(blocks)
     for name, text in blocks.items():
         body = text.split("\n\n\n")[0]
         assert re.match(r'\s+"""\S', body), f"rule {name} has no docstring"
@@ -41,6 +41,42 @@ def test_rule_script_log_and_benchmark_share_the_rule_name():
         assert script and script.group(1) == name, f"rule {name} runs {script and script.group(1)}"
         assert re.search(rf'"logs/{name}[/.]', body), f"rule {name}: log not under logs/{name}"
         assert re.search(rf"benchmarks/{name}[/.]", body), f"rule {name}: benchmark not under benchmarks/{name}"
+
+
+def figure_stems(body: str) -> list[str]:
+    """The literal start of every figure a rule writes (``results/figures/<stem>.<ext>``), up to its first
+    wildcard or formatted part: ``figures("circle")`` gives ``circle``, ``figures(f"propagation_{s}")`` gives
+    ``propagation_``."""
+    outputs = body.split("    output:", 1)[1].split("\n    log:", 1)[0] if "    output:" in body else ""
+    stems = re.findall(r'figures\(f?"([^"{]*)', outputs)
+    stems += re.findall(r"/figures/([^\"{]*)", outputs)
+    return stems
+
+
+def test_figure_stems_are_read_from_the_outputs():
+    body = '    """Doc."""\n    output:\n        a=figures("circle"),\n        b=figures(f"propagation_{s}"),\n'
+    body += '        c=expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}"),\n    log:\n'
+    assert figure_stems(body) == ["circle", "propagation_", "rank_collapse_model_"]
+
+
+def test_every_figure_is_named_after_the_rule_that_writes_it():
+    """A figure's file is ``<rule>.<ext>``, or ``<rule>_<part>.<ext>`` for a rule that writes several (one per
+    model, sweep or scale); its report caption ``workflow/report/<figure>.rst`` shares the name, and no rule with a
+    longer name would claim it."""
+    blocks = rule_blocks()
+    writers = {name: figure_stems(text.split("\n\n\n")[0]) for name, text in blocks.items()}
+    assert {"circle", "path_effectiveness", "path_length_distribution", "theorem_bound"} <= {
+        name for name, stems in writers.items() if stems
+    }
+    for name, stems in writers.items():
+        for stem in stems:
+            assert stem == name or stem.startswith(f"{name}_"), f"rule {name} writes figure {stem}*"
+            claims = [other for other in blocks if stem == other or stem.startswith(f"{other}_")]
+            assert max(claims, key=len) == name, f"figure {stem}* reads as rule {max(claims, key=len)}'s"
+        captions = re.findall(r'caption=caption\(f?"([^"{]*)', blocks[name].split("\n\n\n")[0])
+        for cap in captions if stems else []:
+            assert cap == name or cap.startswith(f"{name}_"), f"rule {name}: caption {cap}"
+            assert list((ROOT / "workflow" / "report").glob(f"{cap}*.rst")), f"no caption template {cap}*.rst"
 
 
 def test_resources_table_lists_exactly_the_rules():
@@ -75,6 +111,8 @@ def test_dry_run_needs_no_torch(tmp_path: Path):
 
 TORCH_FREE = (
     "san.experiments",
+    "san.models.spec",
+    "san.models.folders",
     "san.core.plotting",
     "san.core.compare",
     "san.rank_collapse.plots",

@@ -103,7 +103,7 @@ rule circle_table:
         "../../scripts/circle_table.py"
 
 
-rule circle_plot:
+rule circle:
     """Fig. 3 layout: trajectories of the recurrent rollout, rows variants, columns hidden dims (one seed)."""
     input:
         data=rules.circle_gather.output[0],
@@ -116,22 +116,22 @@ rule circle_plot:
             labels={"figure": "trajectories"},
         ),
     log:
-        "logs/circle_plot.log",
+        "logs/circle.log",
     benchmark:
-        f"{RESULTS}/benchmarks/circle_plot.tsv"
+        f"{RESULTS}/benchmarks/circle.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("circle_plot"),
+        **resources("circle"),
     params:
         figures=config["figures"],
         plot=CIRCLE["plot"],
     script:
-        "../../scripts/circle_plot.py"
+        "../../scripts/circle.py"
 
 
-rule circle_plot_distance:
+rule circle_distance:
     """Token distance against recurrent step, over seeds, one line per variant and a panel per hidden dim."""
     input:
         data=rules.circle_gather.output[0],
@@ -144,22 +144,22 @@ rule circle_plot_distance:
             labels={"figure": "token distance"},
         ),
     log:
-        "logs/circle_plot_distance.log",
+        "logs/circle_distance.log",
     benchmark:
-        f"{RESULTS}/benchmarks/circle_plot_distance.tsv"
+        f"{RESULTS}/benchmarks/circle_distance.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("circle_plot_distance"),
+        **resources("circle_distance"),
     params:
         figures=config["figures"],
         collapse_threshold=CIRCLE["report"]["collapse_threshold"],
     script:
-        "../../scripts/circle_plot_distance.py"
+        "../../scripts/circle_distance.py"
 
 
-rule circle_plot_loss:
+rule circle_loss:
     """Training loss per epoch, over seeds, one line per variant and a panel per hidden dim."""
     input:
         data=rules.circle_gather.output[0],
@@ -172,18 +172,18 @@ rule circle_plot_loss:
             labels={"figure": "training loss"},
         ),
     log:
-        "logs/circle_plot_loss.log",
+        "logs/circle_loss.log",
     benchmark:
-        f"{RESULTS}/benchmarks/circle_plot_loss.tsv"
+        f"{RESULTS}/benchmarks/circle_loss.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("circle_plot_loss"),
+        **resources("circle_loss"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/circle_plot_loss.py"
+        "../../scripts/circle_loss.py"
 
 
 FIG3 = [f"{RESULTS}/circle.nc", f"{RESULTS}/tables/circle_collapse.csv"]

@@ -1,7 +1,7 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
 from san.paths.spec import priorities, task_architectures
-from san.rank_collapse.spec import depth_and_heads
+from san.models.spec import depth_and_heads
 
 PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]
@@ -24,7 +24,7 @@ paths_task_slice = lambda wildcards: PATHS_SLICES[wildcards.task]
 paths_train_lib = lambda wildcards: lib(
     "core/attention",
     "core/device",
-    *(["core/text", "rank_collapse/folders"] if PATHS_SLICES[wildcards.task]["task"] == "memorization" else []),
+    *(["core/text", "models/folders"] if PATHS_SLICES[wildcards.task]["task"] == "memorization" else []),
     "paths/spec",
     "paths/fused",
     "paths/model",
@@ -82,7 +82,7 @@ rule paths_evaluate:
             "core/attention",
             "core/device",
             "core/text",
-            "rank_collapse/folders",
+            "models/folders",
             "paths/spec",
             "paths/fused",
             "paths/model",
@@ -158,7 +158,7 @@ rule paths_table:
         "../../scripts/paths_table.py"
 
 
-rule paths_plot:
+rule path_effectiveness:
     """Fig. 4 layout: one panel per task, mean +- std over repeats by path length for each number of paths."""
     input:
         data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
@@ -166,27 +166,27 @@ rule paths_plot:
     output:
         report(
             figures("path_effectiveness"),
-            caption=caption("paths_effectiveness"),
+            caption=caption("path_effectiveness"),
             category="Path effectiveness (Fig. 4)",
             labels={"figure": "accuracy by path length"},
         ),
     log:
-        "logs/paths_plot.log",
+        "logs/path_effectiveness.log",
     benchmark:
-        f"{RESULTS}/benchmarks/paths_plot.tsv"
+        f"{RESULTS}/benchmarks/path_effectiveness.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("paths_plot"),
+        **resources("path_effectiveness"),
     params:
         figures=config["figures"],
         titles=PATHS_TITLES,
     script:
-        "../../scripts/paths_plot.py"
+        "../../scripts/path_effectiveness.py"
 
 
-rule paths_plot_counts:
+rule path_length_distribution:
     """Distribution of path lengths per architecture (log-scale path length)."""
     input:
         data=rules.paths_counts.output[0],
@@ -194,23 +194,23 @@ rule paths_plot_counts:
     output:
         report(
             figures("path_length_distribution"),
-            caption=caption("paths_length_distribution"),
+            caption=caption("path_length_distribution"),
             category="Path effectiveness (Fig. 4)",
             labels={"figure": "path length distribution"},
         ),
     log:
-        "logs/paths_plot_counts.log",
+        "logs/path_length_distribution.log",
     benchmark:
-        f"{RESULTS}/benchmarks/paths_plot_counts.tsv"
+        f"{RESULTS}/benchmarks/path_length_distribution.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("paths_plot_counts"),
+        **resources("path_length_distribution"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/paths_plot_counts.py"
+        "../../scripts/path_length_distribution.py"
 
 
 FIG4 = expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS)

@@ -12,7 +12,7 @@ rule paths_decompose:
             "core/attention",
             "core/device",
             "core/text",
-            "rank_collapse/folders",
+            "models/folders",
             "paths/spec",
             "paths/fused",
             "paths/model",
@@ -38,7 +38,7 @@ rule paths_decompose:
         "../../scripts/paths_decompose.py"
 
 
-rule paths_plot_decomposition:
+rule path_decomposition:
     """Per task: norm share by path length (trained, init) and truncated accuracy over the sampled protocol."""
     input:
         exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS),
@@ -52,19 +52,19 @@ rule paths_plot_decomposition:
             labels={"figure": "exact path-length decomposition"},
         ),
     log:
-        "logs/paths_plot_decomposition.log",
+        "logs/path_decomposition.log",
     benchmark:
-        f"{RESULTS}/benchmarks/paths_plot_decomposition.tsv"
+        f"{RESULTS}/benchmarks/path_decomposition.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("paths_plot_decomposition"),
+        **resources("path_decomposition"),
     params:
         figures=config["figures"],
         titles=PATHS_TITLES,
     script:
-        "../../scripts/paths_plot_decomposition.py"
+        "../../scripts/path_decomposition.py"
 
 
 PATHS_DECOMPOSITION = expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS)

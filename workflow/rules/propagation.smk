@@ -33,7 +33,7 @@ rule propagation_sweep:
             "propagation/simulator",
             "propagation/theory",
             "propagation/experiment",
-            "rank_collapse/models",
+            "models/acquire",
         ),
     output:
         f"{RESULTS}/propagation/{{sweep}}.nc",
@@ -55,8 +55,9 @@ rule propagation_sweep:
         "../../scripts/propagation_sweep.py"
 
 
-rule propagation_plot:
-    """Figures of the propagation sweeps: cosine vs depth with the recursion, the beta transition, masks, T."""
+rule propagation:
+    """The signal-propagation sweeps at initialisation (beyond the paper) and their figures: cosine vs depth with
+    the recursion, the beta transition, masks, T (the target of the whole experiment)."""
     input:
         **{s: f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS},
         lib=lib("core/plotting", "propagation/spec", "propagation/theory", "propagation/claims", "propagation/plots"),
@@ -71,27 +72,21 @@ rule propagation_plot:
             for s in PROPAGATION_SWEEPS
         },
     log:
-        "logs/propagation_plot.log",
+        "logs/propagation.log",
     benchmark:
-        f"{RESULTS}/benchmarks/propagation_plot.tsv"
+        f"{RESULTS}/benchmarks/propagation.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("propagation_plot"),
+        **resources("propagation"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/propagation_plot.py"
+        "../../scripts/propagation.py"
 
 
 PROPAGATION_TARGETS = [f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS]
 for _s in PROPAGATION_SWEEPS:
     PROPAGATION_TARGETS += figures(f"propagation_{_s}")
 TARGETS += PROPAGATION_TARGETS
-
-
-rule propagation:
-    """Target: the signal-propagation sweeps at initialisation and their figures (beyond the paper)."""
-    input:
-        PROPAGATION_TARGETS,

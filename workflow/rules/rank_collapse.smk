@@ -32,7 +32,7 @@ rule corpus:
 rule acquire_model:
     """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
     input:
-        lib=lib("rank_collapse/models"),
+        lib=lib("models/acquire"),
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
     log:
@@ -56,7 +56,7 @@ rule tokenize_inputs:
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
-        lib=lib("core/text", "rank_collapse/folders"),
+        lib=lib("core/text", "models/folders"),
     output:
         f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
@@ -84,8 +84,8 @@ rule rank_collapse:
             "core/device",
             "core/metrics",
             "rank_collapse/spec",
-            "rank_collapse/models",
-            "rank_collapse/ablations",
+            "models/acquire",
+            "models/ablations",
             "rank_collapse/experiment",
         ),
     output:
@@ -118,8 +118,8 @@ rule path_products:
             "core/device",
             "core/metrics",
             "rank_collapse/spec",
-            "rank_collapse/models",
-            "rank_collapse/ablations",
+            "models/acquire",
+            "models/ablations",
             "rank_collapse/experiment",
             "rank_collapse/path_products",
         ),
@@ -144,39 +144,39 @@ rule path_products:
         "../../scripts/path_products.py"
 
 
-rule rank_collapse_plot:
+rule rank_collapse_model:
     """Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y."""
     input:
         data=rules.rank_collapse.output[0],
         lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         linear=report(
-            expand(f"{RESULTS}/figures/rank_collapse_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("rank_collapse"),
+            expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("rank_collapse_model"),
             category="Rank collapse (Fig. 2)",
             subcategory="{model}",
             labels={"model": "{model}", "scale": "linear"},
         ),
         log=report(
-            expand(f"{RESULTS}/figures/rank_collapse_{{{{model}}}}_log.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("rank_collapse_log"),
+            expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}_log.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("rank_collapse_model_log"),
             category="Rank collapse (Fig. 2)",
             subcategory="{model}",
             labels={"model": "{model}", "scale": "log"},
         ),
     log:
-        "logs/rank_collapse_plot/{model}.log",
+        "logs/rank_collapse_model/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/rank_collapse_plot/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/rank_collapse_model/{{model}}.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("rank_collapse_plot"),
+        **resources("rank_collapse_model"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/rank_collapse_plot.py"
+        "../../scripts/rank_collapse_model.py"
 
 
 rule rank_collapse_overview:
@@ -233,40 +233,40 @@ rule rank_collapse_pretrained:
         "../../scripts/rank_collapse_pretrained.py"
 
 
-rule path_products_plot:
+rule path_products_model:
     """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     input:
         data=rules.path_products.output[0],
         lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
-            expand(f"{RESULTS}/figures/path_products_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("path_products"),
+            expand(f"{RESULTS}/figures/path_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("path_products_model"),
             category="Chained attention along paths (appendix)",
             labels={"model": "{model}"},
         ),
     log:
-        "logs/path_products_plot/{model}.log",
+        "logs/path_products_model/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/path_products_plot/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/path_products_model/{{model}}.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("path_products_plot"),
+        **resources("path_products_model"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/path_products_plot.py"
+        "../../scripts/path_products_model.py"
 
 
 FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []
 FIG2 += figures("rank_collapse_pretrained") if PRETRAINED_MODELS else []
 for _model in RANK_COLLAPSE_MODELS:
     FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc"]
-    FIG2 += figures(f"rank_collapse_{_model}") + figures(f"rank_collapse_{_model}_log")
+    FIG2 += figures(f"rank_collapse_model_{_model}") + figures(f"rank_collapse_model_{_model}_log")
 for _model in PATH_PRODUCT_MODELS:
-    FIG2 += [f"{RESULTS}/path_products/{_model}.nc"] + figures(f"path_products_{_model}")
+    FIG2 += [f"{RESULTS}/path_products/{_model}.nc"] + figures(f"path_products_model_{_model}")
 TARGETS += FIG2
 
 

@@ -9,7 +9,7 @@ rule theorem_sweep:
         inputs=f"{RESULTS}/inputs/{THEORY_MODEL}/init.nc",
         lib=lib(
             "core/device",
-            "rank_collapse/models",
+            "models/acquire",
             "theory/spec",
             "theory/residual",
             "theory/bound",
@@ -34,7 +34,7 @@ rule theorem_sweep:
         "../../scripts/theorem_sweep.py"
 
 
-rule theorem_plot:
+rule theorem_bound:
     """Measured residual vs the nominal bound per layer (log scale) and the empirical exponent."""
     input:
         data=rules.theorem_sweep.output[0],
@@ -42,22 +42,22 @@ rule theorem_plot:
     output:
         report(
             figures("theorem_bound"),
-            caption=caption("theorem"),
+            caption=caption("theorem_bound"),
             category="Theorem 2.2 vs its bound",
         ),
     log:
-        "logs/theorem_plot.log",
+        "logs/theorem_bound.log",
     benchmark:
-        f"{RESULTS}/benchmarks/theorem_plot.tsv"
+        f"{RESULTS}/benchmarks/theorem_bound.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("theorem_plot"),
+        **resources("theorem_bound"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/theorem_plot.py"
+        "../../scripts/theorem_bound.py"
 
 
 THEOREM = [f"{RESULTS}/theorem.nc"] + figures("theorem_bound")

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from san.rank_collapse.folders import MANIFEST, AcquisitionError, read_manifest, sha256_file
+from san.models.folders import MANIFEST, AcquisitionError, read_manifest, sha256_file
 
 #: files of a model repository that the model folder is built from (top level only)
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
@@ -211,7 +211,7 @@ def pins(models_dir: str | Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m san.rank_collapse.hub [results/models]``: print the YAML pins of the hub models acquired there,
+    """``python -m san.models.hub [results/models]``: print the YAML pins of the hub models acquired there,
     to paste into the config that downloaded them (e.g. config/paper.yaml)."""
     import yaml
 

@@ -1,6 +1,6 @@
 """Materialised model folders: their manifest, the sha256 verification of every file, and their tokenizer.
 
-The light half of :mod:`san.rank_collapse.models` (no model classes are imported): what a job needs that only reads
+The light half of :mod:`san.models.acquire` (no model classes are imported): what a job needs that only reads
 a folder's tokenizer or checks its files, e.g. the tokenisation of the inputs and the memorisation task's tokenizer.
 A folder's ``manifest.json`` records where it came from and the sha256 of every file; every load verifies the folder
 against it (a file changed, missing or added after acquisition is refused, naming it).
@@ -158,7 +158,7 @@ def load_tokenizer(folder: str | Path):
 
     A folder with a ``tokenizer.json`` (the tokenizers library's whole pipeline: normaliser, pre-tokeniser, model,
     post-processor with the special tokens) loads it with transformers' generic fast tokenizer, which does not
-    import torch (a tokenisation job then starts in ~1 s instead of ~4 s); a folder without one falls back to
+    import torch (a tokenisation job then starts without torch's import time); a folder without one falls back to
     ``AutoTokenizer`` (its model-specific class). tests/unit/test_folders.py checks that both give the same ids.
     """
     folder = Path(folder)

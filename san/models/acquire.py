@@ -6,13 +6,11 @@ safetensors and GGUF files are ever loaded and remote code is never trusted.
 
 Sources: ``init`` (random weights from an explicit architecture), ``package`` (a model folder inside an installed
 Python package), ``package_parts`` (files of installed distributions, located through their metadata without running
-their code, concatenated in order into one archive: a zip holding a model folder, or a GGUF file) and ``hub``. A GGUF
-model folder keeps the GGUF file (it loads with ``from_pretrained(folder, gguf_file=...)``) beside the float32
-dequantisation of its weights in ``model.safetensors``, its config and its tokenizer, written once by the
-acquisition job: transformers computes GGUF weights in float32 whatever dtype is asked for, the experiment needs
-float64, and dequantising again in every job would cost about a minute per load for Gemma-3. Every folder of
-pretrained weights can pass a sanity check of genuine weights when acquired (``check``: a causal LM's continuation of
-a prompt, a sentence encoder's ranking of a paraphrase), recorded in the manifest.
+their code, concatenated in order into one archive: a zip holding a model folder, or a GGUF file), ``local`` (a
+model folder on this machine) and ``hub``. A GGUF model folder keeps the GGUF file beside the float32 dequantisation
+of its weights, its config and its tokenizer, written once by the acquisition job (:mod:`san.models.gguf`). Every
+folder of pretrained weights can pass a sanity check of genuine weights when acquired (``check``, recorded in the
+manifest: :mod:`san.models.checks`).
 
 Integrity: a package source must pin the sha256 of every file the model is loaded from (weights, ``config.json``,
 each tokenizer file), the tokenizer that ``init`` models copy from the bundled package is pinned here
@@ -30,18 +28,15 @@ import json
 import os
 import shutil
 import zipfile
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoTokenizer, PreTrainedModel
-from transformers.initialization import no_init_weights
 
-from san.rank_collapse.families import family as family_entry
-from san.rank_collapse.folders import (  # noqa: F401 - the folder API, re-exported for the acquisition's callers
+from san.models.checks import sanity_check
+from san.models.families import family as family_entry
+from san.models.folders import (  # noqa: F401 - the folder API, re-exported for the acquisition's callers
     BUNDLED_CONFIG_SHA256,
     BUNDLED_TOKENIZER_PACKAGE,
     BUNDLED_TOKENIZER_SHA256,
@@ -61,7 +56,7 @@ from san.rank_collapse.folders import (  # noqa: F401 - the folder API, re-expor
     sha256_file,
     verify_folder,
 )
-from san.rank_collapse.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
+from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
 
 
 def _copy_verified(src: Path, dest: Path, names: list[str], pins: dict[str, str], where: str) -> None:
@@ -156,10 +151,10 @@ def materialise_package(
 
 def materialise_hub(source: dict[str, Any], family: str, out_dir: str | Path, key: str) -> dict[str, Any]:
     """Download a hub snapshot (safetensors, configs, tokenizer) at its revision into ``out_dir``, every file checked
-    against the hash the hub announced and the config's pins (:mod:`san.rank_collapse.hub`); the manifest records the
+    against the hash the hub announced and the config's pins (:mod:`san.models.hub`); the manifest records the
     repository, revision, resolved commit and the sha256 of every file. ``key`` is the source's config path, named
     in errors (a missing repository or revision, a gated one, a moved commit, no network and no cache)."""
-    from san.rank_collapse.hub import fetch
+    from san.models.hub import fetch
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,117 +216,11 @@ def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, 
     return names
 
 
-@contextmanager
-def gguf_parsed_once() -> Iterator[None]:
-    """Within this context every ``gguf.GGUFReader`` of a file returns the first reader of that file.
-
-    transformers' GGUF loader parses the file anew for the tokenizer, for the config and for the weights (each call
-    of ``load_gguf_checkpoint`` constructs a ``GGUFReader``), and a parse walks the whole tokenizer vocabulary element
-    by element: about 20 s for Gemma-3's 262,144 tokens on one core. A reader is a read-only memory map with the
-    parsed fields and tensor descriptions, which the loader only reads, so sharing one gives the same results.
-    """
-    import gguf
-
-    original = gguf.GGUFReader
-    readers: dict[tuple[str, str], Any] = {}
-
-    def reader(path: str | os.PathLike, mode: str = "r") -> Any:
-        key = (str(Path(path).resolve()), mode)
-        if key not in readers:
-            readers[key] = original(path, mode)
-        return readers[key]
-
-    gguf.GGUFReader = reader
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = original
-        readers.clear()
-
-
-def gguf_tensor_types(path: Path) -> dict[str, int]:
-    """How many tensors of a GGUF file are stored in each type (e.g. ``{"Q4_1": 211, "F32": 61}``): the record of
-    what quantisation the weights went through."""
-    import gguf
-
-    return dict(sorted(Counter(t.tensor_type.name for t in gguf.GGUFReader(path).tensors).items()))
-
-
-def _dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedModel:
-    """Load a GGUF file of ``folder`` as the family's causal LM and save its float32 dequantisation (config,
-    model.safetensors, generation config) and its tokenizer beside it; returns the loaded LM (float32). Call it
-    within :func:`gguf_parsed_once` to parse the file once instead of three times."""
-    entry = family_entry(family)
-    if entry.lm_cls is None:
-        raise AcquisitionError(f"family {family!r} has no causal-LM class: GGUF weights are for decoders")
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    packed = entry.lm_cls.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
-    config = packed.config
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    with no_init_weights():  # every weight is overwritten next: skip drawing random ones (seconds for Gemma-3)
-        lm = entry.lm_cls(config)
-    lm.load_state_dict(packed.state_dict(), strict=True)
-    lm.tie_weights()  # no_init_weights also skips tying the LM head to the embeddings
-    del packed
-    lm.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    return lm.eval()
-
-
-@torch.inference_mode()
-def continuation_check(lm: PreTrainedModel, tokenizer, check: dict[str, Any]) -> dict[str, Any]:
-    """A causal LM's greedy continuation of ``check['prompt']``, and whether it contains ``check['expect']``."""
-    settings = {**CONTINUATION_CHECK, **check}
-    ids = tokenizer(settings["prompt"], return_tensors="pt")
-    out = lm.generate(**ids, max_new_tokens=int(settings["new_tokens"]), do_sample=False)
-    text = tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
-    return {**settings, "continuation": text, "passed": settings["expect"] in text}
-
-
-@torch.inference_mode()
-def paraphrase_check(model: PreTrainedModel, tokenizer) -> dict[str, Any]:
-    """A sentence encoder's mean-pooled embeddings: the cosine similarity of the anchor to a paraphrase and to an
-    unrelated sentence (:data:`PARAPHRASE_CHECK`); passes when the paraphrase is closer."""
-    names = ("anchor", "paraphrase", "unrelated")
-    enc = tokenizer([PARAPHRASE_CHECK[n] for n in names], padding=True, return_tensors="pt")
-    hidden = model(**enc).last_hidden_state
-    mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    emb = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1)
-    sims = {n: float(emb[0] @ emb[i]) for i, n in enumerate(names) if i}
-    return {"kind": "paraphrase", **PARAPHRASE_CHECK, "cosine": sims, "passed": sims["paraphrase"] > sims["unrelated"]}
-
-
-def sanity_check(folder: Path, family: str, check: dict[str, Any] | None, lm: PreTrainedModel | None = None) -> dict:
-    """Run the configured sanity check of genuine pretrained weights on a materialised folder (float32), refusing
-    weights that fail it; the result goes into the manifest (``{"kind": "none"}`` when no check is configured)."""
-    if not check or check.get("kind", "none") == "none":
-        return {"kind": "none"}
-    entry = family_entry(family)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    if check["kind"] == "continuation":
-        if lm is None:
-            if entry.lm_cls is None:
-                raise AcquisitionError(f"family {family!r} has no causal LM: use check kind 'paraphrase' or 'none'")
-            lm = entry.lm_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
-        result = {"kind": "continuation", **continuation_check(lm, tokenizer, check)}
-    elif check["kind"] == "paraphrase":
-        model = entry.model_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
-        result = paraphrase_check(model, tokenizer)
-    else:
-        raise AcquisitionError(f"unknown sanity check {check['kind']!r}; expected continuation, paraphrase or none")
-    if not result["passed"]:
-        raise AcquisitionError(
-            f"{folder}: the pretrained weights fail their sanity check, so they are not the genuine model: {result}"
-        )
-    return result
-
-
 def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str | Path) -> dict[str, Any]:
     """Reassemble a model from files of installed distributions (``source['parts']``, concatenated in order) and
     verify every file the model is loaded from against its pin before anything is loaded: a zip archive's model
     folder (``format: zip``, ``folder``), or one GGUF file (``format: gguf``, ``file_name``) that is then dequantised
-    (:func:`_dequantise_gguf`); runs the configured sanity check."""
+    (:func:`dequantise_gguf`); runs the configured sanity check."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     where = f"package parts {[p['distribution'] for p in source['parts']]}"
@@ -354,7 +243,7 @@ def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str 
         manifest["gguf_file"] = name
         with gguf_parsed_once():
             manifest["gguf_tensor_types"] = gguf_tensor_types(out / name)
-            lm = _dequantise_gguf(out, name, family)
+            lm = dequantise_gguf(out, name, family)
         manifest["dequantised"] = (
             f"model.safetensors, config.json and the tokenizer files were written from {name} by the acquisition job "
             f"(transformers' GGUF loader, float32); the weights are a quantisation of the original ones "

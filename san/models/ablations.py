@@ -28,6 +28,7 @@ ALBERT's paper ablation replaced the two FFN linear maps by identities, which le
 
 from __future__ import annotations
 
+import operator
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,7 +37,7 @@ import torch
 from torch import nn
 from transformers import PreTrainedModel
 
-from san.rank_collapse.spec import VARIANTS
+from san.models.spec import FAMILY_TABLE, VARIANTS, FamilyRow
 
 OVERRIDDEN = ("forward", "feed_forward_chunk", "ff_chunk", "post_attention")
 
@@ -195,18 +196,6 @@ def ablate_mpnet(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> Non
 
 
 # ---------------------------------------------------------------- pre-norm decoders (GPT-2, Llama, Gemma-3)
-#: attribute names of a pre-norm block: (norm before attention, attention, norm of the attention output or None,
-#: norm before the MLP, MLP, norm of the MLP output or None)
-PRE_NORM_PARTS = {
-    "gpt2": ("ln_1", "attn", None, "ln_2", "mlp", None),
-    "llama": ("input_layernorm", "self_attn", None, "post_attention_layernorm", "mlp", None),
-    "gemma3": (
-        "input_layernorm", "self_attn", "post_attention_layernorm", "pre_feedforward_layernorm", "mlp",
-        "post_feedforward_layernorm",
-    ),
-}  # fmt: skip
-
-
 def _maybe(module: nn.Module, name: str | None, x: torch.Tensor) -> torch.Tensor:
     return x if name is None else getattr(module, name)(x)
 
@@ -228,9 +217,9 @@ def _pre_norm_block(parts: tuple, attention_skip: bool, mlp: bool) -> Callable:
     return block
 
 
-def _gpt2_block(attention_skip: bool, mlp: bool) -> Callable:
+def _gpt2_block(parts: tuple, attention_skip: bool, mlp: bool) -> Callable:
     """GPT2Block's forward as a variant; the model passes cache, mask and cross-attention inputs positionally."""
-    inner = _pre_norm_block(PRE_NORM_PARTS["gpt2"], attention_skip, mlp)
+    inner = _pre_norm_block(parts, attention_skip, mlp)
 
     def block(self, hidden_states, cache=None, attention_mask=None, encoder_hidden_states=None, **kwargs):
         if encoder_hidden_states is not None:
@@ -241,35 +230,40 @@ def _gpt2_block(attention_skip: bool, mlp: bool) -> Callable:
     return block
 
 
-def ablate_pre_norm(family: str) -> Callable[[PreTrainedModel, bool, bool], None]:
-    """The ablation of a pre-norm decoder family: every block's forward replaced by its variant (none for the
-    unmodified transformer)."""
+def _ablate_blocks(make: Callable[[tuple, bool, bool], Callable]) -> Callable[..., None]:
+    """The ablation of a pre-norm decoder whose block forward ``make(parts, attention_skip, mlp)`` builds: every
+    block's forward replaced by its variant (none for the unmodified transformer)."""
 
-    def ablate(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> None:
+    def ablate(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
         if attention_skip and mlp:
             return
-        if family == "gpt2":
-            forward, layers = _gpt2_block(attention_skip, mlp), model.h
-        else:
-            forward, layers = _pre_norm_block(PRE_NORM_PARTS[family], attention_skip, mlp), model.layers
-        for layer in layers:
+        forward = make(row.pre_norm_parts, attention_skip, mlp)
+        for layer in operator.attrgetter(row.blocks)(model):
             _override(layer, "forward", forward)
 
     return ablate
 
 
+#: the ablations by the name a family's table row gives (``FamilyRow.ablation``), each called as
+#: ``ablate(model, row, attention_skip, mlp, albert_no_mlp)``
+ABLATIONS: dict[str, Callable[[PreTrainedModel, FamilyRow, bool, bool, str], None]] = {
+    "bert": lambda model, row, skip, mlp, albert_no_mlp: ablate_bert(model, skip, mlp),
+    "albert": lambda model, row, skip, mlp, albert_no_mlp: ablate_albert(model, skip, mlp, albert_no_mlp),
+    "xlnet": lambda model, row, skip, mlp, albert_no_mlp: ablate_xlnet(model, skip, mlp),
+    "mpnet": lambda model, row, skip, mlp, albert_no_mlp: ablate_mpnet(model, skip, mlp),
+    "gpt2": _ablate_blocks(_gpt2_block),
+    "pre_norm": _ablate_blocks(_pre_norm_block),
+}
+
+
 def apply_variant(model: PreTrainedModel, family: str, variant: str, albert_no_mlp: str = "identity_linears") -> None:
     """Turn ``model`` (of a registered ``family``) into ``variant`` in place (after undoing any earlier one)."""
-    from san.rank_collapse.families import FAMILIES
-
     restore(model)
     attention_skip, mlp = variant_switches(variant)
-    if family not in FAMILIES:
-        raise ValueError(f"unknown family {family!r}; expected one of {sorted(FAMILIES)}")
-    if family == "albert":
-        ablate_albert(model, attention_skip, mlp, albert_no_mlp)
-    else:
-        FAMILIES[family].ablate(model, attention_skip, mlp)
+    if family not in FAMILY_TABLE:
+        raise ValueError(f"unknown family {family!r}; expected one of {sorted(FAMILY_TABLE)}")
+    row = FAMILY_TABLE[family]
+    ABLATIONS[row.ablation](model, row, attention_skip, mlp, albert_no_mlp)
 
 
 @contextmanager

@@ -1,0 +1,81 @@
+"""The registry of model families: the transformers classes and blocks of each row of the family table.
+
+:mod:`san.models.spec` holds the facts of every family as data (torch-free); this module turns a row into the
+objects a job uses: its transformers classes (imported on first use), its blocks (the residual stream is measured at
+their outputs) and its norm and head names. Adding a family is one row of the table plus its ablation code.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import transformers
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+from san.models.spec import FAMILY_TABLE, FamilyRow
+
+
+def _transformers_class(name: str) -> type:
+    """The transformers class ``name``, imported on first use: transformers imports a model's code only when one of
+    its classes is asked for, so a job that runs one family does not import the other families' modelling code."""
+    return getattr(transformers, name)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family: its table row and the transformers classes and blocks it names."""
+
+    row: FamilyRow
+
+    @property
+    def config_cls(self) -> type[PretrainedConfig]:
+        return _transformers_class(self.row.config_class)
+
+    @property
+    def model_cls(self) -> type[PreTrainedModel]:
+        return _transformers_class(self.row.model_class)
+
+    @property
+    def lm_cls(self) -> type[PreTrainedModel] | None:
+        return None if self.row.lm_class is None else _transformers_class(self.row.lm_class)
+
+    def layers(self, model: nn.Module) -> Sequence[nn.Module]:
+        """The blocks of ``model`` whose outputs are the residual stream, in order."""
+        return operator.attrgetter(self.row.blocks)(model)
+
+    @property
+    def head_prefixes(self) -> tuple[str, ...]:
+        return self.row.head_prefixes
+
+    @property
+    def tokens_first(self) -> bool:
+        return self.row.tokens_first
+
+    @property
+    def final_norm(self) -> str | None:
+        return self.row.final_norm
+
+    @property
+    def forward_kwargs(self) -> dict:
+        """Keyword arguments of every forward pass on full-length sequences (e.g. no memories)."""
+        return dict(self.row.forward_kwargs)
+
+
+FAMILIES: dict[str, Family] = {name: Family(row) for name, row in FAMILY_TABLE.items()}
+
+
+def family(name: str) -> Family:
+    """The registry entry of family ``name``; ValueError naming the known families otherwise."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown model family {name!r}; expected one of {sorted(FAMILIES)}") from None
+
+
+def of_model(model: PreTrainedModel) -> Family | None:
+    """The registry entry whose config class built ``model`` (None for a model of no registered family)."""
+    name = type(model.config).__name__
+    return next((entry for entry in FAMILIES.values() if entry.row.config_class == name), None)

@@ -1,0 +1,305 @@
+"""The family table: everything the workflow knows about a transformers architecture, one row per family, free of
+torch (the workflow reads it while it parses the rules).
+
+A row names the family's transformers classes (by name: the registry :mod:`san.models.families` imports them on
+first use), the keys of its architecture config (layers, heads, width, longest input), where its blocks are, how its
+variants are made (``ablation``: a name that :mod:`san.models.ablations` looks up, so this table never imports the
+ablation code) and which checkpoint weights belong to a head the base model does not load. Adding a family is one
+row here plus its ablation code (and its variants' test in tests/unit/test_families.py, which recomputes every
+variant from the weights). No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
+
+The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
+position bias) and three pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama and Gemma-3
+with rotary positions, RMSNorm and grouped key/value heads; Gemma-3 also normalises each block's output and
+alternates sliding-window and global layers).
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import functools
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from san.core.config import ConfigError
+
+#: the paper's four variants (Fig. 2): pure attention, attention + MLP, attention + skip, the unmodified model
+VARIANTS = ("SAN", "SAN+MLP", "SAN+skip", "transformer")
+#: the variants without skip connections (the theorem's setting) and those with them
+PURE_ATTENTION = ("SAN", "SAN+MLP")
+WITH_SKIP = ("SAN+skip", "transformer")
+
+
+@dataclass(frozen=True)
+class FamilyRow:
+    """One model family of the table (module docstring)."""
+
+    #: transformers source file (relative to the package) and name of the config class, and the base model's class
+    config_module: str
+    config_class: str
+    model_class: str
+    #: keys of the architecture config: layers, heads per layer, width, longest input (None: relative positions
+    #: only, no limit)
+    layers_key: str
+    heads_key: str
+    width_key: str
+    position_key: str | None
+    #: name of the ablation that makes the variants (a key of ``san.models.ablations.ABLATIONS``)
+    ablation: str
+    #: dotted attribute path of the blocks whose outputs are the residual stream, in order (a shared block appears
+    #: once: ALBERT's group runs ``num_hidden_layers`` times and is measured at every run)
+    blocks: str
+    #: prefixes of checkpoint weights outside the base model (pretraining or LM heads; not loaded, not an error)
+    head_prefixes: tuple[str, ...] = ()
+    #: whether attention is causal (a decoder's SAN stays a causal SAN: the mask is never removed)
+    causal: bool = False
+    #: attribute names of a pre-norm block: (norm before attention, attention, norm of the attention output or
+    #: None, norm before the MLP, MLP, norm of the MLP output or None); None for post-norm blocks
+    pre_norm_parts: tuple[str | None, ...] | None = None
+    #: position ids that are never a token's (RoBERTa and MPNet count positions from padding_idx + 1 = 2)
+    position_offset: int = 0
+    #: name of the causal-LM class (decoders: the continuation sanity check of pretrained weights)
+    lm_class: str | None = None
+    #: whether the blocks pass hidden states as ``(tokens, sequences, width)`` instead of ``(sequences, tokens,
+    #: width)``
+    tokens_first: bool = False
+    #: the base model's norm after the last block (decoders), which transformers applies to the last hidden state
+    final_norm: str | None = None
+    #: keyword arguments of every forward pass on full-length sequences (XLNet: no memories)
+    forward_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: whether ``model.embeddings(input_ids=...)`` gives the embedded prose that the theory and propagation
+    #: experiments feed to their own blocks (word + position + token-type embeddings, then LayerNorm)
+    prose_embeddings: bool = False
+
+
+_ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
+_DECODER = {**_ENCODER, "position_key": "max_position_embeddings", "causal": True, "head_prefixes": ("lm_head.",)}
+_LLAMA_PARTS = ("input_layernorm", "self_attn", None, "post_attention_layernorm", "mlp", None)
+_GEMMA3_PARTS = (
+    "input_layernorm", "self_attn", "post_attention_layernorm", "pre_feedforward_layernorm", "mlp",
+    "post_feedforward_layernorm",
+)  # fmt: skip
+
+FAMILY_TABLE: dict[str, FamilyRow] = {
+    "bert": FamilyRow(
+        "models/bert/configuration_bert.py", "BertConfig", "BertModel", **_ENCODER,
+        position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("cls.",),
+        prose_embeddings=True,
+    ),
+    "albert": FamilyRow(
+        "models/albert/configuration_albert.py", "AlbertConfig", "AlbertModel", **_ENCODER,
+        position_key="max_position_embeddings", ablation="albert", blocks="encoder.albert_layer_groups",
+        head_prefixes=("predictions.", "sop_classifier."),
+    ),
+    "xlnet": FamilyRow(
+        "models/xlnet/configuration_xlnet.py", "XLNetConfig", "XLNetModel", "n_layer", "n_head", "d_model", None,
+        ablation="xlnet", blocks="layer", head_prefixes=("lm_loss.",), tokens_first=True,
+        forward_kwargs={"use_mems": False},
+    ),
+    "roberta": FamilyRow(
+        "models/roberta/configuration_roberta.py", "RobertaConfig", "RobertaModel", **_ENCODER,
+        position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("lm_head.",),
+        position_offset=2,
+    ),
+    "mpnet": FamilyRow(
+        "models/mpnet/configuration_mpnet.py", "MPNetConfig", "MPNetModel", **_ENCODER,
+        position_key="max_position_embeddings", ablation="mpnet", blocks="encoder.layer", head_prefixes=("lm_head.",),
+        position_offset=2,
+    ),
+    "gpt2": FamilyRow(
+        "models/gpt2/configuration_gpt2.py", "GPT2Config", "GPT2Model", "n_layer", "n_head", "n_embd", "n_positions",
+        ablation="gpt2", blocks="h", head_prefixes=("lm_head.",), causal=True,
+        pre_norm_parts=("ln_1", "attn", None, "ln_2", "mlp", None), lm_class="GPT2LMHeadModel", final_norm="ln_f",
+    ),
+    "llama": FamilyRow(
+        "models/llama/configuration_llama.py", "LlamaConfig", "LlamaModel", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="LlamaForCausalLM", final_norm="norm",
+    ),
+    "gemma3": FamilyRow(
+        "models/gemma3/configuration_gemma3.py", "Gemma3TextConfig", "Gemma3TextModel", **_DECODER,
+        ablation="pre_norm", blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma3ForCausalLM",
+        final_norm="norm",
+    ),
+}  # fmt: skip
+
+#: the family names, in table order (the schema's enum of ``models.<name>.family``; a test keeps them in step)
+FAMILIES = tuple(FAMILY_TABLE)
+#: families whose attention is causal
+CAUSAL = frozenset(name for name, row in FAMILY_TABLE.items() if row.causal)
+#: the family whose embeddings embed the prose input of the theory and propagation experiments
+(PROSE_EMBEDDING_FAMILY,) = (name for name, row in FAMILY_TABLE.items() if row.prose_embeddings)
+
+
+def row(family: str) -> FamilyRow:
+    """The table row of ``family``; ValueError naming the known families otherwise."""
+    try:
+        return FAMILY_TABLE[family]
+    except KeyError:
+        raise ValueError(f"unknown model family {family!r}; expected one of {list(FAMILIES)}") from None
+
+
+#: sanity checks of genuine pretrained weights, run when a model is acquired (``pretrained.check``): a causal LM's
+#: greedy continuation of a prompt must contain the expected word; a sentence encoder's mean-pooled embeddings must
+#: put a paraphrase closer to the anchor than an unrelated sentence
+CONTINUATION_CHECK = {"prompt": "The capital of France is", "expect": "Paris", "new_tokens": 8}
+PARAPHRASE_CHECK = {
+    "anchor": "A man is playing a guitar on the stage.",
+    "paraphrase": "On stage, a man plays the guitar.",
+    "unrelated": "The stock market fell sharply on Monday.",
+}
+#: architecture keys that count things (layers, heads, widths, positions): positive integers
+POSITIVE_KEYS = frozenset(
+    {
+        "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "max_position_embeddings",
+        "type_vocab_size", "embedding_size", "num_hidden_groups", "inner_group_num",
+        "n_layer", "n_head", "d_model", "d_inner", "n_embd", "n_positions", "n_inner", "num_key_value_heads",
+        "head_dim", "relative_attention_num_buckets", "sliding_window",
+    }
+)  # fmt: skip
+#: keys of a saved transformers config that are not fields of its class
+_SAVED_KEYS = {"_name_or_path": "str", "model_type": "str", "output_attentions": "bool"}
+
+
+def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
+    """The annotated fields of a class in a Python source file, ``{name: (annotation, default)}``, read from its
+    syntax tree (the module is not executed: transformers' config modules import torch)."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            fields = {}
+            for stmt in node.body:
+                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                    continue
+                annotation = ast.unparse(stmt.annotation)
+                if "ClassVar" in annotation:
+                    continue
+                try:
+                    default = ast.literal_eval(stmt.value) if stmt.value is not None else None
+                except ValueError:
+                    default = None
+                fields[stmt.target.id] = (annotation, default)
+            return fields
+    raise LookupError(f"class {class_name} not found in {source}")
+
+
+@functools.cache
+def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
+    """The keys a ``family`` architecture config accepts, ``{key: (type annotation, default)}``: the fields of the
+    installed transformers config class (e.g. ``BertConfig``) and of its base ``PreTrainedConfig``, read from their
+    source without importing transformers (which imports torch). None when transformers is not installed or its
+    source is laid out differently; the acquisition job then checks the keys against the class itself."""
+    try:
+        spec = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    root = Path(spec.origin).parent
+    module, class_name = FAMILY_TABLE[family].config_module, FAMILY_TABLE[family].config_class
+    try:
+        base = _class_fields(root / "configuration_utils.py", "PreTrainedConfig")
+        own = _class_fields(root / module, class_name)
+    except (OSError, SyntaxError, LookupError):
+        return None
+    return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
+
+
+def arch_value(family: str, arch: dict[str, Any], key: str) -> Any:
+    """A key of an architecture config: its configured value, else the config class's default (None if unknown)."""
+    if key in arch:
+        return arch[key]
+    fields = architecture_fields(family)
+    return fields[key][1] if fields and key in fields else None
+
+
+def depth_and_heads(family: str, arch: dict[str, Any]) -> tuple[int, int]:
+    """Layers and heads per layer of a configured transformers architecture (``models.<name>.init.config``; a key
+    left out takes the config class's default)."""
+    entry = row(family)
+    layers, heads = entry.layers_key, entry.heads_key
+    return int(arch_value(family, arch, layers)), int(arch_value(family, arch, heads))
+
+
+def _type_problem(annotation: str, value: Any) -> str | None:
+    """Why ``value`` does not fit a simple field annotation (``int``, ``float | int``, ``bool``, ``str``, each
+    optionally ``| None``); None when it fits or the annotation is not a simple one."""
+    kinds = {part.strip() for part in annotation.split("|")}
+    if value is None:
+        return None if "None" in kinds else "null is not allowed"
+    kinds.discard("None")
+    is_bool, is_int = isinstance(value, bool), isinstance(value, int) and not isinstance(value, bool)
+    is_number = is_int or (isinstance(value, float) and not is_bool)
+    checks = {"int": is_int, "float": is_number, "bool": is_bool, "str": isinstance(value, str)}
+    if not kinds or not kinds <= set(checks):
+        return None  # lists, dicts, literals: left to the config class
+    if any(checks[k] for k in kinds):
+        return None
+    return f"{value!r} is not of type {' or '.join(sorted(kinds))}"
+
+
+def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
+    """``models.<name>.init.config``: every key is a field of the family's transformers config class, of its type,
+    counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the key."""
+    where = f"models.{name}.init.config"
+    fields = architecture_fields(family)
+    if fields is not None:
+        unknown = sorted(set(arch) - set(fields))
+        if unknown:
+            close = {k: difflib.get_close_matches(k, list(fields), n=1) for k in unknown}
+            hints = "; ".join(f"{k!r}: did you mean {m[0]!r}?" for k, m in close.items() if m)
+            raise ConfigError(
+                f"config key '{where}': unknown architecture key(s) {unknown} for family {family!r} (not fields of "
+                f"transformers' {FAMILY_TABLE[family].config_class})" + (f"; {hints}" if hints else "")
+            )
+        for key, value in arch.items():
+            problem = _type_problem(fields[key][0], value)
+            if problem:
+                raise ConfigError(f"config key '{where}.{key}': {problem}")
+    for key, value in arch.items():
+        if key in POSITIVE_KEYS and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            raise ConfigError(f"config key '{where}.{key}': {value!r} is not a positive integer")
+    width_key, heads_key = FAMILY_TABLE[family].width_key, FAMILY_TABLE[family].heads_key
+    width, heads = arch_value(family, arch, width_key), arch_value(family, arch, heads_key)
+    if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads:
+        raise ConfigError(f"config key '{where}': {width_key} {width} is not divisible by {heads_key} {heads}")
+
+
+def check_models(config: dict[str, Any]) -> None:
+    """Cross-checks of the ``models`` section against ``text``: every architecture is valid for its family
+    (:func:`check_architecture`) and has position embeddings for ``text.seq_len`` tokens, and only causal decoder
+    families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key."""
+    text = config.get("text", {})
+    for name, spec in config.get("models", {}).items():
+        arch = spec.get("init", {}).get("config", {})
+        check_architecture(name, spec["family"], arch)
+        _check_positions(name, spec["family"], arch, text.get("seq_len"))
+        _check_decoder_only(name, spec)
+
+
+def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any) -> None:
+    """Model ``name`` embeds ``text.seq_len`` tokens: its usable position embeddings (if limited) suffice."""
+    position_key = FAMILY_TABLE[family].position_key
+    positions = arch_value(family, arch, position_key) if position_key else None
+    offset = FAMILY_TABLE[family].position_offset
+    if isinstance(positions, int) and isinstance(seq_len, int) and seq_len + offset > positions:
+        raise ConfigError(
+            f"config key 'text.seq_len': {seq_len} tokens exceed the {positions - offset} usable position "
+            f"embeddings of model {name!r} (models.{name}.init.config.{position_key})"
+        )
+
+
+def _check_decoder_only(name: str, spec: dict[str, Any]) -> None:
+    """A continuation check or GGUF weights (decoder-only) need a causal family."""
+    pretrained = spec.get("pretrained") or {}
+    check = (pretrained.get("check") or {}).get("kind")
+    decoder_only = check == "continuation" or pretrained.get("format") == "gguf"
+    if decoder_only and spec["family"] not in CAUSAL:
+        what = "check kind 'continuation'" if check == "continuation" else "GGUF weights"
+        raise ConfigError(
+            f"config key 'models.{name}.pretrained': {what} need a causal decoder family "
+            f"({sorted(CAUSAL)}), but the family is {spec['family']!r}"
+        )
