@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from san.core.text import pydoc_documents
-from san.models.folders import bundled_model_dir
 from san.models.acquire import materialise
+from san.models.folders import bundled_model_dir
 
 from hub_server import Repo
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from san.rank_collapse.spec import PURE_ATTENTION, WITH_SKIP
+from san.models.spec import PURE_ATTENTION, WITH_SKIP
 
 
 def circle_claims(table: pd.DataFrame, *, pure_fraction_min: float, skip_fraction_max: float) -> dict[str, Any]:

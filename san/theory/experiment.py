@@ -233,7 +233,9 @@ VARIABLES = {
         "log10 of the largest gamma one pure-attention layer needs, found by gradient ascent (certified lower bound)",
         "1",
     ),
-    "log10_gamma_control": Variable("log10 of the largest gamma found for a negative control (certified lower bound)", "1"),
+    "log10_gamma_control": Variable(
+        "log10 of the largest gamma found for a negative control (certified lower bound)", "1"
+    ),
     "control_violated": Variable("1 where the control needs a gamma above 1 and above the theorem's largest", "1"),
     "control_excluded_at_floor": Variable("candidates of the control excluded at the float64 floor", "1"),
     "draw": Variable("independent draw of the adversarial search (best of its starts)", "1"),

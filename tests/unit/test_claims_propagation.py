@@ -1,6 +1,8 @@
 """Propagation claims (Noci et al.; Giorlandino & Goldt; Wu et al.; Nait Saada et al.): each verdict on small
 hand-made sweep results, once passing and once failing, with the config's thresholds."""
 
+import json
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -66,8 +68,8 @@ def _qk(shift: float) -> xr.Dataset:
     beta = np.array([0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
     ds = xr.Dataset({"cosine": (("beta", "layer", "seed"), np.full((6, 4, 1), 0.2))}, coords={"beta": beta})
     ds.attrs.update(
-        fixed=repr({"residual": "skip", "var_v": 1.0, "var_b": 0.0, "var_w": 2.0, "mlp": True}),
-        residuals=repr({"skip": {"skip": 1.0, "branch": 1.0}}),
+        fixed=json.dumps({"residual": "skip", "var_v": 1.0, "var_b": 0.0, "var_w": 2.0, "mlp": True}),
+        residuals=json.dumps({"skip": {"skip": 1.0, "branch": 1.0}}),
         inv_sqrt_depth=INV_SQRT_DEPTH,
     )
     bc = predicted_critical_beta(ds) * shift

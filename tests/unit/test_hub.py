@@ -9,7 +9,7 @@ import pytest
 import yaml
 from huggingface_hub import constants
 
-from san.rank_collapse import hub as hub_source
+from san.models import hub as hub_source
 from san.models.acquire import AcquisitionError, load_model, materialise, sha256_file, verify_folder
 
 from hub_repos import GATED, MINILM, TOKENIZER

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 import san.models.acquire as models
-from san.models.acquire import AcquisitionError, load_model, materialise, read_manifest, sha256_file
+from san.models.acquire import AcquisitionError, load_model, materialise, read_manifest
 
 MINILM_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TINY_BERT = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}
