@@ -314,7 +314,11 @@ def run_seeds(
         for m, ev, init, chance in zip(models, evs, inits, chances, strict=True)
     ]
     ds = xr.concat(parts, dim="seed", combine_attrs="override")
-    ds.coords["seed"] = ("seed", list(seeds), {"long_name": "training seed (data, initialisation, batch order, dropout)"})
+    ds.coords["seed"] = (
+        "seed",
+        list(seeds),
+        {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": ""},
+    )
     return ds
 
 
@@ -380,7 +384,11 @@ def _dataset(summaries: dict[str, StateSummary], n_layers: int, n_samples: int) 
     """The dataset of :func:`run` over ``state``, ``path_length``, ``max_path_length`` and ``sample``."""
     k = np.arange(n_layers + 1)
     coords = {
-        "state": ("state", list(summaries), {"long_name": "weights: trained, or the initialisation (same seed)"}),
+        "state": (
+            "state",
+            list(summaries),
+            {"long_name": "weights: trained, or the initialisation (same seed)", "units": ""},
+        ),
         "path_length": ("path_length", k, {"long_name": "path length k", "units": "layers"}),
         "max_path_length": (
             "max_path_length",

@@ -18,11 +18,11 @@ import pandas as pd
 import torch
 import xarray as xr
 
+from san.paths.ensemble import EnsembleSAN
 from san.paths.evaluate import evaluate_path_sets, model_accuracy, prefix_tree, sample_path_sets
 from san.paths.model import SAN
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 from san.paths.tasks import Task, TaskData, chance_accuracy, make_task
-from san.paths.ensemble import EnsembleSAN
 from san.paths.training import Checkpoint, TrainResult, train_ensemble, train_model
 
 
@@ -149,9 +149,7 @@ def run(
     sets = sample_path_sets(
         cfg.n_layers, cfg.n_heads, evaluation["n_paths"], evaluation["n_repeats"], evaluation["seed"]
     )
-    chance = np.array(
-        [chance_accuracy(t.labels, ev.labels, cfg.n_classes) for t, ev in zip(trains, evs, strict=True)]
-    )
+    chance = np.array([chance_accuracy(t.labels, ev.labels, cfg.n_classes) for t, ev in zip(trains, evs, strict=True)])
     if log is not None:
         _log_sets(log, sets, cfg.n_heads)
     t0 = time.perf_counter()
@@ -169,7 +167,11 @@ def run(
 
 def _coords(cfg: Any, seeds: list[int], evaluation: Mapping[str, Any], epochs: np.ndarray) -> dict[str, Any]:
     return {
-        "seed": ("seed", list(seeds), {"long_name": "training seed (data, initialisation, batch order, dropout)"}),
+        "seed": (
+            "seed",
+            list(seeds),
+            {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": ""},
+        ),
         "n_paths": ("n_paths", list(evaluation["n_paths"]), {"long_name": "paths per evaluated set", "units": "1"}),
         "path_length": (
             "path_length",

@@ -214,7 +214,9 @@ def path_decomposition_figure(
         # barplot puts categories at 0..L, the same positions as the path lengths
         trained = ds.sel(state="trained")
         _band_line(bottom, trained["truncated_accuracy"], k, palette[0], "exact: paths of length ≤ K", "o", 1.5)
-        _band_line(bottom, trained["single_length_accuracy"], k, palette[2], "exact: paths of length k only", "s", 1.2, "--")
+        _band_line(
+            bottom, trained["single_length_accuracy"], k, palette[2], "exact: paths of length k only", "s", 1.2, "--"
+        )
         if _task(ds) in sampled:
             sds = sampled[_task(ds)]
             n_paths = int(sds["n_paths"].max())
