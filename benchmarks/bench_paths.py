@@ -47,8 +47,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from san.core.config import validate_config  # noqa: E402
 from san.paths import fused  # noqa: E402
-from san.paths.evaluate import _flatten_sets, evaluate_path_sets, prefix_tree, sample_path_sets  # noqa: E402
 from san.paths.ensemble import EnsembleSAN  # noqa: E402
+from san.paths.evaluate import _flatten_sets, evaluate_path_sets, prefix_tree, sample_path_sets  # noqa: E402
 from san.paths.experiment import init_model  # noqa: E402
 from san.paths.model import SAN, Dropout  # noqa: E402
 from san.paths.spec import IGNORE, SKIP, sequences_and_tokens, task_slices, training_macs  # noqa: E402

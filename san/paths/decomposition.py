@@ -317,7 +317,7 @@ def run_seeds(
     ds.coords["seed"] = (
         "seed",
         list(seeds),
-        {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": ""},
+        {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": "1"},
     )
     return ds
 

@@ -170,7 +170,7 @@ def _coords(cfg: Any, seeds: list[int], evaluation: Mapping[str, Any], epochs: n
         "seed": (
             "seed",
             list(seeds),
-            {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": ""},
+            {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": "1"},
         ),
         "n_paths": ("n_paths", list(evaluation["n_paths"]), {"long_name": "paths per evaluated set", "units": "1"}),
         "path_length": (
