@@ -166,6 +166,35 @@ def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
     return fig
 
 
+def _norm_share_panel(top: plt.Axes, ds: xr.Dataset, palette: list, first: bool) -> None:
+    """Norm share by path length, trained and initial weights as bars (mean over seeds, the seeds' range as error
+    bars), with the share of paths of each length as dots."""
+    from san.paths.spec import path_length_shares
+
+    k = ds["path_length"].values
+    share = ds["norm_share"].to_dataframe().reset_index()
+    sns.barplot(
+        share,
+        x="path_length",
+        y="norm_share",
+        hue="state",
+        hue_order=["trained", "init"],
+        palette=[palette[0], palette[7]],
+        ax=top,
+        legend=first,
+        errorbar=("pi", 100) if "seed" in share else None,
+    )
+    top.plot(
+        k,
+        path_length_shares(int(ds.attrs["n_layers"]), int(ds.attrs["n_heads"])),
+        "k.",
+        ms=6,
+        label="share of paths",
+    )
+    top.set_xlabel("")
+    top.set_ylabel("norm share" if first else "")
+
+
 def path_decomposition_figure(
     exact_datasets: Sequence[xr.Dataset],
     sampled_datasets: Sequence[xr.Dataset] = (),
@@ -180,7 +209,6 @@ def path_decomposition_figure(
     task name, if given), with the full model and the input-blind predictor as horizontal lines. Every quantity is
     the mean over seeds; bars carry the seeds' range as error bars, curves and levels as bands.
     """
-    from san.paths.spec import path_length_shares
 
     sampled = {_task(ds): ds for ds in sampled_datasets}
     n = len(exact_datasets)
@@ -189,28 +217,8 @@ def path_decomposition_figure(
     for col, ds in enumerate(exact_datasets):
         top, bottom = axes[0][col], axes[1][col]
         k = ds["path_length"].values
-        share = ds["norm_share"].to_dataframe().reset_index()
-        sns.barplot(
-            share,
-            x="path_length",
-            y="norm_share",
-            hue="state",
-            hue_order=["trained", "init"],
-            palette=[palette[0], palette[7]],
-            ax=top,
-            legend=col == 0,
-            errorbar=("pi", 100) if "seed" in share else None,
-        )
-        top.plot(
-            k,
-            path_length_shares(int(ds.attrs["n_layers"]), int(ds.attrs["n_heads"])),
-            "k.",
-            ms=6,
-            label="share of paths",
-        )
+        _norm_share_panel(top, ds, palette, col == 0)
         top.set_title(task_title(ds, titles))
-        top.set_xlabel("")
-        top.set_ylabel("norm share" if col == 0 else "")
         # barplot puts categories at 0..L, the same positions as the path lengths
         trained = ds.sel(state="trained")
         _band_line(bottom, trained["truncated_accuracy"], k, palette[0], "exact: paths of length ≤ K", "o", 1.5)
