@@ -37,7 +37,8 @@ class EnsembleLayerFunction(torch.autograd.Function):
     """One training-mode post-LN SAN layer for S stacked models, with a hand-written backward.
 
     ``x`` ``(S, b, n, d)``; ``w_qkv`` ``(S, 3d, d)``, ``b_qkv`` ``(S, 3d)``, ``w_o`` ``(S, d, d)``, ``b_o``,
-    ``ln_w``, ``ln_b`` ``(S, d)``; ``keep_p`` ``(S b H, n, n)`` and ``keep_o`` ``(S, b n, d)`` dropout masks or None;
+    ``ln_w``, ``ln_b`` ``(S, d)``; ``keep_p`` ``(S, b H, n, n)`` and ``keep_o`` ``(S, b n, d)`` dropout masks (any
+    strides: views of one buffer of a step's masks) or None;
     ``key_mask`` ``(S, b, n)`` bool or None. The LayerNorm's affine map is applied per seed after the affine-free
     normalisation.
     """
@@ -69,7 +70,7 @@ class EnsembleLayerFunction(torch.autograd.Function):
         if key_mask is not None:
             s.view(s_, b, h, n, n).masked_fill_(~key_mask[:, :, None, None, :], float("-inf"))
         p = softmax_last(s)
-        pd = p if keep_p is None else p * keep_p
+        pd = p if keep_p is None else (p.view(keep_p.shape) * keep_p).view(p.shape)
         c = torch.bmm(pd, v).view(s_, b, h, n, dh).transpose(2, 3).reshape(s_, b * n, d)
         o = torch.baddbmm(b_o[:, None, :], c, w_o.transpose(1, 2))
         r = x2 + o if keep_o is None else torch.addcmul(x2, o, keep_o)
@@ -99,7 +100,7 @@ class EnsembleLayerFunction(torch.autograd.Function):
         torch.bmm(pd.transpose(1, 2), gc, out=g_heads[2])  # dV
         gp = torch.bmm(gc, v.transpose(1, 2))
         if keep_p is not None:
-            gp.mul_(keep_p)
+            gp.view(keep_p.shape).mul_(keep_p)
         gs = gp.sub_((gp * p).sum(dim=-1, keepdim=True)).mul_(p).mul_(scale)  # softmax backward, then the scale
         torch.bmm(gs, k, out=g_heads[0])  # dQ
         torch.bmm(gs.transpose(1, 2), q, out=g_heads[1])  # dK
@@ -151,12 +152,25 @@ class EnsembleSAN(nn.Module):
         model.load_state_dict({k: self.w(k)[i].detach().clone() for k in self.names})
         return model.eval()
 
-    def dropout(self, x: torch.Tensor, per_seed: torch.Size) -> torch.Tensor | None:
-        """Every seed's next mask of shape ``per_seed`` from its own stream, stacked ``(S, *per_seed)``."""
-        p = self.cfg.dropout
+    def step_masks(self, x: torch.Tensor, b: int, n: int) -> list[torch.Tensor] | None:
+        """Every dropout mask of one training step for all seeds, drawn into one ``(S, total)`` buffer (one
+        :meth:`~san.paths.model.DropoutMasks.fill` per seed): the embedding's ``(S, b n, d)``, then per layer the
+        attention's ``(S, b H, n, n)`` and the output's ``(S, b n, d)``, then the classifier input's; each seed's
+        masks are those its single-seed run draws, in the same order. None without dropout."""
+        cfg, p = self.cfg, self.cfg.dropout
         if p == 0.0:
             return None
-        return torch.stack([m.mask(per_seed, p, x) for m in self.masks])
+        d, h = cfg.dim, cfg.n_heads
+        shapes = [(b * n, d)] + [(b * h, n, n), (b * n, d)] * cfg.n_layers + [(b * n, d)]
+        sizes = [math.prod(sh) for sh in shapes]
+        buf = torch.empty(len(self.masks), sum(sizes), dtype=x.dtype, device=x.device)
+        for row, m in zip(buf, self.masks, strict=True):
+            m.fill(row, sizes, p)
+        views, start = [], 0
+        for sh, size in zip(shapes, sizes, strict=True):
+            views.append(buf[:, start : start + size].view(len(self.masks), *sh))
+            start += size
+        return views
 
     def embed(self, inputs: torch.Tensor) -> torch.Tensor:
         """``X_0`` of every seed, ``(S, b n, d)`` (before dropout), as :class:`~san.paths.model.TokenEmbedding` or
@@ -181,16 +195,10 @@ class EnsembleSAN(nn.Module):
         cfg, w = self.cfg, self.w
         s_, b, n, d = inputs.shape[0], inputs.shape[1], inputs.shape[2], cfg.dim
         x = self.embed(inputs)
-        keep = self.dropout(x, torch.Size((b, n, d)))
-        x = (x if keep is None else x * keep.view(s_, b * n, d)).view(s_, b, n, d)
+        keeps = self.step_masks(x, b, n)
+        x = (x if keeps is None else x * keeps[0]).view(s_, b, n, d)
         for i in range(cfg.n_layers):
             pre = f"layers.{i}."
-            keep_p = keep_o = None
-            if cfg.dropout > 0.0:
-                masks = [(m.mask((b * cfg.n_heads, n, n), cfg.dropout, x), m.mask((b * n, d), cfg.dropout, x))
-                         for m in self.masks]  # fmt: skip
-                keep_p = torch.cat([mp for mp, _ in masks])
-                keep_o = torch.stack([mo for _, mo in masks])
             x = EnsembleLayerFunction.apply(
                 x,
                 w(pre + "attn.qkv.weight"),
@@ -199,12 +207,12 @@ class EnsembleSAN(nn.Module):
                 w(pre + "attn.out.bias"),
                 w(pre + "norm.weight"),
                 w(pre + "norm.bias"),
-                keep_p,
-                keep_o,
+                None if keeps is None else keeps[1 + 2 * i],
+                None if keeps is None else keeps[2 + 2 * i],
                 mask,
                 cfg.n_heads,
                 cfg.layer_norm_eps,
             )
-        keep = self.dropout(x, torch.Size((b, n, d)))
-        x = (x if keep is None else x * keep).view(s_, b * n, d)
+        x = x.view(s_, b * n, d)
+        x = x if keeps is None else x * keeps[-1]
         return _affine(x, w("classifier.weight"), w("classifier.bias")).view(s_, b, n, -1)

@@ -122,6 +122,20 @@ class DropoutMasks:
         self._key = (p, like.dtype, like.device)
         self._pos = 0
 
+    def fill(self, out: torch.Tensor, sizes: list[int], p: float) -> None:
+        """Write into the flat ``out`` the masks that consecutive :meth:`mask` calls of ``sizes`` elements would
+        return, one after the other: the same stream, in one copy when they all lie in the current pool (a batched
+        model draws all of a step's masks of one seed at once this way)."""
+        total = sum(sizes)
+        if self._pool is not None and self._key == (p, out.dtype, out.device) and self._pos + total <= len(self._pool):
+            out.copy_(self._pool[self._pos : self._pos + total])
+            self._pos += total
+            return
+        start = 0
+        for n in sizes:
+            out[start : start + n].copy_(self.mask(torch.Size((n,)), p, out))
+            start += n
+
     @torch.compiler.disable  # host-side bookkeeping: run eagerly under torch.compile instead of guarding on it
     def mask(self, shape: torch.Size, p: float, like: torch.Tensor) -> torch.Tensor:
         """A float mask of ``shape`` (dtype and device of ``like``): 0 or ``1 / (1 - p)``."""

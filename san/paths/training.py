@@ -97,6 +97,7 @@ class SingleLearner:
             fused = False
         model.set_fused(fused)
         self.model, self.data, self.n_seeds, self.device = model, data.to(device), 1, device
+        self.offset = torch.zeros(1, 1, dtype=torch.long, device=device)  # rows of the (only) training set
         torch.manual_seed(seed)  # any torch-drawn randomness
         model.dropout_masks.seed(seed)  # dropout masks
         self.masks = [model.dropout_masks]
@@ -113,9 +114,10 @@ class SingleLearner:
         logits = self.model(x, m)
         return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
 
-    def loss(self, idx: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The batch's mean token cross-entropy, and the same detached as a 1-element per-seed vector."""
-        d, i = self.data, idx[0]
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean token cross-entropy of the batch ``rows[0]``, and the same detached as a 1-element per-seed
+        vector."""
+        d, i = self.data, rows[0]
         loss = self.loss_fn(d.inputs[i], d.labels[i], None if d.mask is None else d.mask[i])
         return loss, loss.detach().view(1)
 
@@ -138,10 +140,10 @@ class EnsembleLearner:
         ).to(device)  # fmt: skip
         self.offset = (torch.arange(len(data)) * len(data[0])).view(-1, 1).to(device)
 
-    def loss(self, idx: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The sum over seeds of each seed's mean token cross-entropy on its own batch (its gradient in each
-        member's weights is that member's own), and the per-seed means, detached."""
-        rows = torch.stack(idx) + self.offset  # (S, b) rows of the stacked data
+        member's weights is that member's own), and the per-seed means, detached. ``rows`` ``(S, b)``: seed i's
+        batch as rows of the stacked data (its own indices plus ``offset[i]``)."""
         y = self.labels[rows]
         logits = self.model(self.inputs[rows], None if self.mask is None else self.mask[rows])
         ce = nn.functional.cross_entropy(logits.flatten(0, 2), y.flatten(), ignore_index=IGNORE, reduction="none")
@@ -151,10 +153,9 @@ class EnsembleLearner:
     def clip(self, max_norm: float) -> None:
         """Each member's gradient clipped to ``max_norm`` by its own norm, as ``clip_grad_norm_`` clips a model."""
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+        norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).norm(dim=0)
         coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(-1, *[1] * (g.ndim - 1)))
+        torch._foreach_mul_(grads, [coef.view(-1, *[1] * (g.ndim - 1)) for g in grads])
 
 
 Learner = SingleLearner | EnsembleLearner
@@ -232,14 +233,15 @@ def _epoch(loop: _Loop, cfg: dict[str, Any], n: int, total_steps: int) -> tuple[
     device, clip = learner.device, cfg.get("max_grad_norm")
     lr = cfg["lr"] * lr_factor(schedule, loop.epoch, loop.step, total_steps)
     shuffle = cfg.get("shuffle", True)
-    orders = [(torch.randperm(n, generator=g) if shuffle else torch.arange(n)).to(device) for g in loop.gens]
+    orders = torch.stack([torch.randperm(n, generator=g) if shuffle else torch.arange(n) for g in loop.gens])
+    orders = orders.to(device) + learner.offset  # (S, n): every seed's epoch of rows, stacked once
     epoch_loss = torch.zeros(learner.n_seeds, device=device)
     for start in range(0, n, bs):
         if schedule["kind"] == "linear":
             lr = cfg["lr"] * lr_factor(schedule, loop.epoch, loop.step, total_steps)
         for group in opt.param_groups:
             group["lr"] = lr
-        loss, per_seed = learner.loss([o[start : start + bs] for o in orders])
+        loss, per_seed = learner.loss(orders[:, start : start + bs])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip is not None:

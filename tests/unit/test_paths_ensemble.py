@@ -74,18 +74,17 @@ def test_first_batches_and_masks_are_those_of_the_single_seed_runs(cfg, monkeypa
     seen: dict[str, list] = {"single": [], "ensemble": []}
     real_single, real_ensemble = SingleLearner.loss, EnsembleLearner.loss
 
-    def spy_single(self, idx):
-        seen["single"].append((self.data.inputs[idx[0]].clone(), self.model(self.data.inputs[idx[0]]).detach()))
+    def spy_single(self, rows):
+        seen["single"].append((self.data.inputs[rows[0]].clone(), self.model(self.data.inputs[rows[0]]).detach()))
         self.model.dropout_masks.seed(self.model._seed)  # the spy's forward drew masks: start over
-        return real_single(self, idx)
+        return real_single(self, rows)
 
-    def spy_ensemble(self, idx):
-        rows = torch.stack(idx) + self.offset
+    def spy_ensemble(self, rows):
         states = [m.get_state() for m in self.masks]
         seen["ensemble"].append((self.inputs[rows].clone(), self.model(self.inputs[rows]).detach()))
         for m, st in zip(self.masks, states, strict=True):
             m.set_state(st)
-        return real_ensemble(self, idx)
+        return real_ensemble(self, rows)
 
     monkeypatch.setattr(SingleLearner, "loss", spy_single)
     monkeypatch.setattr(EnsembleLearner, "loss", spy_ensemble)
@@ -107,11 +106,21 @@ def test_first_batches_and_masks_are_those_of_the_single_seed_runs(cfg, monkeypa
 
 
 def test_ensemble_masks_follow_each_seeds_stream():
-    ens = EnsembleSAN(_task(SORT, 3).model_config, [3, 5])
+    """A step's masks, drawn at once per seed, are the masks the single-seed model asks for one by one (embedding,
+    each layer's attention and output, classifier), across pool refills (a small pool forces several)."""
+    cfg = _task(SORT, 3).model_config
+    ens = EnsembleSAN(cfg, [3, 5])
+    ens.masks = [DropoutMasks(seed, pool_size=500) for seed in (3, 5)]
     like = torch.zeros(1)
-    got = ens.dropout(like, torch.Size((4, 6)))
-    for i, seed in enumerate([3, 5]):
-        assert torch.equal(got[i], DropoutMasks(seed).mask(torch.Size((4, 6)), 0.1, like))
+    b, n, d, h = 4, 6, cfg.dim, cfg.n_heads
+    shapes = [(b * n, d)] + [(b * h, n, n), (b * n, d)] * cfg.n_layers + [(b * n, d)]
+    refs = [DropoutMasks(seed, pool_size=500) for seed in (3, 5)]
+    for _ in range(3):
+        got = ens.step_masks(like, b, n)
+        assert [tuple(g.shape[1:]) for g in got] == shapes
+        for i, ref in enumerate(refs):
+            for g, shape in zip(got, shapes, strict=True):
+                assert torch.equal(g[i], ref.mask(torch.Size(shape), 0.1, like))
 
 
 @pytest.mark.parametrize("cfg", [SORT, HULL], ids=["sorting_adam", "hull_adamw_clipped"])
@@ -150,7 +159,7 @@ def test_per_seed_clipping_is_clip_grad_norm_of_each_member():
     tasks = [_task(HULL, s) for s in HULL["seeds"]]
     ens = EnsembleSAN(tasks[0].model_config, HULL["seeds"])
     learner = EnsembleLearner(ens, [t.train for t in tasks], torch.device("cpu"))
-    loss, _ = learner.loss([torch.arange(12), torch.arange(12)])
+    loss, _ = learner.loss(torch.arange(12).repeat(2, 1) + learner.offset)
     loss.backward()
     grads = {n: p.grad.clone() for n, p in zip(ens.names, ens.weights, strict=True)}
     learner.clip(0.01)
