@@ -33,6 +33,15 @@ def _ln_stats(r: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, 
     return torch.native_layer_norm(r, (r.shape[-1],), None, None, eps)
 
 
+def _softmax_(s: torch.Tensor) -> torch.Tensor:
+    """:func:`~san.core.attention.softmax_last` computed in place in ``s`` (the same operations, hence the same
+    values; no temporaries for the scores of all seeds)."""
+    if s.shape[-1] > 32:
+        return softmax_last(s)
+    p = s.sub_(s.amax(dim=-1, keepdim=True)).exp_()
+    return p.div_(p.sum(dim=-1, keepdim=True))
+
+
 class EnsembleLayerFunction(torch.autograd.Function):
     """One training-mode post-LN SAN layer for S stacked models, with a hand-written backward.
 
@@ -69,7 +78,7 @@ class EnsembleLayerFunction(torch.autograd.Function):
         s = torch.bmm(q, k.transpose(1, 2)).mul_(scale)  # (S b H, n, n)
         if key_mask is not None:
             s.view(s_, b, h, n, n).masked_fill_(~key_mask[:, :, None, None, :], float("-inf"))
-        p = softmax_last(s)
+        p = _softmax_(s)
         pd = p if keep_p is None else (p.view(keep_p.shape) * keep_p).view(p.shape)
         c = torch.bmm(pd, v).view(s_, b, h, n, dh).transpose(2, 3).reshape(s_, b * n, d)
         o = torch.baddbmm(b_o[:, None, :], c, w_o.transpose(1, 2))

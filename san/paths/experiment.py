@@ -19,7 +19,13 @@ import torch
 import xarray as xr
 
 from san.paths.ensemble import EnsembleSAN
-from san.paths.evaluate import evaluate_path_sets, model_accuracy, prefix_tree, sample_path_sets
+from san.paths.evaluate import (
+    evaluate_path_sets,
+    evaluate_seed_path_sets,
+    model_accuracy,
+    prefix_tree,
+    sample_path_sets,
+)
 from san.paths.model import SAN
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 from san.paths.tasks import Task, TaskData, chance_accuracy, make_task
@@ -109,15 +115,18 @@ def _evaluate_seeds(
     models: list[SAN], evs: list[TaskData], sets: np.ndarray, memory_mb: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Full-model accuracy ``(seed,)`` and path-set accuracy ``(seed, n_paths, path_length, repeat)`` of every
-    seed's model on its own evaluation set, with the same path sets."""
+    seed's model on its own evaluation set, with the same path sets: all seeds in one batched evaluation
+    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`) when their evaluation sets have one shape, else seed by
+    seed."""
     full = np.array([model_accuracy(m, ev.inputs, ev.labels, ev.mask) for m, ev in zip(models, evs, strict=True)])
-    acc = np.stack(
-        [
-            evaluate_path_sets(m, ev.inputs, ev.labels, ev.mask, sets, memory_mb).numpy()
-            for m, ev in zip(models, evs, strict=True)
-        ]
+    if len({(ev.inputs.shape, ev.mask is None) for ev in evs}) == 1:
+        mask = None if evs[0].mask is None else torch.stack([ev.mask for ev in evs])
+        inputs, labels = torch.stack([ev.inputs for ev in evs]), torch.stack([ev.labels for ev in evs])
+        return full, evaluate_seed_path_sets(models, inputs, labels, mask, sets, memory_mb).numpy()
+    pairs = zip(models, evs, strict=True)
+    return full, np.stack(
+        [evaluate_path_sets(m, ev.inputs, ev.labels, ev.mask, sets, memory_mb).numpy() for m, ev in pairs]
     )
-    return full, acc
 
 
 def _log_sets(log: Any, sets: np.ndarray, n_heads: int) -> None:
