@@ -235,7 +235,7 @@ class _SeedPathSetEvaluator(_PathSetEvaluator):
         )
 
     def chunk_size(self, n_tok: int, memory_mb: float) -> int:
-        return max(1, super().chunk_size(n_tok, memory_mb) // len(self.models))
+        return max(1, super().chunk_size(n_tok, memory_mb) // len(self.models))  # the budget shared by the seeds
 
     def _heads(self, xs: torch.Tensor, g: _HeadGroup, m: torch.Tensor | None) -> torch.Tensor:
         """``P_h X W^V_h W^O_h + 1 b_O^T`` of head ``g.head`` of layer ``g.layer`` of every seed, as
