@@ -12,7 +12,9 @@ Per task it prints:
 - CPU per seed of an N-seed ensemble (``--seeds N``, default 5; :mod:`san.paths.ensemble`) against one seed
   trained alone, the same optimiser steps per seed, and the share of the float32 arithmetic floor (the training's
   multiply-adds at the rate of a large matrix product on this machine) each reaches (targets: ratio <= 1/3 for
-  sorting and sorting_10k, <= 1/2 for convex hull; ``--ensemble-only`` prints only this);
+  sorting and sorting_10k, <= 1/2 for convex hull), and the CPU of the path evaluation of the N seeds one by one
+  against all seeds in one batched computation (:func:`~san.paths.evaluate.evaluate_seed_path_sets`; memorisation's
+  evaluation sets subsampled to ``--mem-eval`` sequences); ``--ensemble-only`` prints only this;
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
   per-path reference of the tests (``tests/reference.py``: a Python loop over paths, each
@@ -48,7 +50,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from san.core.config import validate_config  # noqa: E402
 from san.paths import fused  # noqa: E402
 from san.paths.ensemble import EnsembleSAN  # noqa: E402
-from san.paths.evaluate import _flatten_sets, evaluate_path_sets, prefix_tree, sample_path_sets  # noqa: E402
+from san.paths.evaluate import (  # noqa: E402
+    _flatten_sets,
+    evaluate_path_sets,
+    evaluate_seed_path_sets,
+    prefix_tree,
+    sample_path_sets,
+)
 from san.paths.experiment import init_model  # noqa: E402
 from san.paths.model import SAN, Dropout  # noqa: E402
 from san.paths.spec import IGNORE, SKIP, sequences_and_tokens, task_slices, training_macs  # noqa: E402
@@ -253,7 +261,34 @@ def time_ensemble(tcfg: dict, n_seeds: int, steps: int, rounds: int) -> dict[str
     return {"single_step": single / steps, "ensemble_step": ensemble / steps, "n_seeds": n_seeds}
 
 
-def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, rounds: int) -> None:
+def time_seed_evaluation(tcfg: dict, eval_cfg: dict, n_seeds: int, n_inputs: int | None) -> dict[str, float]:
+    """CPU seconds of the path evaluation (the full protocol) of ``n_seeds`` models, each on its own evaluation set:
+    seed by seed (:func:`~san.paths.evaluate.evaluate_path_sets`) and all seeds in one batched computation
+    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`); the results must be equal."""
+    seeds = list(tcfg["seeds"])[:n_seeds]
+    seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
+    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
+    models = [init_model(t, s).eval() for t, s in zip(tasks, seeds, strict=True)]
+    evs = [t.eval if n_inputs is None else _subset(t.eval, n_inputs) for t in tasks]
+    cfg, mb = models[0].cfg, eval_cfg["memory_mb"]
+    sets = sample_path_sets(cfg.n_layers, cfg.n_heads, eval_cfg["n_paths"], eval_cfg["n_repeats"], eval_cfg["seed"])
+    t0 = time.process_time()
+    pairs = zip(models, evs, strict=True)
+    loop = torch.stack([evaluate_path_sets(m, e.inputs, e.labels, e.mask, sets, mb) for m, e in pairs])
+    loop_s = time.process_time() - t0
+    stack = lambda f: None if f(evs[0]) is None else torch.stack([f(e) for e in evs])  # noqa: E731
+    t0 = time.process_time()
+    batched = evaluate_seed_path_sets(
+        models, stack(lambda e: e.inputs), stack(lambda e: e.labels), stack(lambda e: e.mask), sets, mb
+    )
+    batched_s = time.process_time() - t0
+    if not torch.equal(loop, batched):
+        raise AssertionError("seed-batched path evaluation differs from the seed-by-seed one")
+    return {"loop_s": loop_s, "batched_s": batched_s, "inputs": len(evs[0])}
+
+
+def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, rounds: int, eval_cfg: dict,
+                    mem_eval: int) -> None:  # fmt: skip
     """Per task: CPU per seed of an ``n_seeds`` ensemble against one seed alone, and the share of the float32
     arithmetic floor (the training's multiply-adds at the rate of a large product) that each reaches."""
     rate = matmul_rate()
@@ -275,6 +310,11 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
         )
         print(f"     full training CPU: one seed ~{t['single_step'] * steps_total:.0f} s, {n_seeds} seeds as one"
               f" ensemble ~{t['ensemble_step'] * steps_total:.0f} s")  # fmt: skip
+        ev = time_seed_evaluation(tcfg, eval_cfg, n_seeds, mem_eval if tcfg["task"] == "memorization" else None)
+        print(f"     path evaluation ({ev['inputs']} inputs per seed): {n_seeds} seeds one by one"
+              f" {ev['loop_s']:.1f} CPU s,"
+              f" batched over seeds {ev['batched_s']:.1f} CPU s (ratio {ev['batched_s'] / ev['loop_s']:.2f}),"
+              " equal results")  # fmt: skip
 
 
 def main() -> None:
@@ -305,7 +345,7 @@ def main() -> None:
     rows = []
     slices = task_slices(pcfg, ROOT / "workflow/schemas/paths.schema.yaml")  # variants resolved
     if args.seeds:
-        print_ensembles(slices, tasks, args.seeds, args.steps, args.rounds)
+        print_ensembles(slices, tasks, args.seeds, args.steps, args.rounds, pcfg["evaluation"], args.mem_eval)
     if args.ensemble_only:
         return
     for name in tasks:
