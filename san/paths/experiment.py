@@ -116,10 +116,10 @@ def _evaluate_seeds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Full-model accuracy ``(seed,)`` and path-set accuracy ``(seed, n_paths, path_length, repeat)`` of every
     seed's model on its own evaluation set, with the same path sets: all seeds in one batched evaluation
-    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`) when their evaluation sets have one shape, else seed by
-    seed."""
+    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`) when there are several of one shape, else seed by seed
+    (the same numbers either way)."""
     full = np.array([model_accuracy(m, ev.inputs, ev.labels, ev.mask) for m, ev in zip(models, evs, strict=True)])
-    if len({(ev.inputs.shape, ev.mask is None) for ev in evs}) == 1:
+    if len(evs) > 1 and len({(ev.inputs.shape, ev.mask is None) for ev in evs}) == 1:
         mask = None if evs[0].mask is None else torch.stack([ev.mask for ev in evs])
         inputs, labels = torch.stack([ev.inputs for ev in evs]), torch.stack([ev.labels for ev in evs])
         return full, evaluate_seed_path_sets(models, inputs, labels, mask, sets, memory_mb).numpy()
