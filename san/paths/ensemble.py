@@ -8,9 +8,11 @@ The per-step overhead is paid once for N models.
 Each member is the model that a single-seed run with its seed builds: its initial weights come from
 ``torch.manual_seed(seed)`` followed by :class:`~san.paths.model.SAN` (so they are bit-identical to it), and its
 dropout masks from its own :class:`~san.paths.model.DropoutMasks` seeded with its seed and asked for the same shapes
-in the same order. Members share no parameter, so the gradient of the sum of their losses is each member's own
-gradient, and Adam/AdamW, elementwise, update each member as it would alone. The batched products (``bmm`` instead of
-the single model's ``mm``) may round differently in the last bit; the tests bound the difference.
+in the same order (all of a step's masks of a seed in one :meth:`~san.paths.model.DropoutMasks.fill` into one
+stacked buffer, which yields the same stream as the single model's mask-by-mask requests). Members share no
+parameter, so the gradient of the sum of their losses is each member's own gradient, and Adam/AdamW, elementwise,
+update each member as it would alone. The batched products (``bmm`` instead of the single model's ``mm``) may round
+differently in the last bit; the tests bound the difference.
 
 :class:`EnsembleLayerFunction` is :class:`san.paths.fused.SANLayerFunction` (Eq. 1 of that module, one post-LN layer
 with a hand-written backward) with the seed dimension added.
