@@ -9,6 +9,12 @@ Per task it prints:
   ``fused`` (the default: each layer one autograd node with a hand-written backward and, on AVX-512 CPUs,
   oneDNN projections, :mod:`san.paths.fused`), with the extrapolated full training time against the targets
   (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
+- CPU per seed of an N-seed ensemble (``--seeds N``, default 5; :mod:`san.paths.ensemble`) against one seed
+  trained alone, the same optimiser steps per seed, and the share of the float32 arithmetic floor (the training's
+  multiply-adds at the rate of a large matrix product on this machine) each reaches (targets: ratio <= 1/3 for
+  sorting and sorting_10k, <= 1/2 for convex hull), and the CPU of the path evaluation of the N seeds one by one
+  against all seeds in one batched computation (:func:`~san.paths.evaluate.evaluate_seed_path_sets`; memorisation's
+  evaluation sets subsampled to ``--mem-eval`` sequences); ``--ensemble-only`` prints only this;
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
   per-path reference (:mod:`san.paths.reference`, which the tests also use: a Python loop over paths, each
@@ -40,12 +46,14 @@ from torch import nn
 
 from san.core.config import validate_config
 from san.paths import fused
-from san.paths.evaluate import evaluate_path_sets, prefix_tree, sample_path_sets
+from san.paths.ensemble import EnsembleSAN
+from san.paths.evaluate import evaluate_path_sets, evaluate_seed_path_sets, prefix_tree, sample_path_sets
+from san.paths.experiment import init_model
 from san.paths.model import SAN, Dropout
 from san.paths.reference import reference_path_set_accuracy
-from san.paths.spec import IGNORE, SKIP, task_slices
-from san.paths.tasks import make_task
-from san.paths.training import lr_factor, make_optimizer
+from san.paths.spec import IGNORE, SKIP, sequences_and_tokens, task_slices, training_macs
+from san.paths.tasks import TaskData, make_task
+from san.paths.training import lr_factor, make_optimizer, train_ensemble, train_model
 
 TARGETS_S = {"sorting": 8.0, "convex_hull": 140.0}
 
@@ -205,6 +213,100 @@ def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool)
     return out
 
 
+def matmul_rate(n: int = 512, repeats: int = 20) -> float:
+    """Float32 multiply-adds per CPU second of a large square product on this machine (the arithmetic floor's
+    rate): the best of a few timed runs."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.process_time() - t0)
+    return repeats * n**3 / best
+
+
+def _subset(data: TaskData, n: int) -> TaskData:
+    return TaskData(data.inputs[:n], data.labels[:n], None if data.mask is None else data.mask[:n])
+
+
+def time_ensemble(tcfg: dict, n_seeds: int, steps: int, rounds: int) -> dict[str, float]:
+    """CPU seconds per optimiser step of one seed trained alone and of an ``n_seeds`` ensemble (the config's first
+    seeds, or the first seed plus consecutive ones), the same ``steps`` steps per seed; the fastest of ``rounds``
+    alternating rounds."""
+    seeds = list(tcfg["seeds"])[:n_seeds]
+    seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
+    bs = tcfg["train"]["batch_size"]
+    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
+    data = [_subset(t.train, steps * bs) for t in tasks]
+    cfg = {**tcfg["train"], "epochs": 1}
+    single = ensemble = float("inf")
+    for _ in range(rounds):
+        t0 = time.process_time()
+        train_model(init_model(tasks[0], seeds[0]), data[0], cfg, seeds[0])
+        single = min(single, time.process_time() - t0)
+        t0 = time.process_time()
+        train_ensemble(EnsembleSAN(tasks[0].model_config, seeds), data, cfg)
+        ensemble = min(ensemble, time.process_time() - t0)
+    return {"single_step": single / steps, "ensemble_step": ensemble / steps, "n_seeds": n_seeds}
+
+
+def time_seed_evaluation(tcfg: dict, eval_cfg: dict, n_seeds: int, n_inputs: int | None) -> dict[str, float]:
+    """CPU seconds of the path evaluation (the full protocol) of ``n_seeds`` models, each on its own evaluation set:
+    seed by seed (:func:`~san.paths.evaluate.evaluate_path_sets`) and all seeds in one batched computation
+    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`); the results must be equal."""
+    seeds = list(tcfg["seeds"])[:n_seeds]
+    seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
+    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
+    models = [init_model(t, s).eval() for t, s in zip(tasks, seeds, strict=True)]
+    evs = [t.eval if n_inputs is None else _subset(t.eval, n_inputs) for t in tasks]
+    cfg, mb = models[0].cfg, eval_cfg["memory_mb"]
+    sets = sample_path_sets(cfg.n_layers, cfg.n_heads, eval_cfg["n_paths"], eval_cfg["n_repeats"], eval_cfg["seed"])
+    t0 = time.process_time()
+    pairs = zip(models, evs, strict=True)
+    loop = torch.stack([evaluate_path_sets(m, e.inputs, e.labels, e.mask, sets, mb) for m, e in pairs])
+    loop_s = time.process_time() - t0
+    stack = lambda f: None if f(evs[0]) is None else torch.stack([f(e) for e in evs])  # noqa: E731
+    t0 = time.process_time()
+    batched = evaluate_seed_path_sets(
+        models, stack(lambda e: e.inputs), stack(lambda e: e.labels), stack(lambda e: e.mask), sets, mb
+    )
+    batched_s = time.process_time() - t0
+    if not torch.equal(loop, batched):
+        raise AssertionError("seed-batched path evaluation differs from the seed-by-seed one")
+    return {"loop_s": loop_s, "batched_s": batched_s, "inputs": len(evs[0])}
+
+
+def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, rounds: int, eval_cfg: dict,
+                    mem_eval: int) -> None:  # fmt: skip
+    """Per task: CPU per seed of an ``n_seeds`` ensemble against one seed alone, and the share of the float32
+    arithmetic floor (the training's multiply-adds at the rate of a large product) that each reaches."""
+    rate = matmul_rate()
+    print(f"\n== seeds as one batched model: {n_seeds}-seed ensemble vs one seed alone, {steps} steps per seed")
+    print(f"   float32 product rate on this machine: {rate / 1e9:.1f} GMAC/s (one thread)")
+    print(f"   {'task':<13} {'single ms/step':>15} {'ensemble ms/step':>17} {'per seed':>9} {'ratio':>6}"
+          f" {'floor single':>13} {'floor ensemble':>15}")  # fmt: skip
+    for name in tasks:
+        tcfg = copy.deepcopy(slices[name])
+        t = time_ensemble(tcfg, n_seeds, steps, rounds)
+        n_train = sequences_and_tokens(tcfg)[0]
+        steps_total = tcfg["train"]["epochs"] * math.ceil(n_train / tcfg["train"]["batch_size"])
+        floor = training_macs(tcfg) / steps_total / rate  # CPU s of one seed's step at the product rate
+        per_seed = t["ensemble_step"] / n_seeds
+        print(
+            f"   {name:<13} {1e3 * t['single_step']:15.2f} {1e3 * t['ensemble_step']:17.2f} {1e3 * per_seed:9.2f}"
+            f" {per_seed / t['single_step']:6.3f} {100 * floor / t['single_step']:12.0f}%"
+            f" {100 * floor / per_seed:14.0f}%"
+        )
+        print(f"     full training CPU: one seed ~{t['single_step'] * steps_total:.0f} s, {n_seeds} seeds as one"
+              f" ensemble ~{t['ensemble_step'] * steps_total:.0f} s")  # fmt: skip
+        ev = time_seed_evaluation(tcfg, eval_cfg, n_seeds, mem_eval if tcfg["task"] == "memorization" else None)
+        print(f"     path evaluation ({ev['inputs']} inputs per seed): {n_seeds} seeds one by one"
+              f" {ev['loop_s']:.1f} CPU s,"
+              f" batched over seeds {ev['batched_s']:.1f} CPU s (ratio {ev['batched_s'] / ev['loop_s']:.2f}),"
+              " equal results")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "config.yaml"))
@@ -215,6 +317,8 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also time torch.compile (compile time included)")
     ap.add_argument("--mem-eval", type=int, default=10, help="memorisation sequences for the evaluation timing")
     ap.add_argument("--no-reference", action="store_true", help="skip the per-path reference")
+    ap.add_argument("--seeds", type=int, default=5, help="seeds of the ensemble timing (0: skip it)")
+    ap.add_argument("--ensemble-only", action="store_true", help="only the ensemble timing")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -230,6 +334,10 @@ def main() -> None:
     )
     rows = []
     slices = task_slices(pcfg, ROOT / "workflow/schemas/paths.schema.yaml")  # variants resolved
+    if args.seeds:
+        print_ensembles(slices, tasks, args.seeds, args.steps, args.rounds, pcfg["evaluation"], args.mem_eval)
+    if args.ensemble_only:
+        return
     for name in tasks:
         tcfg = copy.deepcopy(slices[name])
         t0 = time.perf_counter()

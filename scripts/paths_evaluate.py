@@ -1,4 +1,5 @@
-"""Snakemake entry: evaluate one trained SAN with sampled paths of every length (Fig. 4's data for one task)."""
+"""Snakemake entry: evaluate the trained SANs of one task (every seed) with sampled paths of every length (Fig. 4's
+data for one task)."""
 
 import numpy as np
 import pandas as pd
@@ -6,27 +7,23 @@ import pandas as pd
 from san.core.device import resolve_device, set_threads
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
-from san.paths.experiment import run
-from san.paths.model import load_san
-from san.paths.tasks import TaskData
+from san.paths.experiment import run, seed_data
+from san.paths.model import load_seeds
 
 with job_log(snakemake.log[0]) as log:
     set_threads(snakemake.threads)
     device = resolve_device(snakemake.params.device)
     ecfg, task_cfg = snakemake.params.evaluation, snakemake.params.task
     name = task_cfg.get("name", task_cfg["task"])  # a derived task's name, or the task's
-    model, meta = load_san(snakemake.input.model, device)
+    models, seeds, meta = load_seeds(snakemake.input.model, device)
+    if seeds != list(task_cfg["seeds"]):
+        raise ValueError(f"{snakemake.input.model} holds seeds {seeds}, the config's are {task_cfg['seeds']}")
     with np.load(snakemake.input.data) as arrays:
-        train, ev = TaskData.from_numpy(arrays, "train"), TaskData.from_numpy(arrays, "eval")
-    log.info(
-        "task %s (%s): %d evaluation inputs, L=%d H=%d",
-        name,
-        meta["task"],
-        len(ev),
-        model.cfg.n_layers,
-        model.cfg.n_heads,
-    )
-    ds = run(model, train, ev, ecfg, pd.read_csv(snakemake.input.train_log, sep="\t"), log)
+        trains, evs = seed_data(arrays, seeds)
+    cfg = models[0].cfg
+    log.info("task %s (%s), seeds %s: %d evaluation inputs, L=%d H=%d", name, meta["task"], seeds, len(evs[0]),
+             cfg.n_layers, cfg.n_heads)  # fmt: skip
+    ds = run(models, seeds, trains, evs, ecfg, pd.read_csv(snakemake.input.train_log, sep="\t"), log)
     write_netcdf(
         ds,
         snakemake.output[0],

@@ -8,7 +8,7 @@ import pandas as pd
 from san.circle.claims import circle_claims
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
-from san.paths.claims import path_decomposition_claims, path_effectiveness_claims
+from san.paths.claims import over_seeds, path_decomposition_claims, path_effectiveness_claims
 from san.propagation.claims import claims as propagation_claims
 from san.rank_collapse.claims import (
     path_product_claims,
@@ -28,6 +28,8 @@ with job_log(snakemake.log[0]) as log:
         for m, ds in rank_collapse.items()
     }
     paths = dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True))
+    path_cfg = dict(t["paths"])
+    seed_rule = path_cfg.pop("seeds")
     claims = {
         "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"], causal=tuple(p.causal))
         if p.models
@@ -55,10 +57,12 @@ with job_log(snakemake.log[0]) as log:
         if p.path_product_models
         else None,
         "circle": circle_claims(pd.read_csv(inp.circle), **t["circle"]),
-        "paths": path_effectiveness_claims(paths, **t["paths"]) if p.tasks else None,
-        "path_decomposition": path_decomposition_claims(
+        "paths": over_seeds(path_effectiveness_claims, paths, **seed_rule, **path_cfg) if p.tasks else None,
+        "path_decomposition": over_seeds(
+            path_decomposition_claims,
             dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)),
-            **t["paths"],
+            **seed_rule,
+            **path_cfg,
             **t["path_decomposition"],
         )
         if p.tasks

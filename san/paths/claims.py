@@ -8,7 +8,7 @@ against the input-blind predictor.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -132,3 +132,63 @@ def path_effectiveness_claims(results: Mapping[str, xr.Dataset], *, short: int, 
         "per_task": per_task,
         "caption": caption,
     }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Verdicts over training seeds
+
+
+def seed_mean(ds: xr.Dataset) -> xr.Dataset:
+    """A result averaged over its ``seed`` dimension (unchanged without one), attributes kept."""
+    return ds.mean("seed", keep_attrs=True) if "seed" in ds.dims else ds
+
+
+def _seed_slices(ds: xr.Dataset) -> dict[int, xr.Dataset]:
+    if "seed" not in ds.dims:
+        return {0: ds}
+    return {int(s): ds.sel(seed=s) for s in ds["seed"].values}
+
+
+def seed_verdict(holds: list[bool], rule: str, min_share: float) -> bool:
+    """Whether a verdict holds over seeds: ``every_seed``: in every seed; ``share``: in at least ``min_share`` of
+    them. No seed: False."""
+    if not holds:
+        return False
+    if rule == "every_seed":
+        return all(holds)
+    if rule == "share":
+        return sum(holds) / len(holds) >= min_share
+    raise ValueError(f"unknown seed rule {rule!r}; expected every_seed or share (config key report.paths.seeds.rule)")
+
+
+def over_seeds(
+    claim: Callable[..., dict[str, Any]],
+    datasets: Mapping[str, xr.Dataset],
+    rule: str = "every_seed",
+    min_share: float = 1.0,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A path claim (``claim(datasets, **kwargs)``, whose boolean entries are its verdicts) reached over seeds.
+
+    The numbers and the caption are those of the seed-mean results (:func:`seed_mean`). Every verdict is taken
+    task by task and seed by seed (``claim`` on that task's seed alone); it holds when, in every task, it holds by
+    :func:`seed_verdict` over the task's seeds. ``per_seed`` lists every seed's verdicts, ``seed_rule`` the rule.
+    """
+    out = claim({task: seed_mean(ds) for task, ds in datasets.items()}, **kwargs)
+    verdicts = [k for k, v in out.items() if isinstance(v, bool)]
+    per_seed = {
+        task: {seed: claim({task: one}, **kwargs) for seed, one in _seed_slices(ds).items()}
+        for task, ds in datasets.items()
+    }
+    for key in verdicts:
+        by_task = [seed_verdict([c[key] for c in seeds.values()], rule, min_share) for seeds in per_seed.values()]
+        out[key] = bool(by_task) and all(by_task)
+    out["per_seed"] = {
+        task: {str(seed): {k: c[k] for k in verdicts} for seed, c in seeds.items()} for task, seeds in per_seed.items()
+    }
+    out["seed_rule"] = {"rule": rule, "min_share": min_share}
+    held = {k: sum(c[k] for seeds in per_seed.values() for c in seeds.values()) for k in verdicts}
+    n = sum(len(seeds) for seeds in per_seed.values())
+    out["caption"] += " (means over seeds; verdicts held in " + ", ".join(f"{k}: {held[k]}/{n}" for k in verdicts)
+    out["caption"] += " task seeds)"
+    return out

@@ -32,7 +32,7 @@ import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -252,6 +252,24 @@ def summarise(model: SAN, inputs: torch.Tensor, labels: torch.Tensor, mask: torc
     )
 
 
+def _summaries(
+    models: dict[str, SAN], inputs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None
+) -> dict[str, StateSummary]:
+    """:func:`summarise` of every weight state, logged."""
+    summaries = {}
+    for state, m in models.items():
+        summaries[state] = s = summarise(m, inputs, labels, mask)
+        log.info(
+            "%s: reconstruction error %.2e, norm share by length %s, truncated accuracy %s (full %.4f)",
+            state,
+            s.reconstruction_error,
+            np.round((s.norms / s.norms.sum(1, keepdims=True)).mean(0), 3).tolist(),
+            np.round(s.truncated_accuracy, 4).tolist(),
+            s.full_accuracy,
+        )
+    return summaries
+
+
 def run(
     model: SAN,
     inputs: torch.Tensor,
@@ -272,92 +290,8 @@ def run(
         a dataset over ``state`` (trained, init), ``path_length`` k, ``max_path_length`` K and ``sample`` (input).
     """
     models = {"trained": model} | ({"init": init_model} if init_model is not None else {})
-    summaries = {}
-    for state, m in models.items():
-        summaries[state] = s = summarise(m, inputs, labels, mask)
-        log.info(
-            "%s: reconstruction error %.2e, norm share by length %s, truncated accuracy %s (full %.4f)",
-            state,
-            s.reconstruction_error,
-            np.round((s.norms / s.norms.sum(1, keepdims=True)).mean(0), 3).tolist(),
-            np.round(s.truncated_accuracy, 4).tolist(),
-            s.full_accuracy,
-        )
-    states = list(summaries)
-    n_layers = model.cfg.n_layers
-    stack = lambda f: np.stack([f(summaries[s]) for s in states])  # noqa: E731
-    share = stack(lambda s: s.norms / s.norms.sum(1, keepdims=True))  # (state, sample, length)
-    ds = xr.Dataset(
-        {
-            "reconstruction_error": (
-                ("state",),
-                stack(lambda s: s.reconstruction_error),
-                {"long_name": "max |sum_k Y_k + C - X_L| over real tokens and features", "units": "1"},
-            ),
-            "norm_share": (
-                ("state", "path_length"),
-                share.mean(1),
-                {"long_name": "||Y_k||_F / sum_j ||Y_j||_F, mean over inputs", "units": "1"},
-            ),
-            "norm_share_per_input": (
-                ("state", "sample", "path_length"),
-                share,
-                {"long_name": "||Y_k||_F / sum_j ||Y_j||_F of each input (its real tokens)", "units": "1"},
-            ),
-            "constant_norm_ratio": (
-                ("state",),
-                stack(lambda s: (s.constant_norms / s.norms.sum(1)).mean()),
-                {"long_name": "||C||_F / sum_j ||Y_j||_F, mean over inputs", "units": "1"},
-            ),
-            "truncated_accuracy": (
-                ("state", "max_path_length"),
-                stack(lambda s: s.truncated_accuracy),
-                {"long_name": "token accuracy of C + sum_{k<=K} Y_k through the classifier", "units": "1"},
-            ),
-            "truncated_agreement": (
-                ("state", "max_path_length"),
-                stack(lambda s: s.truncated_agreement),
-                {
-                    "long_name": "share of scored tokens where C + sum_{k<=K} Y_k predicts what the model predicts",
-                    "units": "1",
-                },
-            ),
-            "single_length_accuracy": (
-                ("state", "path_length"),
-                stack(lambda s: s.single_length_accuracy),
-                {"long_name": "token accuracy of C + Y_k through the classifier", "units": "1"},
-            ),
-            "full_accuracy": (
-                ("state",),
-                stack(lambda s: s.full_accuracy),
-                {"long_name": "token accuracy of the full model (float64 forward)", "units": "1"},
-            ),
-        },
-        coords={
-            "state": (
-                "state",
-                states,
-                {"long_name": "weights: trained, or the initialisation (same seed)", "units": ""},
-            ),
-            "path_length": ("path_length", np.arange(n_layers + 1), {"long_name": "path length k", "units": "layers"}),
-            "max_path_length": (
-                "max_path_length",
-                np.arange(n_layers + 1),
-                {"long_name": "longest path length K kept in the truncated expansion", "units": "layers"},
-            ),
-            "sample": ("sample", np.arange(len(inputs)), {"long_name": "evaluation input", "units": ""}),
-        },
-        attrs={
-            "convention": (
-                "attention matrices and LayerNorm scales frozen at the model's own forward pass (float64); Y_k: sum "
-                "of all paths with heads in exactly k layers, starting from the embedding output X_0 (its biases "
-                "and LayerNorm included); C: attention constants b_O + W_O b_V and LayerNorm shifts, each from the "
-                "layer where it enters, carried through later layers; logits of a partial sum = classifier(partial)"
-            ),
-            "n_layers": n_layers,
-            "n_heads": model.cfg.n_heads,
-        },
-    )
+    ds = _dataset(_summaries(models, inputs, labels, mask), model.cfg.n_layers, len(inputs))
+    ds.attrs.update(n_heads=model.cfg.n_heads)
     if chance is not None:
         ds["chance_accuracy"] = (
             (),
@@ -368,3 +302,100 @@ def run(
             },
         )
     return ds
+
+
+def run_seeds(
+    models: list[SAN], seeds: list[int], evs: list[Any], inits: list[SAN | None], chances: list[float | None]
+) -> xr.Dataset:
+    """:func:`run` for the models of several seeds, each on its own evaluation set (``evs[i]``: ``inputs``,
+    ``labels``, ``mask``), stacked on a ``seed`` dimension."""
+    parts = [
+        run(m, ev.inputs, ev.labels, ev.mask, init_model=init, chance=chance)
+        for m, ev, init, chance in zip(models, evs, inits, chances, strict=True)
+    ]
+    ds = xr.concat(parts, dim="seed", combine_attrs="override")
+    ds.coords["seed"] = (
+        "seed",
+        list(seeds),
+        {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": "1"},
+    )
+    return ds
+
+
+_CONVENTION = (
+    "attention matrices and LayerNorm scales frozen at the model's own forward pass (float64); Y_k: sum "
+    "of all paths with heads in exactly k layers, starting from the embedding output X_0 (its biases "
+    "and LayerNorm included); C: attention constants b_O + W_O b_V and LayerNorm shifts, each from the "
+    "layer where it enters, carried through later layers; logits of a partial sum = classifier(partial)"
+)
+
+
+def _variables(summaries: dict[str, StateSummary]) -> dict[str, Any]:
+    """The data variables of :func:`run` from the per-state summaries."""
+    states = list(summaries)
+    stack = lambda f: np.stack([f(summaries[s]) for s in states])  # noqa: E731
+    share = stack(lambda s: s.norms / s.norms.sum(1, keepdims=True))  # (state, sample, length)
+    one = {"units": "1"}
+    return {
+        "reconstruction_error": (
+            ("state",),
+            stack(lambda s: s.reconstruction_error),
+            {"long_name": "max |sum_k Y_k + C - X_L| over real tokens and features", **one},
+        ),
+        "norm_share": (
+            ("state", "path_length"),
+            share.mean(1),
+            {"long_name": "||Y_k||_F / sum_j ||Y_j||_F, mean over inputs", **one},
+        ),
+        "norm_share_per_input": (
+            ("state", "sample", "path_length"),
+            share,
+            {"long_name": "||Y_k||_F / sum_j ||Y_j||_F of each input (its real tokens)", **one},
+        ),
+        "constant_norm_ratio": (
+            ("state",),
+            stack(lambda s: (s.constant_norms / s.norms.sum(1)).mean()),
+            {"long_name": "||C||_F / sum_j ||Y_j||_F, mean over inputs", **one},
+        ),
+        "truncated_accuracy": (
+            ("state", "max_path_length"),
+            stack(lambda s: s.truncated_accuracy),
+            {"long_name": "token accuracy of C + sum_{k<=K} Y_k through the classifier", **one},
+        ),
+        "truncated_agreement": (
+            ("state", "max_path_length"),
+            stack(lambda s: s.truncated_agreement),
+            {"long_name": "share of scored tokens where C + sum_{k<=K} Y_k predicts what the model predicts", **one},
+        ),
+        "single_length_accuracy": (
+            ("state", "path_length"),
+            stack(lambda s: s.single_length_accuracy),
+            {"long_name": "token accuracy of C + Y_k through the classifier", **one},
+        ),
+        "full_accuracy": (
+            ("state",),
+            stack(lambda s: s.full_accuracy),
+            {"long_name": "token accuracy of the full model (float64 forward)", **one},
+        ),
+    }
+
+
+def _dataset(summaries: dict[str, StateSummary], n_layers: int, n_samples: int) -> xr.Dataset:
+    """The dataset of :func:`run` over ``state``, ``path_length``, ``max_path_length`` and ``sample``."""
+    k = np.arange(n_layers + 1)
+    coords = {
+        "state": (
+            "state",
+            list(summaries),
+            {"long_name": "weights: trained, or the initialisation (same seed)", "units": ""},
+        ),
+        "path_length": ("path_length", k, {"long_name": "path length k", "units": "layers"}),
+        "max_path_length": (
+            "max_path_length",
+            k,
+            {"long_name": "longest path length K kept in the truncated expansion", "units": "layers"},
+        ),
+        "sample": ("sample", np.arange(n_samples), {"long_name": "evaluation input", "units": ""}),
+    }
+    attrs = {"convention": _CONVENTION, "n_layers": n_layers}
+    return xr.Dataset(_variables(summaries), coords=coords, attrs=attrs)

@@ -20,6 +20,7 @@ in one batched computation over a prefix tree (paths that share their first laye
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from san.core.attention import softmax_last
 from san.paths.spec import PAD, SKIP
 
 if TYPE_CHECKING:  # only the interface is used: layers[l].attn, embed, classifier, cfg
@@ -198,6 +200,102 @@ class _PathSetEvaluator:
             states[g.start : g.stop] = _normalise(out, cfg.layer_norm_eps).view(-1, b, n_tok, dim)
         sums = torch.sparse.mm(self.counts, states.view(self.n_rows, -1)).view(self.n_sets, b, n_tok, dim)
         return model.classifier(_normalise(sums, cfg.layer_norm_eps))
+
+
+def _head_weights(models: list[SAN], layer: int, head: int) -> tuple[torch.Tensor, ...]:
+    """One head's query-key-value rows ``(S, 3 d_h, d)`` and biases ``(S, 3 d_h)``, its output columns
+    ``(S, d, d_h)`` and the output bias ``(S, d)`` of every model, stacked on a seed dimension."""
+    attns = [m.layers[layer].attn for m in models]
+    h, dh, d = attns[0].n_heads, attns[0].head_dim, attns[0].dim
+    return (
+        torch.stack([a.qkv.weight.view(3, h, dh, d)[:, head].reshape(3 * dh, d) for a in attns]),
+        torch.stack([a.qkv.bias.view(3, h, dh)[:, head].reshape(3 * dh) for a in attns]),
+        torch.stack([a.out.weight[:, head * dh : (head + 1) * dh] for a in attns]),
+        torch.stack([a.out.bias for a in attns]),
+    )
+
+
+class _SeedPathSetEvaluator(_PathSetEvaluator):
+    """:class:`_PathSetEvaluator` for S models of one architecture (one per training seed) at once, each on its own
+    inputs: the same prefix tree, every head computation one batched product over the seeds (weights stacked on a
+    seed dimension), so a set of seeds pays the per-operation overhead once. The arithmetic is that of
+    :class:`_PathSetEvaluator` with ``bmm`` in place of ``mm`` (equal to float rounding)."""
+
+    def __init__(self, models: list[SAN], path_sets: torch.Tensor | np.ndarray) -> None:
+        super().__init__(models[0], path_sets)
+        if len({m.cfg for m in models}) != 1:
+            raise ValueError("models evaluated together must share one architecture")
+        for m in models:
+            m.eval()
+        self.models = models
+        self.heads = {(g.layer, g.head): _head_weights(models, g.layer, g.head) for g in self.groups}
+        self.classifier = (
+            torch.stack([m.classifier.weight for m in models]),
+            torch.stack([m.classifier.bias for m in models]),
+        )
+
+    def chunk_size(self, n_tok: int, memory_mb: float) -> int:
+        return max(1, super().chunk_size(n_tok, memory_mb) // len(self.models))  # the budget shared by the seeds
+
+    def _heads(self, xs: torch.Tensor, g: _HeadGroup, m: torch.Tensor | None) -> torch.Tensor:
+        """``P_h X W^V_h W^O_h + 1 b_O^T`` of head ``g.head`` of layer ``g.layer`` of every seed, as
+        :meth:`~san.core.attention.MultiHeadSelfAttention.head_forward` plus the output bias: ``xs``
+        ``(S, rows, n, d)``, ``m`` ``(S rows, n)`` or None."""
+        w, bias, w_o, b_o = self.heads[(g.layer, g.head)]
+        s_, rows, n, d = xs.shape
+        dh = w.shape[1] // 3
+        qkv = torch.baddbmm(bias[:, None, :], xs.view(s_, rows * n, d), w.transpose(1, 2))
+        q, k, v = qkv.view(s_ * rows, n, 3, dh).unbind(2)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+        if m is not None:
+            scores = scores.masked_fill(~m[:, None, :], float("-inf"))
+        ctx = (softmax_last(scores) @ v).view(s_, rows * n, dh)
+        return torch.baddbmm(b_o[:, None, :], ctx, w_o.transpose(1, 2)).view(s_, rows, n, d)
+
+    def seed_logits(self, x: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        """Logits ``(S, sets, batch, tokens, classes)`` of every set, every seed's model on its own batch of
+        inputs ``x[s]``."""
+        cfg, eps = self.model.cfg, self.model.cfg.layer_norm_eps
+        s_, b, n_tok, dim = x.shape[0], x.shape[1], x.shape[2], cfg.dim
+        emb = torch.stack([model.embed(xi) for model, xi in zip(self.models, x, strict=True)])
+        states = emb.new_empty(s_, self.n_rows, b, n_tok, dim)
+        states[:, 0] = emb
+        for g in self.groups:
+            xs = states.index_select(1, g.parent_rows).view(s_, -1, n_tok, dim)  # (S, nodes b, n, d)
+            mm = None if m is None else m[:, None].expand(s_, len(g.parent_rows), b, n_tok).reshape(-1, n_tok)
+            out = _normalise(self._heads(xs, g, mm), eps)
+            states[:, g.start : g.stop] = out.view(s_, -1, b, n_tok, dim)
+        sums = torch.stack([torch.sparse.mm(self.counts, st.view(self.n_rows, -1)) for st in states])
+        w, bias = self.classifier
+        hidden = _normalise(sums.view(s_, -1, dim), eps)
+        return torch.baddbmm(bias[:, None, :], hidden, w.transpose(1, 2)).view(s_, self.n_sets, b, n_tok, -1)
+
+
+@torch.no_grad()
+def evaluate_seed_path_sets(
+    models: list[SAN],
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    path_sets: torch.Tensor | np.ndarray | None = None,
+    memory_mb: float = 32.0,
+) -> torch.Tensor:
+    """:func:`evaluate_path_sets` of S models of one architecture (the seeds of a task), model s on its own
+    evaluation set ``inputs[s]``, ``labels[s]``, ``mask[s]`` (stacked: every seed's set of the same shape), all
+    seeds in one batched computation (:class:`_SeedPathSetEvaluator`). Returns ``(S, *path_sets.shape[:-2])``."""
+    ev = _SeedPathSetEvaluator(models, path_sets)
+    chunk = ev.chunk_size(inputs.shape[2], memory_mb)
+    correct = torch.zeros(len(models), ev.n_sets, dtype=torch.float64, device=ev.device)
+    total = torch.zeros(len(models), dtype=torch.float64, device=ev.device)
+    for start in range(0, inputs.shape[1], chunk):
+        x = inputs[:, start : start + chunk].to(ev.device)
+        y = labels[:, start : start + chunk].to(ev.device)
+        m = None if mask is None else mask[:, start : start + chunk].to(ev.device)
+        pred = ev.seed_logits(x, m).argmax(-1)  # (S, sets, b, n)
+        valid = y >= 0
+        correct += ((pred == y[:, None]) & valid[:, None]).sum(dim=(2, 3)).double()
+        total += valid.sum(dim=(1, 2)).double()
+    return (correct / total[:, None]).cpu().reshape(len(models), *ev.batch_shape)
 
 
 @torch.no_grad()

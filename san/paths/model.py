@@ -102,6 +102,16 @@ class DropoutMasks:
         self._key: tuple[float, torch.dtype, torch.device] | None = None
         self._pos = 0
 
+    def get_state(self) -> dict[str, Any]:
+        """Everything the next masks depend on (the generator's state, the pool and the position in it)."""
+        pool = None if self._pool is None else self._pool.clone()
+        return {"rng": self.rng.bit_generator.state, "pool": pool, "key": self._key, "pos": self._pos}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Continue exactly where :meth:`get_state` was taken."""
+        self.rng.bit_generator.state = state["rng"]
+        self._pool, self._key, self._pos = state["pool"], state["key"], state["pos"]
+
     def _refill(self, n: int, p: float, like: torch.Tensor) -> None:
         size = max(n, self.pool_size)
         threshold = round(p * 65536) - 32768  # uniform int16 >= threshold: kept
@@ -111,6 +121,20 @@ class DropoutMasks:
         self._pool = torch.from_numpy(keep).to(device=like.device, dtype=like.dtype)
         self._key = (p, like.dtype, like.device)
         self._pos = 0
+
+    def fill(self, out: torch.Tensor, sizes: list[int], p: float) -> None:
+        """Write into the flat ``out`` the masks that consecutive :meth:`mask` calls of ``sizes`` elements would
+        return, one after the other: the same stream, in one copy when they all lie in the current pool (a batched
+        model draws all of a step's masks of one seed at once this way)."""
+        total = sum(sizes)
+        if self._pool is not None and self._key == (p, out.dtype, out.device) and self._pos + total <= len(self._pool):
+            out.copy_(self._pool[self._pos : self._pos + total])
+            self._pos += total
+            return
+        start = 0
+        for n in sizes:
+            out[start : start + n].copy_(self.mask(torch.Size((n,)), p, out))
+            start += n
 
     @torch.compiler.disable  # host-side bookkeeping: run eagerly under torch.compile instead of guarding on it
     def mask(self, shape: torch.Size, p: float, like: torch.Tensor) -> torch.Tensor:
@@ -312,3 +336,39 @@ def load_san(path: str, device: torch.device | str = "cpu") -> tuple[SAN, dict[s
     model = SAN(SANConfig.from_dict(json.loads(meta["san_config"])))
     model.load_state_dict(load_file(path, device=str(device)))
     return model.to(device).eval(), meta
+
+
+def save_seeds(models: list[SAN], seeds: list[int], path: str, metadata: dict[str, str] | None = None) -> None:
+    """Write the models of several seeds of one architecture as one safetensors file: every weight stacked on a
+    leading seed dimension, the architecture and the seeds (JSON) in the metadata."""
+    import json
+
+    from safetensors.torch import save_file
+
+    if len(models) != len(seeds) or len({m.cfg for m in models}) != 1:
+        raise ValueError("save_seeds needs one model per seed, all of one architecture")
+    meta = {"san_config": json.dumps(models[0].cfg.to_dict(), sort_keys=True), "seeds": json.dumps(list(seeds))}
+    states = [m.state_dict() for m in models]
+    stacked = {k: torch.stack([st[k].detach().cpu() for st in states]).contiguous() for k in states[0]}
+    save_file(stacked, path, metadata={**meta, **(metadata or {})})
+
+
+def load_seeds(path: str, device: torch.device | str = "cpu") -> tuple[list[SAN], list[int], dict[str, str]]:
+    """The models (eval mode), seeds and metadata of a file written by :func:`save_seeds`."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(path, framework="pt") as fh:
+        meta = dict(fh.metadata() or {})
+    if "san_config" not in meta or "seeds" not in meta:
+        raise ValueError(f"{path} has no san_config/seeds metadata: not written by san.paths.model.save_seeds")
+    cfg, seeds = SANConfig.from_dict(json.loads(meta["san_config"])), json.loads(meta["seeds"])
+    stacked = load_file(path, device=str(device))
+    models = []
+    for i in range(len(seeds)):
+        model = SAN(cfg)
+        model.load_state_dict({k: v[i] for k, v in stacked.items()})
+        models.append(model.to(device).eval())
+    return models, seeds, meta

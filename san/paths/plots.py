@@ -36,17 +36,34 @@ def task_title(ds: xr.Dataset, titles: Mapping[str, str] | None = None) -> str:
     return f"{TASK_TITLES.get(kind, kind)} ({name})"
 
 
+def _seed_mean(da: xr.DataArray) -> xr.DataArray:
+    return da.mean("seed") if "seed" in da.dims else da
+
+
+def seed_band(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
+    """Mean over seeds and the band the figures draw around it: the lowest and highest seed (the seeds' range;
+    ``da`` without a seed dimension: a band of zero width)."""
+    if "seed" not in da.dims:
+        return da, da, da
+    return da.mean("seed"), da.min("seed"), da.max("seed")
+
+
 def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
-    """One row per task: full-model and chance accuracy, then the mean accuracy over repeats for every
-    (number of paths, path length) as columns ``acc_n{n_paths}_k{k}``."""
+    """One row per task: full-model accuracy (mean, lowest and highest seed) and chance accuracy (mean over seeds),
+    then the mean accuracy over seeds and repeats for every (number of paths, path length) as columns
+    ``acc_n{n_paths}_k{k}``."""
     rows = []
     for ds in datasets:
+        full = seed_band(ds["full_model_accuracy"])
         row: dict[str, float | str] = {
             "task": _task(ds),
-            "full_model": float(ds["full_model_accuracy"]),
-            "chance": float(ds["chance_accuracy"]),
+            "full_model": float(full[0]),
+            "full_model_lowest_seed": float(full[1]),
+            "full_model_highest_seed": float(full[2]),
+            "chance": float(_seed_mean(ds["chance_accuracy"])),
+            "n_seeds": int(ds.sizes.get("seed", 1)),
         }
-        mean = ds["accuracy"].mean("repeat")
+        mean = _seed_mean(ds["accuracy"].mean("repeat"))
         for n in ds["n_paths"].values:
             for k in ds["path_length"].values:
                 row[f"acc_n{int(n)}_k{int(k)}"] = float(mean.sel(n_paths=n, path_length=k))
@@ -54,18 +71,28 @@ def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("task")
 
 
-def _repeats_errorbar(ax: plt.Axes, acc: xr.DataArray, x, color, label: str, marker: str, lw: float) -> None:
-    """Accuracy by path length, mean +- std over the repeats of the sampled path sets."""
-    ax.errorbar(
-        x, acc.mean("repeat"), yerr=acc.std("repeat"), marker=marker, markersize=3.5, capsize=2.5, lw=lw,
-        color=color, label=label,
-    )  # fmt: skip
+def _band_line(ax: plt.Axes, acc: xr.DataArray, x, color, label: str, marker: str, lw: float, ls: str = "-") -> None:
+    """A curve over path length: the mean over seeds (and repeats, if any) with the seeds' range as a band (each
+    seed's mean over the repeats, lowest to highest)."""
+    per_seed = acc.mean("repeat") if "repeat" in acc.dims else acc
+    mean, low, high = seed_band(per_seed)
+    ax.plot(x, mean, marker=marker, markersize=3.5, lw=lw, ls=ls, color=color, label=label)
+    ax.fill_between(x, low, high, color=color, alpha=0.2, lw=0)
+
+
+def _level(ax: plt.Axes, da: xr.DataArray, color: str, ls: str, label: str) -> None:
+    """A horizontal level: the mean over seeds, the seeds' range as a band."""
+    mean, low, high = seed_band(da)
+    ax.axhline(float(mean), color=color, lw=1.2, ls=ls, label=label)
+    if float(high) > float(low):
+        ax.axhspan(float(low), float(high), color=color, alpha=0.12, lw=0)
 
 
 def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[str, str] | None = None) -> plt.Figure:
-    """Fig. 4 layout: one panel per task; for each number of paths the mean +- std over repeats of the accuracy of
-    path sets of each length, with the full model and the chance level as horizontal lines. ``titles``: panel
-    titles by task name (see :func:`task_title`)."""
+    """Fig. 4 layout: one panel per task; for each number of paths the accuracy of path sets of each length, mean
+    over seeds and repeats with the seeds' range (lowest to highest seed's mean over repeats) as a band, and the full
+    model (mean, seeds' range) and the chance level as horizontal lines. ``titles``: panel titles by task name (see
+    :func:`task_title`)."""
     fig, axes = plt.subplots(1, len(datasets), figsize=figsize(len(datasets), aspect=0.9), squeeze=False)
     palette = sns.color_palette("colorblind")
     for ax, ds in zip(axes[0], datasets, strict=True):
@@ -73,9 +100,9 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[st
         k = ds["path_length"].values
         offsets = np.linspace(-0.08, 0.08, len(n_values)) if len(n_values) > 1 else [0.0]
         for i, (n, dx) in enumerate(zip(n_values, offsets, strict=True)):
-            _repeats_errorbar(ax, ds["accuracy"].sel(n_paths=n), k + dx, palette[i], f"{n} paths", "o", 1.3)
-        ax.axhline(float(ds["full_model_accuracy"]), color="black", lw=1.2, label="entire model")
-        ax.axhline(float(ds["chance_accuracy"]), color="grey", lw=1.2, ls="--", label="input-blind predictor")
+            _band_line(ax, ds["accuracy"].sel(n_paths=n), k + dx, palette[i], f"{n} paths", "o", 1.3)
+        _level(ax, ds["full_model_accuracy"], "black", "-", "entire model")
+        _level(ax, ds["chance_accuracy"], "grey", "--", "input-blind predictor")
         ax.set_title(task_title(ds, titles))
         ax.set_xlabel("path length")
         ax.set_xticks(k)
@@ -139,6 +166,35 @@ def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
     return fig
 
 
+def _norm_share_panel(top: plt.Axes, ds: xr.Dataset, palette: list, first: bool) -> None:
+    """Norm share by path length, trained and initial weights as bars (mean over seeds, the seeds' range as error
+    bars), with the share of paths of each length as dots."""
+    from san.paths.spec import path_length_shares
+
+    k = ds["path_length"].values
+    share = ds["norm_share"].to_dataframe().reset_index()
+    sns.barplot(
+        share,
+        x="path_length",
+        y="norm_share",
+        hue="state",
+        hue_order=["trained", "init"],
+        palette=[palette[0], palette[7]],
+        ax=top,
+        legend=first,
+        errorbar=("pi", 100) if "seed" in share else None,
+    )
+    top.plot(
+        k,
+        path_length_shares(int(ds.attrs["n_layers"]), int(ds.attrs["n_heads"])),
+        "k.",
+        ms=6,
+        label="share of paths",
+    )
+    top.set_xlabel("")
+    top.set_ylabel("norm share" if first else "")
+
+
 def path_decomposition_figure(
     exact_datasets: Sequence[xr.Dataset],
     sampled_datasets: Sequence[xr.Dataset] = (),
@@ -149,11 +205,10 @@ def path_decomposition_figure(
     Top: the norm share ``||Y_k|| / sum_j ||Y_j||`` of each path length, trained and initial weights as bars, with
     the share of paths of that length ``C(L,k) H^k / (H+1)^L`` as markers. Bottom: token accuracy of the truncated
     expansion ``C + sum_{k<=K} Y_k`` (trained) and of single lengths ``C + Y_k``, over the sampled protocol's
-    accuracy of sets of the largest number of paths of length k (mean +- std over repeats; the task's
-    ``sampled_datasets`` entry, matched by task name, if given), with the full model and the input-blind predictor
-    as horizontal lines.
+    accuracy of sets of the largest number of paths of length k (the task's ``sampled_datasets`` entry, matched by
+    task name, if given), with the full model and the input-blind predictor as horizontal lines. Every quantity is
+    the mean over seeds; bars carry the seeds' range as error bars, curves and levels as bands.
     """
-    from san.paths.spec import path_length_shares
 
     sampled = {_task(ds): ds for ds in sampled_datasets}
     n = len(exact_datasets)
@@ -162,50 +217,23 @@ def path_decomposition_figure(
     for col, ds in enumerate(exact_datasets):
         top, bottom = axes[0][col], axes[1][col]
         k = ds["path_length"].values
-        share = ds["norm_share"].to_dataframe().reset_index()
-        sns.barplot(
-            share,
-            x="path_length",
-            y="norm_share",
-            hue="state",
-            hue_order=["trained", "init"],
-            palette=[palette[0], palette[7]],
-            ax=top,
-            legend=col == 0,
-        )
-        top.plot(
-            k,
-            path_length_shares(int(ds.attrs["n_layers"]), int(ds.attrs["n_heads"])),
-            "k.",
-            ms=6,
-            label="share of paths",
-        )
+        _norm_share_panel(top, ds, palette, col == 0)
         top.set_title(task_title(ds, titles))
-        top.set_xlabel("")
-        top.set_ylabel("norm share" if col == 0 else "")
         # barplot puts categories at 0..L, the same positions as the path lengths
         trained = ds.sel(state="trained")
-        bottom.plot(
-            k, trained["truncated_accuracy"], "o-", color=palette[0], lw=1.5, ms=4, label="exact: paths of length ≤ K"
-        )
-        bottom.plot(
-            k,
-            trained["single_length_accuracy"],
-            "s--",
-            color=palette[2],
-            lw=1.2,
-            ms=3.5,
-            label="exact: paths of length k only",
+        _band_line(bottom, trained["truncated_accuracy"], k, palette[0], "exact: paths of length ≤ K", "o", 1.5)
+        _band_line(
+            bottom, trained["single_length_accuracy"], k, palette[2], "exact: paths of length k only", "s", 1.2, "--"
         )
         if _task(ds) in sampled:
             sds = sampled[_task(ds)]
             n_paths = int(sds["n_paths"].max())
             acc = sds["accuracy"].sel(n_paths=n_paths)
             label = f"sampled: {n_paths} paths of length k"
-            _repeats_errorbar(bottom, acc, acc["path_length"], palette[1], label, "^", 1.0)
-        bottom.axhline(float(trained["full_accuracy"]), color="black", lw=1.2, label="entire model")
+            _band_line(bottom, acc, acc["path_length"].values, palette[1], label, "^", 1.0)
+        _level(bottom, trained["full_accuracy"], "black", "-", "entire model")
         if "chance_accuracy" in ds:
-            bottom.axhline(float(ds["chance_accuracy"]), color="grey", lw=1.2, ls="--", label="input-blind predictor")
+            _level(bottom, ds["chance_accuracy"], "grey", "--", "input-blind predictor")
         bottom.set_xticks(k, [str(int(v)) for v in k])
         bottom.set_xlabel("path length k (K)")
         bottom.set_ylabel("token accuracy" if col == 0 else "")

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
+from san.paths.ensemble import EnsembleSAN
 from san.paths.model import SAN
 from san.paths.tasks import IGNORE, TaskData
 
@@ -30,9 +33,10 @@ log = logging.getLogger("san")
 
 @dataclass
 class TrainResult:
-    """Per-epoch training record: mean loss over the epoch's batches, learning rate used, wall seconds."""
+    """Per-epoch training record: mean loss over the epoch's batches (one per seed), learning rate used, wall
+    seconds."""
 
-    loss: list[float] = field(default_factory=list)
+    loss: list[list[float]] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
     setup_seconds: float = 0.0
@@ -40,6 +44,11 @@ class TrainResult:
     @property
     def total_seconds(self) -> float:
         return self.setup_seconds + sum(self.seconds)
+
+    def record(self, losses: list[float], lr: float, seconds: float) -> None:
+        self.loss.append(losses)
+        self.lr.append(lr)
+        self.seconds.append(seconds)
 
 
 def make_optimizer(model: nn.Module, cfg: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
@@ -77,88 +86,246 @@ def lr_factor(schedule: dict[str, Any], epoch: int, step: int, total_steps: int)
     raise ValueError(f"unknown schedule {kind!r}; expected constant, multistep or linear")
 
 
+class SingleLearner:
+    """One :class:`~san.paths.model.SAN` and its training data: the training step of a single-seed run."""
+
+    def __init__(self, model: SAN, data: TaskData, cfg: dict[str, Any], seed: int, device: torch.device) -> None:
+        model.to(device).train()
+        fused = bool(cfg.get("fused", True))
+        if fused and cfg.get("compile"):
+            log.info("compile: true traces the autograd formulation; the fused layer (san.paths.fused) is eager-only")
+            fused = False
+        model.set_fused(fused)
+        self.model, self.data, self.n_seeds, self.device = model, data.to(device), 1, device
+        self.offset = torch.zeros(1, 1, dtype=torch.long, device=device)  # rows of the (only) training set
+        torch.manual_seed(seed)  # any torch-drawn randomness
+        model.dropout_masks.seed(seed)  # dropout masks
+        self.masks = [model.dropout_masks]
+        self.loss_fn = torch.compile(self._loss, dynamic=False) if cfg.get("compile") else self._loss
+        if cfg.get("compile"):  # compile before timing epochs: the first call traces forward and backward
+            bs = cfg["batch_size"]
+            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.loss_fn(data.inputs[:bs], data.labels[:bs], None if data.mask is None else data.mask[:bs]).backward()
+            model.load_state_dict(state)
+            model.zero_grad(set_to_none=True)
+            model.dropout_masks.seed(seed)  # the trace drew masks: start the run on the same masks as eager
+
+    def _loss(self, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        logits = self.model(x, m)
+        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The mean token cross-entropy of the batch ``rows[0]``, and the same detached as a 1-element per-seed
+        vector."""
+        d, i = self.data, rows[0]
+        loss = self.loss_fn(d.inputs[i], d.labels[i], None if d.mask is None else d.mask[i])
+        return loss, loss.detach().view(1)
+
+    def clip(self, max_norm: float) -> None:
+        nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, foreach=True)
+
+
+class EnsembleLearner:
+    """An :class:`~san.paths.ensemble.EnsembleSAN` and each seed's training data, stacked: one step trains all."""
+
+    def __init__(self, model: EnsembleSAN, data: list[TaskData], device: torch.device) -> None:
+        if len({len(d) for d in data}) != 1:
+            raise ValueError("every seed of an ensemble needs a training set of the same size")
+        self.model, self.masks, self.n_seeds, self.device = model.to(device).train(), model.masks, len(data), device
+        self.inputs = torch.cat([d.inputs for d in data]).to(device)
+        self.labels = torch.cat([d.labels for d in data]).to(device)
+        masks = [d.mask for d in data]
+        self.mask = None if all(m is None for m in masks) else torch.cat(
+            [torch.ones_like(d.labels, dtype=torch.bool) if d.mask is None else d.mask for d in data]
+        ).to(device)  # fmt: skip
+        self.offset = (torch.arange(len(data)) * len(data[0])).view(-1, 1).to(device)
+
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sum over seeds of each seed's mean token cross-entropy on its own batch (its gradient in each
+        member's weights is that member's own), and the per-seed means, detached. ``rows`` ``(S, b)``: seed i's
+        batch as rows of the stacked data (its own indices plus ``offset[i]``)."""
+        y = self.labels[rows]
+        logits = self.model(self.inputs[rows], None if self.mask is None else self.mask[rows])
+        ce = nn.functional.cross_entropy(logits.flatten(0, 2), y.flatten(), ignore_index=IGNORE, reduction="none")
+        per_seed = ce.view(len(rows), -1).sum(1) / (y != IGNORE).flatten(1).sum(1)
+        return per_seed.sum(), per_seed.detach()
+
+    def clip(self, max_norm: float) -> None:
+        """Each member's gradient clipped to ``max_norm`` by its own norm, as ``clip_grad_norm_`` clips a model."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).norm(dim=0)
+        coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+        torch._foreach_mul_(grads, [coef.view(-1, *[1] * (g.ndim - 1)) for g in grads])
+
+
+Learner = SingleLearner | EnsembleLearner
+
+
+@dataclass
+class Checkpoint:
+    """Where and how often a training saves its state to resume after a kill (outside the job's outputs, so that
+    Snakemake does not delete it when the job fails). ``key`` names the run: a checkpoint with another key (another
+    config) is ignored. ``every_seconds``: seconds of training between two saves (0: after every epoch)."""
+
+    path: Path
+    every_seconds: float
+    key: str
+
+    def load(self) -> dict[str, Any] | None:
+        if not self.path.is_file():
+            return None
+        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        if state.get("key") != self.key:
+            log.warning("ignoring checkpoint %s: written for another configuration", self.path)
+            return None
+        return state
+
+    def save(self, state: dict[str, Any]) -> None:
+        """Write atomically (a temporary file renamed), so a kill while saving leaves the previous checkpoint."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        torch.save({**state, "key": self.key}, tmp)
+        os.replace(tmp, self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class _Loop:
+    """The state a training carries from epoch to epoch (everything a checkpoint holds)."""
+
+    learner: Learner
+    opt: torch.optim.Optimizer
+    gens: list[torch.Generator]
+    result: TrainResult
+    epoch: int = 0
+    step: int = 0
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "weights": self.learner.model.state_dict(),
+            "opt": self.opt.state_dict(),
+            "gens": [g.get_state() for g in self.gens],
+            "masks": [m.get_state() for m in self.learner.masks],
+            "torch_rng": torch.get_rng_state(),
+            "result": asdict(self.result),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.epoch, self.step = state["epoch"], state["step"]
+        self.learner.model.load_state_dict(state["weights"])
+        self.opt.load_state_dict(state["opt"])
+        for g, s in zip(self.gens, state["gens"], strict=True):
+            g.set_state(s)
+        for m, s in zip(self.learner.masks, state["masks"], strict=True):
+            m.set_state(s)
+        torch.set_rng_state(state["torch_rng"])
+        self.result = TrainResult(**state["result"])
+
+
+def _epoch(loop: _Loop, cfg: dict[str, Any], n: int, total_steps: int) -> tuple[torch.Tensor, float]:
+    """One pass over the training set: every seed's batches in the order of its own generator, one optimiser step
+    for all seeds per batch. Returns the per-seed sum of the batch losses and the last learning rate used."""
+    learner, opt, schedule, bs = loop.learner, loop.opt, cfg["schedule"], cfg["batch_size"]
+    device, clip = learner.device, cfg.get("max_grad_norm")
+    lr = cfg["lr"] * lr_factor(schedule, loop.epoch, loop.step, total_steps)
+    shuffle = cfg.get("shuffle", True)
+    orders = torch.stack([torch.randperm(n, generator=g) if shuffle else torch.arange(n) for g in loop.gens])
+    orders = orders.to(device) + learner.offset  # (S, n): every seed's epoch of rows, stacked once
+    epoch_loss = torch.zeros(learner.n_seeds, device=device)
+    for start in range(0, n, bs):
+        if schedule["kind"] == "linear":
+            lr = cfg["lr"] * lr_factor(schedule, loop.epoch, loop.step, total_steps)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        loss, per_seed = learner.loss(orders[:, start : start + bs])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip is not None:
+            learner.clip(clip)
+        opt.step()
+        epoch_loss += per_seed
+        loop.step += 1
+    return epoch_loss, lr
+
+
+def fit(
+    learner: Learner,
+    cfg: dict[str, Any],
+    seeds: list[int],
+    n_train: int,
+    on_epoch: Callable[[int, list[float], float, float], None] | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> TrainResult:
+    """Train ``learner`` with the ``train`` config slice ``cfg`` (see :func:`train_model`); ``seeds[i]`` drives
+    seed i's batch order. With a ``checkpoint`` the state is saved every ``checkpoint.every_seconds`` of training
+    and a run finds and resumes a saved state, so a killed run continues to the result an uninterrupted run gives."""
+    t0 = time.perf_counter()
+    device = next(learner.model.parameters()).device
+    gens = [torch.Generator(device="cpu").manual_seed(s) for s in seeds]  # batch order
+    loop = _Loop(learner, make_optimizer(learner.model, cfg, device), gens, TrainResult())
+    state = checkpoint.load() if checkpoint is not None else None
+    if state is not None:
+        loop.restore(state)
+        log.info("resumed from %s after epoch %d", checkpoint.path, loop.epoch)
+    loop.result.setup_seconds += time.perf_counter() - t0
+    steps_per_epoch = math.ceil(n_train / cfg["batch_size"])
+    total_steps, saved = steps_per_epoch * cfg["epochs"], time.perf_counter()
+    while loop.epoch < cfg["epochs"]:
+        t0 = time.perf_counter()
+        epoch_loss, lr = _epoch(loop, cfg, n_train, total_steps)
+        losses = (epoch_loss / steps_per_epoch).tolist()
+        loop.result.record(losses, lr, time.perf_counter() - t0)
+        loop.epoch += 1
+        if checkpoint is not None and time.perf_counter() - saved >= checkpoint.every_seconds:
+            checkpoint.save(loop.state())
+            saved = time.perf_counter()
+        if on_epoch is not None:
+            on_epoch(loop.epoch - 1, losses, lr, loop.result.seconds[-1])
+        if not all(math.isfinite(v) for v in losses):
+            raise FloatingPointError(f"training loss became {losses} at epoch {loop.epoch - 1}")
+    learner.model.eval()
+    return loop.result
+
+
 def train_model(
     model: SAN,
     data: TaskData,
     cfg: dict[str, Any],
     seed: int,
     device: torch.device | str = "cpu",
-    on_epoch: Callable[[int, float, float, float], None] | None = None,
+    on_epoch: Callable[[int, list[float], float, float], None] | None = None,
+    checkpoint: Checkpoint | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``data`` with the settings ``cfg`` (the ``train`` slice of a task's config).
 
     Keys: ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
     ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping), ``shuffle``, ``compile`` and
     ``fused`` (see :meth:`san.paths.model.SAN.set_fused`; ignored with ``compile``, which traces the autograd
-    formulation).
-    ``seed`` drives the batch order and dropout. ``on_epoch(epoch, loss, lr, seconds)`` is called after each epoch.
+    formulation). ``seed`` drives the batch order and dropout. ``on_epoch(epoch, losses, lr, seconds)`` is called
+    after each epoch (``losses``: one per seed, here one).
     """
-    device = torch.device(device)
-    t_setup = time.perf_counter()
-    model.to(device).train()
-    fused = bool(cfg.get("fused", True))
-    if fused and cfg.get("compile"):
-        log.info("compile: true traces the autograd formulation; the fused layer (san.paths.fused) is eager-only")
-        fused = False
-    model.set_fused(fused)
-    data = data.to(device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)  # batch order
-    torch.manual_seed(seed)  # any torch-drawn randomness
-    model.dropout_masks.seed(seed)  # dropout masks
-    opt = make_optimizer(model, cfg, device)
-    n = len(data)
-    bs = cfg["batch_size"]
-    steps_per_epoch = math.ceil(n / bs)
-    total_steps = steps_per_epoch * cfg["epochs"]
-    base_lr = cfg["lr"]
-    clip = cfg.get("max_grad_norm")
-
-    def loss_of(x: torch.Tensor, y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        logits = model(x, m)
-        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
-
-    loss_fn = torch.compile(loss_of, dynamic=False) if cfg.get("compile") else loss_of
-    result = TrainResult()
-    if cfg.get("compile"):  # compile before timing epochs: the first call traces forward and backward
-        xb, yb = data.inputs[:bs], data.labels[:bs]
-        mb = None if data.mask is None else data.mask[:bs]
-        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        loss_fn(xb, yb, mb).backward()
-        model.load_state_dict(state)
-        model.zero_grad(set_to_none=True)
-        model.dropout_masks.seed(seed)  # the trace drew masks: start the run on the same masks as eager
-    result.setup_seconds = time.perf_counter() - t_setup
-
-    step = 0
-    for epoch in range(cfg["epochs"]):
-        t0 = time.perf_counter()
-        lr = base_lr * lr_factor(cfg["schedule"], epoch, step, total_steps)
-        order = torch.randperm(n, generator=gen) if cfg.get("shuffle", True) else torch.arange(n)
-        order = order.to(device)
-        epoch_loss = torch.zeros((), device=device)
-        for start in range(0, n, bs):
-            if cfg["schedule"]["kind"] == "linear":
-                lr = base_lr * lr_factor(cfg["schedule"], epoch, step, total_steps)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            idx = order[start : start + bs]
-            m = None if data.mask is None else data.mask[idx]
-            loss = loss_fn(data.inputs[idx], data.labels[idx], m)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), clip, foreach=True)
-            opt.step()
-            epoch_loss += loss.detach()
-            step += 1
-        mean_loss = float(epoch_loss) / steps_per_epoch
-        seconds = time.perf_counter() - t0
-        result.loss.append(mean_loss)
-        result.lr.append(lr)
-        result.seconds.append(seconds)
-        if on_epoch is not None:
-            on_epoch(epoch, mean_loss, lr, seconds)
-        if not math.isfinite(mean_loss):
-            raise FloatingPointError(f"training loss became {mean_loss} at epoch {epoch}")
-    model.eval()
+    t0 = time.perf_counter()
+    learner = SingleLearner(model, data, cfg, seed, torch.device(device))
+    setup = time.perf_counter() - t0
+    result = fit(learner, cfg, [seed], len(data), on_epoch, checkpoint)
+    result.setup_seconds += setup
     return result
+
+
+def train_ensemble(
+    model: EnsembleSAN,
+    data: list[TaskData],
+    cfg: dict[str, Any],
+    device: torch.device | str = "cpu",
+    on_epoch: Callable[[int, list[float], float, float], None] | None = None,
+    checkpoint: Checkpoint | None = None,
+) -> TrainResult:
+    """Train the seeds of ``model`` together, seed i on ``data[i]``, with the settings ``cfg`` (as
+    :func:`train_model`; always the fused layer, never ``compile``). Seed i's batch order and dropout come from
+    ``model.seeds[i]`` exactly as in a single-seed run with that seed."""
+    learner = EnsembleLearner(model, data, torch.device(device))
+    return fit(learner, cfg, model.seeds, len(data[0]), on_epoch, checkpoint)

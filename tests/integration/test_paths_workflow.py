@@ -18,6 +18,7 @@ from helpers import planned_jobs as dry_run_jobs
 TASKS = ["sorting", "convex_hull", "memorization", "sorting_10k"]  # the last: a task derived from sorting
 KINDS = {"sorting_10k": "sorting"}
 N_PATHS, REPEATS = [2, 3], 2
+SEEDS = {"sorting": [0, 1], "convex_hull": [0, 1], "memorization": [42], "sorting_10k": [0, 1]}  # the tiny config's
 
 
 def tiny(default: dict) -> dict:
@@ -52,21 +53,23 @@ def test_outputs_exist(run):
         assert (wf / t).is_file() and (wf / t).stat().st_size > 0, t
     for task in TASKS:
         log = pd.read_csv(wf / f"results/paths/{task}/train_log.tsv", sep="\t")
-        assert list(log.columns) == ["epoch", "loss", "lr", "seconds"] and len(log) == 2
+        assert list(log.columns) == ["epoch", "seed", "loss", "lr", "seconds"] and len(log) == 2 * len(SEEDS[task])
         assert (wf / f"logs/paths_train/{task}.log").is_file()
+        assert not (wf / f"results/checkpoints/paths_train/{task}.pt").exists()  # removed with the outputs written
 
 
 @pytest.mark.parametrize("task", TASKS)
 def test_task_results_layout_and_provenance(run, task):
     wf, cfg = run
     ds = read_netcdf(wf / f"results/paths/{task}.nc")
-    assert ds["accuracy"].dims == ("n_paths", "path_length", "repeat")
-    assert ds["accuracy"].shape == (len(N_PATHS), 3, REPEATS)
+    n_seeds = len(SEEDS[task])
+    assert ds["accuracy"].dims == ("seed", "n_paths", "path_length", "repeat")
+    assert ds["accuracy"].shape == (n_seeds, len(N_PATHS), 3, REPEATS) and list(ds["seed"].values) == SEEDS[task]
     assert ((ds["accuracy"] >= 0) & (ds["accuracy"] <= 1)).all()
     assert list(ds["n_paths"].values) == N_PATHS and list(ds["path_length"].values) == [0, 1, 2]
     for name in ("full_model_accuracy", "chance_accuracy"):
-        assert ds[name].dims == () and 0 <= float(ds[name]) <= 1
-    assert ds["train_loss"].dims == ("epoch",) and ds.sizes["epoch"] == 2
+        assert ds[name].dims == ("seed",) and ((ds[name] >= 0) & (ds[name] <= 1)).all()
+    assert ds["train_loss"].dims == ("seed", "epoch") and ds.sizes["epoch"] == 2
     paths = ds["paths"].values
     assert paths.shape == (len(N_PATHS), 3, REPEATS, max(N_PATHS), 2)
     real = paths[..., 0] != PAD
@@ -80,16 +83,17 @@ def test_task_results_layout_and_provenance(run, task):
     assert recorded["evaluation"]["n_repeats"] == REPEATS and recorded["task"]["task"] == KINDS.get(task, task)
     assert recorded["task"]["train"]["epochs"] == 2
     assert ds.attrs["task"] == task and ds.attrs["task_kind"] == KINDS.get(task, task)
-    # length-0 sets are all identical paths, so every repeat (and set size) scores the same
-    assert np.unique(ds["accuracy"].sel(path_length=0).values).size == 1
+    # length-0 sets are all identical paths, so every repeat (and set size) of a seed scores the same
+    for seed in ds["seed"].values:
+        assert np.unique(ds["accuracy"].sel(seed=seed, path_length=0).values).size == 1
 
 
 def test_memorisation_is_evaluated_on_its_training_sequences(run):
     wf, _ = run
     with np.load(wf / "results/paths/memorization/data.npz") as d:
-        assert d["train_inputs"].shape == (6, 16)
-        np.testing.assert_array_equal(d["train_inputs"], d["eval_inputs"])
-        np.testing.assert_array_equal(d["train_labels"], d["eval_labels"])
+        assert d["seed42_train_inputs"].shape == (6, 16)
+        np.testing.assert_array_equal(d["seed42_train_inputs"], d["seed42_eval_inputs"])
+        np.testing.assert_array_equal(d["seed42_train_labels"], d["seed42_eval_labels"])
     ds = read_netcdf(wf / "results/paths/memorization.nc")
     assert ds.attrs["n_eval_tokens"] == 6 * 16
 
@@ -162,6 +166,63 @@ def test_task_and_derived_task_edits_rerun_what_they_touch(run, edit, expected):
 def test_derived_task_trains_on_its_own_data_with_its_task_settings(run):
     wf, _ = run
     with np.load(wf / "results/paths/sorting_10k/data.npz") as d, np.load(wf / "results/paths/sorting/data.npz") as b:
-        assert d["train_inputs"].shape == (48, 8) and b["train_inputs"].shape == (32, 8)
-        np.testing.assert_array_equal(d["eval_inputs"], b["eval_inputs"])  # same seed and n_eval: same held-out set
-        np.testing.assert_array_equal(np.sort(d["train_inputs"], -1), d["train_labels"])
+        assert d["seed0_train_inputs"].shape == (48, 8) and b["seed0_train_inputs"].shape == (32, 8)
+        # same seed and n_eval: same held-out set; another seed: another set
+        np.testing.assert_array_equal(d["seed1_eval_inputs"], b["seed1_eval_inputs"])
+        assert not np.array_equal(b["seed0_eval_inputs"], b["seed1_eval_inputs"])
+        np.testing.assert_array_equal(np.sort(d["seed0_train_inputs"], -1), d["seed0_train_labels"])
+
+
+KILL_SCRIPT = """
+import sys, torch
+from pathlib import Path
+from san.paths.experiment import train
+from san.paths.training import Checkpoint
+torch.set_num_threads(1)
+cfg = eval(sys.argv[1])
+train(cfg, checkpoint=Checkpoint(Path(sys.argv[2]), 0.0, "kill-test"))
+"""
+
+
+def test_a_killed_training_resumes_to_the_uninterrupted_result(tmp_path):
+    """A training process killed (SIGKILL) mid-run leaves its last checkpoint; a rerun resumes from it and ends
+    bit-identical to a run that was never interrupted."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import torch
+
+    from san.paths.experiment import train
+    from san.paths.training import Checkpoint
+
+    cfg = {
+        "task": "sorting",
+        "seeds": [0, 1],
+        "data": {"seq_len": 6, "vocab_size": 5, "n_train": 24, "n_eval": 8},
+        "model": {"n_layers": 2, "n_heads": 2, "dim": 8, "dropout": 0.1},
+        "train": {"epochs": 200, "batch_size": 8, "optimizer": "adam", "lr": 1e-3, "betas": [0.9, 0.999],
+                  "eps": 1e-8, "weight_decay": 0.0, "schedule": {"kind": "constant"}, "max_grad_norm": 1.0,
+                  "shuffle": True, "compile": False, "fused": True},
+    }  # fmt: skip
+    path = tmp_path / "ckpt.pt"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, repr(cfg), str(path)], env=env)
+    deadline = time.monotonic() + 120
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ckpt = Checkpoint(path, 0.0, "kill-test")
+    state = ckpt.load()
+    assert state is not None and 0 < state["epoch"] < cfg["train"]["epochs"], "the kill must land mid-run"
+    torch.set_num_threads(1)
+    resumed = train(cfg, checkpoint=ckpt)
+    whole = train(cfg)
+    assert resumed.result.loss == whole.result.loss
+    for a, b in zip(whole.models, resumed.models, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))

@@ -139,8 +139,12 @@ def test_paths_evaluation():
     validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
     task = task_slices(cfg["paths"], ROOT / "workflow/schemas/paths.schema.yaml")["sorting"]
     trained = train(task)
-    log = pd.DataFrame({"epoch": np.arange(1, 3), "loss": [1.0, 0.5], "lr": [1e-3, 1e-3]})
-    ds = run(trained.model, trained.task.train, trained.task.eval, cfg["paths"]["evaluation"], log)
+    log = pd.DataFrame(
+        [(e, s, 1.0 / e, 1e-3) for e in (1, 2) for s in trained.seeds], columns=["epoch", "seed", "loss", "lr"]
+    )
+    trains, evs = [t.train for t in trained.tasks], [t.eval for t in trained.tasks]
+    ds = run(trained.models, trained.seeds, trains, evs, cfg["paths"]["evaluation"], log)
+    assert ds.sizes["seed"] == len(trained.seeds) == 2
     _assert_cf(ds)
     assert list(ds["paths"].attrs["flag_values"]) == [SKIP, PAD] == [-1, -2]
     assert ds["paths"].attrs["flag_meanings"] == "skip no_path"

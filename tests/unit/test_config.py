@@ -119,14 +119,19 @@ def test_derived_task_is_its_task_with_the_changed_keys(default_config):
     cfg = copy.deepcopy(default_config)
     validate_config(cfg, SCHEMA)
     p = cfg["paths"]
-    p["derived_tasks"]["wide_hull"] = {"task": "convex_hull", "seed": 7, "model": {"dim": 96}, "title": "Hull, wider"}
+    p["derived_tasks"]["wide_hull"] = {
+        "task": "convex_hull",
+        "seeds": [7],
+        "model": {"dim": 96},
+        "title": "Hull, wider",
+    }
     p["tasks"] = ["sorting", "wide_hull", "sorting_10k"]
     slices = task_slices(p, SCHEMA.parent / "paths.schema.yaml")
     assert list(slices) == ["sorting", "wide_hull", "sorting_10k"]
     assert slices["sorting"] == {"task": "sorting", **p["sorting"]}  # a task's slice: exactly its section
     hull = slices["wide_hull"]
     assert hull["task"] == "convex_hull" and hull["name"] == "wide_hull" and "title" not in hull
-    assert hull["seed"] == 7 and hull["model"] == {**p["convex_hull"]["model"], "dim": 96}
+    assert hull["seeds"] == [7] and hull["model"] == {**p["convex_hull"]["model"], "dim": 96}
     assert hull["data"] == p["convex_hull"]["data"] and hull["train"] == p["convex_hull"]["train"]
     long = slices["sorting_10k"]
     assert long["data"] == {**p["sorting"]["data"], "n_train": 10000}

@@ -12,7 +12,9 @@ from torch import nn
 from san.core.attention import MultiHeadSelfAttention
 from san.models.spec import depth_and_heads
 from san.paths.evaluate import (
+    _SeedPathSetEvaluator,
     evaluate_path_sets,
+    evaluate_seed_path_sets,
     model_accuracy,
     path_set_logits,
     prefix_tree,
@@ -161,6 +163,32 @@ def test_batched_accuracy_equals_the_reference_across_chunks():
     np.testing.assert_allclose(one_chunk.numpy(), ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(many_chunks.numpy(), ref, rtol=0, atol=1e-12)
     assert len(np.unique(ref)) > 3  # the sets genuinely differ
+
+
+@pytest.mark.parametrize("cfg", [TOKENS, POINTS], ids=["tokens", "points"])
+def test_seeds_evaluated_together_equal_each_seed_alone(cfg):
+    """Three models (seeds), each on its own inputs, in one batched evaluation: every logit and accuracy equals
+    that seed's own evaluation, in one chunk and across chunks of one input."""
+    models = [random_model(cfg, seed=s) for s in (0, 1, 2)]
+    data = [random_inputs(cfg, batch=7, seed=s) for s in (3, 4, 5)]
+    masks = [padding_mask(7, 6).roll(s, 0) for s in range(3)]
+    ys = [y.masked_fill(~m, -100) for (_, y), m in zip(data, masks, strict=True)]
+    x, y, mask = torch.stack([d[0] for d in data]), torch.stack(ys), torch.stack(masks)
+    sets = sample_path_sets(cfg.n_layers, cfg.n_heads, [2, 5], 2, seed=6)
+    ev = _SeedPathSetEvaluator(models, sets)
+    with torch.no_grad():
+        together = ev.seed_logits(x, mask)
+    alone = [evaluate_path_sets(m, x[s], y[s], mask[s], sets) for s, m in enumerate(models)]
+    for s, m in enumerate(models):
+        expected = path_set_logits(m, x[s], sets, mask[s]).reshape(together.shape[1:])
+        torch.testing.assert_close(together[s], expected, rtol=1e-12, atol=1e-12)
+    for memory_mb in (64, 1e-3):
+        got = evaluate_seed_path_sets(models, x, y, mask, sets, memory_mb)
+        assert got.shape == (3, *sets.shape[:3])
+        np.testing.assert_array_equal(got.numpy(), torch.stack(alone).numpy())
+    assert not np.array_equal(alone[0].numpy(), alone[1].numpy())  # the seeds genuinely differ
+    with pytest.raises(ValueError, match="one architecture"):
+        _SeedPathSetEvaluator([models[0], random_model(POINTS if cfg is TOKENS else TOKENS)], sets)
 
 
 def test_length_zero_paths_reduce_to_the_classifier_on_the_normalised_embedding():

@@ -28,6 +28,7 @@ paths_train_lib = lambda wildcards: lib(
     "paths/spec",
     "paths/fused",
     "paths/model",
+    "paths/ensemble",
     "paths/tasks",
     "paths/training",
     "paths/evaluate",
@@ -68,6 +69,9 @@ rule paths_train:
     params:
         task=paths_task_slice,
         device=PATHS_DEVICE,
+        # resume state of a killed job: outside the outputs, so Snakemake keeps it; removed with the outputs written
+        checkpoint=lambda w: f"{RESULTS}/checkpoints/paths_train/{w.task}.pt",
+        checkpoint_minutes=PATHS["checkpoint_minutes"],
     script:
         "../../scripts/paths_train.py"
 
@@ -86,6 +90,7 @@ rule paths_evaluate:
             "paths/spec",
             "paths/fused",
             "paths/model",
+            "paths/ensemble",
             "paths/tasks",
             "paths/training",
             "paths/evaluate",
@@ -159,7 +164,7 @@ rule paths_table:
 
 
 rule path_effectiveness:
-    """Fig. 4 layout: one panel per task, mean +- std over repeats by path length for each number of paths."""
+    """Fig. 4 layout: one panel per task, mean over seeds and repeats by path length with the seeds' range."""
     input:
         data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
         lib=lib("core/plotting", "paths/spec", "paths/plots"),
