@@ -235,7 +235,7 @@ def test_seed_verdict_rules():
 
 
 def test_path_claim_holds_in_every_seed():
-    from san.report.claims import path_effectiveness_claims
+    from san.paths.claims import path_effectiveness_claims
 
     out = over_seeds(path_effectiveness_claims, {"t": _results([0.8, 0.7, 0.85])}, short=1, most=0.5)
     assert out["short_reach_most"] and out["short_beats_long"]
@@ -243,7 +243,7 @@ def test_path_claim_holds_in_every_seed():
 
 
 def test_path_claim_fails_when_one_seed_fails_though_the_mean_passes():
-    from san.report.claims import path_effectiveness_claims
+    from san.paths.claims import path_effectiveness_claims
 
     results = {"t": _results([0.9, 0.9, 0.4])}  # mean short best 0.73: 79% of the gain; seed 2: 38%
     mean_only = path_effectiveness_claims({"t": results["t"].mean("seed")}, short=1, most=0.5)
