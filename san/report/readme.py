@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from san.report.captions import yes_no
+
 SNAPSHOTS = Path("docs/results")
 """The committed copies of the generated tables, relative to the repository root."""
 FIGURES = Path("docs/figures")
@@ -176,26 +178,43 @@ def circle_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     return markdown(["variant", "collapsed runs"], rows)
 
 
-THEOREM_GROUPS = (("gaussian", 0), ("gaussian", 1), ("prose", 0), ("prose", 1))
-"""(input, LayerNorm) groups of the theorem's summary (``<input>_ln<0|1>``)."""
+THEOREM_TABLES = (("theorem_pairs", "no (the theorem)"), ("layernorm_pairs", "yes (outside the theorem)"))
+"""The theorem summary's pair tables: the theorem's own pairs and, apart, the LayerNorm pairs."""
 
 
 def theorem_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
-    """The theorem: per input and LayerNorm, (sample, layer) pairs that respect / violate the bound, the slack in
-    decades (minimum, median), and pairs at the float floor; then the exponents of the Fig. 2 SAN curves."""
+    """The theorem: (sample, layer) pairs per LayerNorm setting and input that respect / violate the nominal bound,
+    with those at the float floor counted apart; the certified check; the adversarial search for gamma and its
+    negative controls; the exponents of the Fig. 2 SAN curves."""
     name = "theorem"
     rows = []
-    for kind, ln in THEOREM_GROUPS:
-        key = f"theorem.{kind}_ln{ln}"
-        rows.append([kind, "yes" if ln else "no"]
-                    + [str(lookup(summary, f"{key}.{c}", name)) for c in ("respects", "violates", "float_floor")]
-                    + [fmt(lookup(summary, f"{key}.slack_{c}", name)) for c in ("min", "median")]
-                    + [fmt(lookup(summary, f"theorem.exponent_near_limit.ln{ln}.median", name))])  # fmt: skip
-    header = ["input", "LayerNorm", "respect", "violate", "at float floor", "slack min (decades)", "slack median",
-              "exponent near limit (median)"]  # fmt: skip
+    for table, ln in THEOREM_TABLES:
+        for kind, counts in lookup(summary, f"theorem.{table}", name).items():
+            rows.append([ln, kind] + [str(counts[c]) for c in ("respects", "violates", "undecided", "float_floor")])
+    pairs = markdown(["LayerNorm", "input", "respect", "violate", "undecided", "at float floor (apart)"], rows)
+    adv = lookup(summary, "theorem.adversarial", name)
+    checks = [
+        ["slack of the nominal bound, no LayerNorm (decades, min / median)",
+         f"{fmt(lookup(summary, 'theorem.slack_no_ln.min', name))} / "
+         f"{fmt(lookup(summary, 'theorem.slack_no_ln.median', name))}", "", ""],
+        ["certified bound: smallest margin (decades)", fmt(lookup(summary, "theorem.certified_margin_min_no_ln", name)),
+         f">= {fmt(lookup(summary, 'theorem.certified_margin_threshold', name))}",
+         yes_no(lookup(summary, "theorem.certified_holds_no_ln", name))],
+        [f"adversarial search: largest gamma ({adv['draws']} draws)", fmt(adv["gamma_max"]),
+         f"<= {fmt(10 ** adv['threshold_log10_gamma'])}", yes_no(adv["holds"])],
+    ]  # fmt: skip
+    for control, c in adv["controls"].items():
+        checks.append([f"negative control {control}: largest log10 gamma", fmt(c["log10_gamma_max"]), "> 0",
+                       "violated (as it must)" if c["violated"] else "NOT violated"])  # fmt: skip
     fig2 = lookup(summary, "theorem.fig2_exponent", name)
     exponents = [[m, w, fmt(x)] for m, by_weights in fig2.items() for w, x in by_weights.items()]
-    return markdown(header, rows) + "\n" + markdown(["Fig. 2 model", "weights", "SAN exponent"], exponents)
+    return (
+        pairs
+        + "\n"
+        + markdown(["check", "measured", "threshold", "verdict"], checks)
+        + "\n"
+        + markdown(["Fig. 2 model", "weights", "SAN exponent"], exponents)
+    )
 
 
 PROPAGATION_KEYS = ("paper", "statement", "holds", "detail")

@@ -86,7 +86,7 @@ def _summary() -> dict:
     """A small summary.json with every key the tables read."""
     entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
              "last_layer": 12}  # fmt: skip
-    group = {"respects": 5, "violates": 0, "float_floor": 1, "slack_min": 6.5, "slack_median": 6.6}
+    group = {"respects": 5, "violates": 0, "undecided": 0, "float_floor": 1}
     claim = {"paper": "Noci et al. 2022", "statement": "branches scaled", "holds": True, "detail": "cosine 0.3"}
     return {
         "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
@@ -105,8 +105,19 @@ def _summary() -> dict:
         },  # fmt: skip
         "circle": {"per_variant": {"SAN": {"collapsed": 3, "runs": 5}}},
         "theorem": {
-            **{f"{k}_ln{ln}": group for k, ln in readme.THEOREM_GROUPS},
-            "exponent_near_limit": {"ln0": {"median": 6.3}, "ln1": {"median": 3.8}},
+            "theorem_pairs": {"all": group, "gaussian": group},
+            "layernorm_pairs": {"all": group},
+            "slack_no_ln": {"min": 6.5, "median": 6.6},
+            "certified_margin_min_no_ln": 6.2,
+            "certified_margin_threshold": 0.0,
+            "certified_holds_no_ln": True,
+            "adversarial": {
+                "draws": 256,
+                "gamma_max": 0.11,
+                "threshold_log10_gamma": 0.0,
+                "holds": True,
+                "controls": {"skip": {"log10_gamma_max": 7.2, "violated": True}},
+            },
             "fig2_exponent": {"bert": {"init": 3.3}},
         },  # fmt: skip
         "propagation": {"depth": [claim]},
@@ -121,15 +132,17 @@ def test_tables_from_a_summary(tmp_path):
     assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
     assert "| Noci et al. 2022 | branches scaled | yes | cosine 0.3 |" in out["propagation"]
-    assert "| gaussian | no | 5 | 0 | 1 | 6.5 | 6.6 | 6.3 |" in out["theorem"]
+    assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
+    assert "| adversarial search: largest gamma (256 draws) | 0.11 | <= 1 | yes |" in out["theorem"]
+    assert "| negative control skip: largest log10 gamma | 7.2 | > 0 | violated (as it must) |" in out["theorem"]
     assert "no model" in out["pretrained"].lower()
 
 
 def test_a_missing_summary_key_names_it_and_writes_nothing(tmp_path):
     summary = _summary()
-    del summary["theorem"]["exponent_near_limit"]["ln1"]
+    del summary["theorem"]["slack_no_ln"]["median"]
     (tmp_path / "summary.json").write_text(json.dumps(summary))
-    with pytest.raises(readme.MissingKey, match=r"'theorem.exponent_near_limit.ln1.median'.*table 'theorem'"):
+    with pytest.raises(readme.MissingKey, match=r"'theorem.slack_no_ln.median'.*table 'theorem'"):
         readme.write_tables(tmp_path / "summary.json", None, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
