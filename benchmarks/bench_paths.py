@@ -286,6 +286,7 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
     print(f"   float32 product rate on this machine: {rate / 1e9:.1f} GMAC/s (one thread)")
     print(f"   {'task':<13} {'single ms/step':>15} {'ensemble ms/step':>17} {'per seed':>9} {'ratio':>6}"
           f" {'floor single':>13} {'floor ensemble':>15}")  # fmt: skip
+    rows = []
     for name in tasks:
         tcfg = copy.deepcopy(slices[name])
         t = time_ensemble(tcfg, n_seeds, steps, rounds)
@@ -305,6 +306,14 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
               f" {ev['loop_s']:.1f} CPU s,"
               f" batched over seeds {ev['batched_s']:.1f} CPU s (ratio {ev['batched_s'] / ev['loop_s']:.2f}),"
               " equal results")  # fmt: skip
+        rows.append([name, f"{1e3 * t['single_step']:.2f}", f"{1e3 * per_seed:.2f}",
+                     f"{per_seed / t['single_step']:.2f}", f"{100 * floor / t['single_step']:.0f}%",
+                     f"{100 * floor / per_seed:.0f}%", f"{ev['batched_s'] / ev['loop_s']:.2f}"])  # fmt: skip
+    header = ["task", "one seed: ms/step", f"{n_seeds}-seed ensemble: ms/step per seed", "ratio",
+              "floor share, one seed", "floor share, ensemble", "evaluation batched / seed by seed"]  # fmt: skip
+    write_table("bench_paths_ensemble", header, rows,
+                note=f"`python benchmarks/bench_paths.py --ensemble-only`, one thread, {steps} steps x {rounds} "
+                     f"rounds per seed, float32 product rate {rate / 1e9:.1f} GMAC/s.")  # fmt: skip
 
 
 def main() -> None:
