@@ -9,7 +9,6 @@ works; importing it puts the checkout first on ``sys.path`` so the ``san`` of th
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -19,23 +18,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from san.core import compare  # noqa: E402
+
 OUT = ROOT / "benchmarks" / "out"
 """Where each benchmark writes its Markdown table (ignored by git)."""
 
-WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
-"""What a workflow run needs from the checkout (no results, no virtual environment)."""
-
 
 def copy_workflow(dest: Path) -> Path:
-    """Copy the workflow (:data:`WORKFLOW_ITEMS`) into ``dest``, so that a benchmark runs it from scratch."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for item in WORKFLOW_ITEMS:
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            shutil.copy2(src, dest / item)
-    return dest
+    """Copy this checkout's workflow into ``dest``, so that a benchmark runs it from scratch."""
+    return compare.copy_workflow(ROOT, dest)
 
 
 def rank_collapse_results(cfg: dict) -> list[str]:

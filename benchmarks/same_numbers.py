@@ -24,11 +24,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from san.core.compare import copy_workflow  # noqa: E402
 from san.core.compare import main as compare  # noqa: E402
 from san.core.config import overlay_config  # noqa: E402
 
 #: what a run needs of a checkout (not results, not the environment)
-WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
 
 
 def checkout(version: str, scratch: Path) -> Path:
@@ -44,13 +44,7 @@ def run_version(source: Path, dest: Path, overlay: dict, cores: str) -> Path:
     """Copy ``source``'s workflow to ``dest``, write its config.yaml with ``overlay`` laid over it, run it."""
     if dest.exists():
         shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    for item in WORKFLOW_ITEMS:
-        src = source / item
-        if src.is_dir():
-            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            shutil.copy2(src, dest / item)
+    copy_workflow(source, dest)
     config = overlay_config(yaml.safe_load((source / "config.yaml").read_text()), overlay)
     (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = dict(os.environ, PYTHONPATH=str(dest), OMP_NUM_THREADS="1")

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
+from san.core import compare
 from san.core.config import overlay_config
 
 ROOT = Path(__file__).resolve().parents[1]
-COPY_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
 TINY = Path(__file__).resolve().parent / "config" / "tiny.yaml"
 
 
@@ -44,14 +43,7 @@ def tiny_config(default: dict | None = None) -> dict:
 
 def copy_workflow(dest: Path) -> Path:
     """Copy the workflow (not results, not the venv) into ``dest`` so a test may edit it freely."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for item in COPY_ITEMS:
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
-        elif src.exists():
-            shutil.copy2(src, dest / item)
-    return dest
+    return compare.copy_workflow(ROOT, dest)
 
 
 def snakemake(

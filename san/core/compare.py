@@ -11,11 +11,28 @@ lists the variables that only one side holds. Exit status 0 when every shared va
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 import xarray as xr
+
+#: what a workflow run needs from a checkout (no results, no virtual environment)
+WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
+
+
+def copy_workflow(source: Path, dest: Path) -> Path:
+    """Copy the workflow of the checkout ``source`` (:data:`WORKFLOW_ITEMS`) into ``dest``, so that a run there
+    starts from scratch and may edit its copy freely (the tests, the benchmarks and the two-run comparison)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in WORKFLOW_ITEMS:
+        src = source / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, ignore=shutil.ignore_patterns("__pycache__"))
+        elif src.exists():
+            shutil.copy2(src, dest / item)
+    return dest
 
 
 def compare_files(a: Path, b: Path, rtol: float = 0.0) -> list[str]:
