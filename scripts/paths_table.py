@@ -2,7 +2,7 @@
 
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
-from san.paths.plots import summary_table
+from san.paths.table import summary_table
 
 with job_log(snakemake.log[0]) as log:
     table = summary_table([read_netcdf(p) for p in snakemake.input.data])

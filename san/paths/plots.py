@@ -1,4 +1,4 @@
-"""Figures and the table of the path-effectiveness experiment (the paper's Fig. 4), drawn with seaborn.
+"""Figures of the path-effectiveness experiment (the paper's Fig. 4), drawn with seaborn.
 
 Only the ``.nc`` results are read: restyling never reruns training or evaluation.
 """
@@ -12,63 +12,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from san.core.plotting import COLUMN_IN, figsize  # noqa: E402
-from san.paths.spec import TASK_TITLES  # noqa: E402
-
-
-def _task(ds: xr.Dataset) -> str:
-    return str(ds.attrs.get("task", "task"))
-
-
-def task_title(ds: xr.Dataset, titles: Mapping[str, str] | None = None) -> str:
-    """Panel title of a task's results: ``titles[name]`` if given, else the task's title (a variant: followed by
-    its name, e.g. "Sorting (sorting_10k)")."""
-    name = _task(ds)
-    if titles and titles.get(name):
-        return titles[name]
-    if name in TASK_TITLES:
-        return TASK_TITLES[name]
-    kind = str(ds.attrs.get("task_kind", name))
-    return f"{TASK_TITLES.get(kind, kind)} ({name})"
-
-
-def _seed_mean(da: xr.DataArray) -> xr.DataArray:
-    return da.mean("seed") if "seed" in da.dims else da
-
-
-def seed_band(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray, xr.DataArray]:
-    """Mean over seeds and the band the figures draw around it: the lowest and highest seed (the seeds' range;
-    ``da`` without a seed dimension: a band of zero width)."""
-    if "seed" not in da.dims:
-        return da, da, da
-    return da.mean("seed"), da.min("seed"), da.max("seed")
-
-
-def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
-    """One row per task: full-model accuracy (mean, lowest and highest seed) and chance accuracy (mean over seeds),
-    then the mean accuracy over seeds and repeats for every (number of paths, path length) as columns
-    ``acc_n{n_paths}_k{k}``."""
-    rows = []
-    for ds in datasets:
-        full = seed_band(ds["full_model_accuracy"])
-        row: dict[str, float | str] = {
-            "task": _task(ds),
-            "full_model": float(full[0]),
-            "full_model_lowest_seed": float(full[1]),
-            "full_model_highest_seed": float(full[2]),
-            "chance": float(_seed_mean(ds["chance_accuracy"])),
-            "n_seeds": int(ds.sizes.get("seed", 1)),
-        }
-        mean = _seed_mean(ds["accuracy"].mean("repeat"))
-        for n in ds["n_paths"].values:
-            for k in ds["path_length"].values:
-                row[f"acc_n{int(n)}_k{int(k)}"] = float(mean.sel(n_paths=n, path_length=k))
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("task")
+from san.paths.table import seed_band, task_name, task_title  # noqa: E402
 
 
 def _band_line(ax: plt.Axes, acc: xr.DataArray, x, color, label: str, marker: str, lw: float, ls: str = "-") -> None:
@@ -210,7 +158,7 @@ def path_decomposition_figure(
     the mean over seeds; bars carry the seeds' range as error bars, curves and levels as bands.
     """
 
-    sampled = {_task(ds): ds for ds in sampled_datasets}
+    sampled = {task_name(ds): ds for ds in sampled_datasets}
     n = len(exact_datasets)
     fig, axes = plt.subplots(2, n, figsize=figsize(n, 2, aspect=0.8 if n > 1 else 0.7), squeeze=False, sharex="col")
     palette = sns.color_palette("colorblind")
@@ -225,8 +173,8 @@ def path_decomposition_figure(
         _band_line(
             bottom, trained["single_length_accuracy"], k, palette[2], "exact: paths of length k only", "s", 1.2, "--"
         )
-        if _task(ds) in sampled:
-            sds = sampled[_task(ds)]
+        if task_name(ds) in sampled:
+            sds = sampled[task_name(ds)]
             n_paths = int(sds["n_paths"].max())
             acc = sds["accuracy"].sel(n_paths=n_paths)
             label = f"sampled: {n_paths} paths of length k"

@@ -69,6 +69,8 @@ LIB_DEPENDS = {
     "rank_collapse/spec": ("models/spec",),
     "theory/spec": ("models/spec",),
     "propagation/spec": ("models/spec",),
+    "paths/plots": ("paths/table",),
+    "paths/table": ("paths/spec",),
 }
 
 

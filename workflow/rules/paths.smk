@@ -147,7 +147,7 @@ rule paths_table:
     """Per task: full-model and chance accuracy and the mean accuracy by path length for each number of paths."""
     input:
         data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
-        lib=lib("core/plotting", "paths/spec", "paths/plots"),
+        lib=lib("paths/spec", "paths/table"),
     output:
         f"{RESULTS}/paths/summary.csv",
     log:
