@@ -69,7 +69,7 @@ LIB_DEPENDS = {
     "rank_collapse/spec": ("models/spec",),
     "theory/spec": ("models/spec",),
     "propagation/spec": ("models/spec",),
-    "paths/plots": ("paths/table",),
+    "paths/plots": ("paths/spec", "paths/table"),
     "paths/table": ("paths/spec",),
 }
 
