@@ -170,7 +170,7 @@ MODULE_CASES = [
         {"paths_evaluate", "paths_decompose", "paths_table", "path_effectiveness", "path_decomposition"},
         module="paths/training",
     ),
-    case("san/core/plotting.py", FIGURE_RULES | {"paths_table"}, module="core/plotting", report=False),
+    case("san/core/plotting.py", FIGURE_RULES, module="core/plotting", report=False),
 ]
 FIGURE_CASES = [
     case("figures.dpi", FIGURE_RULES, key=("figures", "dpi"), value=41, report=False),

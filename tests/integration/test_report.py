@@ -22,6 +22,7 @@ def test_summary_checks_the_claims(built):
         "rank_collapse",
         "path_products",
         "pretrained_collapse",
+        "pretrained_slower",
         "circle",
         "paths",
         "path_decomposition",
@@ -33,9 +34,13 @@ def test_summary_checks_the_claims(built):
     assert isinstance(rc["skip_survives"], bool) and rc["per_model"]["tiny-bert"]["init"]["last_layer"] == 3
     assert rc["judged"] == ["tiny-bert"] and rc["causal"] == []
     assert summary["pretrained_collapse"] is None  # no model of the tiny config has pretrained weights
+    assert summary["pretrained_slower"] is None
     assert summary["paths"]["per_task"]["sorting"]["n_paths"] == 3
     assert summary["path_decomposition"]["exact"] is True  # every tiny SAN reconstructed to round-off
-    assert summary["theorem"]["overall"]["violates"] == 0 and summary["theorem"]["overall"]["respects"] > 0
+    theorem = summary["theorem"]
+    assert theorem["theorem_pairs"]["all"]["violates"] == 0 and theorem["theorem_pairs"]["all"]["respects"] > 0
+    assert theorem["certified_holds_no_ln"] is True and theorem["certified_missing_no_ln"] == 0
+    assert theorem["adversarial"]["draws"] > 0 and theorem["adversarial"]["controls_detected"] is True
     assert set(summary["propagation"]) == {"depth", "qk_variance", "masks", "sequence_length"}
     assert all(isinstance(c["holds"], bool | None) for cs in summary["propagation"].values() for c in cs)
     runtimes = (built / "results/tables/runtimes.csv").read_text().splitlines()
@@ -48,7 +53,7 @@ def test_report_has_every_figure_with_measured_captions(built):
     assert "measured in this run" in html
     rc = json.loads((built / "results/summary.json").read_text())["rank_collapse"]
     assert f"max {rc['pure_max']:.1e}" in (built / "results/report/captions/rank_collapse_model.rst").read_text()
-    figures = ("rank_collapse_tiny-bert", "rank_collapse_overview", "path_products_tiny-bert", "circle")
+    figures = ("rank_collapse_model_tiny-bert", "rank_collapse_overview", "path_products_model_tiny-bert", "circle")
     figures += ("path_effectiveness", "path_decomposition", "theorem_bound", "propagation_masks", "runtimes")
     for name in figures:
         assert name in html, name

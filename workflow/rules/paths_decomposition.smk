@@ -18,6 +18,10 @@ rule paths_decompose:
             "paths/model",
             "paths/tasks",
             "paths/decomposition",
+            "paths/ensemble",
+            "paths/evaluate",
+            "paths/experiment",
+            "paths/training",
         ),
     output:
         f"{RESULTS}/paths/{{task}}_exact.nc",

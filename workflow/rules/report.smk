@@ -87,7 +87,7 @@ rule readme_tables:
     input:
         summary=rules.summary.output.json,
         paths=[f"{RESULTS}/paths/summary.csv"] if config["paths"]["tasks"] else [],
-        lib=lib("report/readme"),
+        lib=lib("report/captions", "report/readme"),
     output:
         [f"{RESULTS}/tables/readme/{name}.md" for name in README_TABLES],
     log:
