@@ -45,8 +45,8 @@ def seed_band(da: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray, xr.DataArra
 
 def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
     """One row per task: full-model accuracy (mean, lowest and highest seed) and chance accuracy (mean over seeds),
-    then the mean accuracy over seeds and repeats for every (number of paths, path length) as columns
-    ``acc_n{n_paths}_k{k}``."""
+    the largest range over seeds (highest minus lowest seed) of an accuracy by path length, then the mean accuracy
+    over seeds and repeats for every (number of paths, path length) as columns ``acc_n{n_paths}_k{k}``."""
     rows = []
     for ds in datasets:
         full = seed_band(ds["full_model_accuracy"])
@@ -58,7 +58,10 @@ def summary_table(datasets: Sequence[xr.Dataset]) -> pd.DataFrame:
             "chance": float(mean_over_seeds(ds["chance_accuracy"])),
             "n_seeds": int(ds.sizes.get("seed", 1)),
         }
-        mean = mean_over_seeds(ds["accuracy"].mean("repeat"))
+        by_seed = ds["accuracy"].mean("repeat")
+        spread = by_seed.max("seed") - by_seed.min("seed") if "seed" in by_seed.dims else 0.0 * by_seed
+        row["seed_range_max"] = float(spread.max())
+        mean = mean_over_seeds(by_seed)
         for n in ds["n_paths"].values:
             for k in ds["path_length"].values:
                 row[f"acc_n{int(n)}_k{int(k)}"] = float(mean.sel(n_paths=n, path_length=k))

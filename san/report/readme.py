@@ -124,8 +124,9 @@ def pretrained_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
 
 
 def paths_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
-    """Fig. 4: per task and number of sampled paths, the mean token accuracy by path length k, next to the full
-    model and the input-blind predictor (``results/paths/summary.csv``)."""
+    """Fig. 4: per task and number of sampled paths, the mean token accuracy by path length k (mean over seeds),
+    next to the full model, the input-blind predictor, and the seeds with the largest range over seeds of an
+    accuracy by path length (``results/paths/summary.csv``)."""
     if paths_csv is None:
         return "No path-effectiveness task in this run.\n"
     import pandas as pd
@@ -139,9 +140,11 @@ def paths_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     rows = []
     for _, row in table.iterrows():
         for i, n in enumerate(ns):
-            first = [row["task"], f"{row['full_model']:.3f}", f"{row['chance']:.3f}"] if i == 0 else ["", "", ""]
+            spread = f"{int(row.get('n_seeds', 1))} / {row.get('seed_range_max', math.nan):.3f}"
+            first = [row["task"], f"{row['full_model']:.3f}", f"{row['chance']:.3f}", spread] if i == 0 else [""] * 4
             rows.append([*first, n, *(f"{row.get(f'acc_n{n}_k{k}', math.nan):.3f}" for k in ks)])
-    return markdown(["task", "full model", "input-blind", "paths", *(f"k={k}" for k in ks)], rows)
+    header = ["task", "full model", "input-blind", "seeds / largest seed range", "paths", *(f"k={k}" for k in ks)]
+    return markdown(header, rows)
 
 
 def path_decomposition_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
