@@ -100,12 +100,18 @@ def longest_chain(jobs, edges, wall: dict[int, float]) -> tuple[float, list[int]
     return max((visit(j) for j in jobs), key=lambda t: t[0])
 
 
-def run_wall(workdir: Path) -> float | None:
-    """Wall time of the latest run: first to last timestamp of its Snakemake log."""
+def run_wall(workdir: Path, n_jobs: int) -> float | None:
+    """Wall time of the latest run: first to last timestamp of its Snakemake log, when that one invocation ran
+    every job of the run (a run resumed or completed by a later invocation has no meaningful wall time: None)."""
     logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
     for log in reversed(logs):
-        stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", log.read_text(), re.M)
+        text = log.read_text()
+        stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", text, re.M)
         if len(stamps) >= 2:
+            finished = len(re.findall(r"^Finished jobid", text, re.M))
+            if finished < n_jobs:
+                print(f"the latest Snakemake log ran {finished} of the run's {n_jobs} jobs: no wall time")
+                return None
             first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
             return (last - first).total_seconds()
     return None
@@ -138,7 +144,7 @@ def main() -> None:
     total_cpu = sum(cpu.values())
     chain, path = longest_chain(jobs, edges, wall)
     bound = max(total_cpu / args.cores, chain)
-    achieved = run_wall(args.workdir)
+    achieved = run_wall(args.workdir, len(jobs))
     print(f"jobs with a benchmark file: {len(wall)} of {len(jobs)}; with their exact CPU time in their log: {exact}")
     print(
         f"total job CPU: {total_cpu:.0f} s (Snakemake's sampled cpu_time: {sum(sampled.values()):.0f} s); "
