@@ -12,9 +12,12 @@ Per task it prints:
 - CPU per seed of an N-seed ensemble (``--seeds N``, default 5; :mod:`san.paths.ensemble`) against one seed
   trained alone, the same optimiser steps per seed, and the share of the float32 arithmetic floor (the training's
   multiply-adds at the rate of a large matrix product on this machine) each reaches (targets: ratio <= 1/3 for
-  sorting and sorting_10k, <= 1/2 for convex hull), and the CPU of the path evaluation of the N seeds one by one
-  against all seeds in one batched computation (:func:`~san.paths.evaluate.evaluate_seed_path_sets`; memorisation's
-  evaluation sets subsampled to ``--mem-eval`` sequences); ``--ensemble-only`` prints only this;
+  sorting and sorting_10k, <= 1/2 for convex hull), the lowest ratio reachable while the step's matrix products
+  stay as they are (every product of a step, recorded with its sizes and strides and replayed alone on hot
+  operands, :func:`product_seconds`; the rest of the step taken as free), and the CPU of the path evaluation of
+  the N seeds one by one against all seeds in one batched computation
+  (:func:`~san.paths.evaluate.evaluate_seed_path_sets`; memorisation's evaluation sets subsampled to
+  ``--mem-eval`` sequences); ``--ensemble-only`` prints only this;
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
   per-path reference (:mod:`san.paths.reference`, which the tests also use: a Python loop over paths, each
@@ -37,12 +40,14 @@ import copy
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import yaml
 from _common import ROOT, real_paths, write_table
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from san.core.config import validate_config
 from san.paths import fused
@@ -239,6 +244,7 @@ def time_ensemble(tcfg: dict, n_seeds: int, steps: int, rounds: int) -> dict[str
     bs = tcfg["train"]["batch_size"]
     tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
     data = [_subset(t.train, steps * bs) for t in tasks]
+    steps = math.ceil(len(data[0]) / bs)  # fewer when the training set is smaller
     cfg = {**tcfg["train"], "epochs": 1}
     single = ensemble = float("inf")
     for _ in range(rounds):
@@ -249,6 +255,63 @@ def time_ensemble(tcfg: dict, n_seeds: int, steps: int, rounds: int) -> dict[str
         train_ensemble(EnsembleSAN(tasks[0].model_config, seeds), data, cfg)
         ensemble = min(ensemble, time.process_time() - t0)
     return {"single_step": single / steps, "ensemble_step": ensemble / steps, "n_seeds": n_seeds}
+
+
+PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "mkldnn::_linear_pointwise"}
+
+
+class ProductRecorder(TorchDispatchMode):
+    """Records every matrix product a computation dispatches (the op and its arguments' sizes and strides), forward
+    and backward, so that the products can be replayed alone."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, list[Any], dict[str, Any]]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func._schema.name.rstrip("_") in PRODUCTS:  # in-place variants too (baddbmm_)
+            spec = lambda a: (tuple(a.shape), a.stride(), a.dtype) if isinstance(a, torch.Tensor) else a  # noqa: E731
+            self.calls.append((func, [spec(a) for a in args], {k: spec(v) for k, v in kwargs.items()}))
+        return func(*args, **kwargs)
+
+
+def _replay_args(spec: Any) -> Any:
+    if isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], torch.dtype):
+        return torch.empty_strided(spec[0], spec[1], dtype=spec[2]).uniform_(-1, 1)
+    return spec
+
+
+def product_seconds(run_one_step, repeats: int = 20) -> float:
+    """CPU seconds of the matrix products of one training step replayed alone on fresh operands of the same sizes
+    and strides, each kept hot in cache (the best of three timed passes): what a step would cost if everything
+    but its products were free."""
+    with ProductRecorder() as rec:
+        run_one_step()
+    calls = [(f, [_replay_args(a) for a in args], {k: _replay_args(v) for k, v in kw.items()}) for f, args, kw in
+             rec.calls]  # fmt: skip
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        for _ in range(repeats):
+            for f, args, kw in calls:
+                f(*args, **kw)
+        best = min(best, (time.process_time() - t0) / repeats)
+    return best
+
+
+def time_products(tcfg: dict, n_seeds: int) -> dict[str, float]:
+    """CPU seconds of the matrix products alone of one step of one seed trained alone and of an ``n_seeds``
+    ensemble (:func:`product_seconds`)."""
+    seeds = list(tcfg["seeds"])[:n_seeds]
+    seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
+    bs = tcfg["train"]["batch_size"]
+    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
+    data = [_subset(t.train, bs) for t in tasks]
+    cfg = {**tcfg["train"], "epochs": 1}
+    single = product_seconds(lambda: train_model(init_model(tasks[0], seeds[0]), data[0], cfg, seeds[0]))
+    ensemble = product_seconds(lambda: train_ensemble(EnsembleSAN(tasks[0].model_config, seeds), data, cfg))
+    return {"single": single, "ensemble": ensemble}
 
 
 def time_seed_evaluation(tcfg: dict, eval_cfg: dict, n_seeds: int, n_inputs: int | None) -> dict[str, float]:
@@ -285,7 +348,7 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
     print(f"\n== seeds as one batched model: {n_seeds}-seed ensemble vs one seed alone, {steps} steps per seed")
     print(f"   float32 product rate on this machine: {rate / 1e9:.1f} GMAC/s (one thread)")
     print(f"   {'task':<13} {'single ms/step':>15} {'ensemble ms/step':>17} {'per seed':>9} {'ratio':>6}"
-          f" {'floor single':>13} {'floor ensemble':>15}")  # fmt: skip
+          f" {'floor single':>13} {'floor ensemble':>15} {'products-alone bound':>21}")  # fmt: skip
     rows = []
     for name in tasks:
         tcfg = copy.deepcopy(slices[name])
@@ -294,11 +357,17 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
         steps_total = tcfg["train"]["epochs"] * math.ceil(n_train / tcfg["train"]["batch_size"])
         floor = training_macs(tcfg) / steps_total / rate  # CPU s of one seed's step at the product rate
         per_seed = t["ensemble_step"] / n_seeds
+        prod = time_products(tcfg, n_seeds)
+        bound = prod["ensemble"] / n_seeds / t["single_step"]
         print(
             f"   {name:<13} {1e3 * t['single_step']:15.2f} {1e3 * t['ensemble_step']:17.2f} {1e3 * per_seed:9.2f}"
             f" {per_seed / t['single_step']:6.3f} {100 * floor / t['single_step']:12.0f}%"
-            f" {100 * floor / per_seed:14.0f}%"
+            f" {100 * floor / per_seed:14.0f}% {bound:21.3f}"
         )
+        print(f"     matrix products alone (replayed hot): one seed {1e3 * prod['single']:.2f} ms/step,"
+              f" ensemble {1e3 * prod['ensemble']:.2f} ms/step ({1e3 * prod['ensemble'] / n_seeds:.2f} per seed);"
+              f" everything else: one seed {1e3 * (t['single_step'] - prod['single']):.2f} ms,"
+              f" ensemble {1e3 * (t['ensemble_step'] - prod['ensemble']):.2f} ms")  # fmt: skip
         print(f"     full training CPU: one seed ~{t['single_step'] * steps_total:.0f} s, {n_seeds} seeds as one"
               f" ensemble ~{t['ensemble_step'] * steps_total:.0f} s")  # fmt: skip
         ev = time_seed_evaluation(tcfg, eval_cfg, n_seeds, mem_eval if tcfg["task"] == "memorization" else None)
@@ -308,9 +377,11 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
               " equal results")  # fmt: skip
         rows.append([name, f"{1e3 * t['single_step']:.2f}", f"{1e3 * per_seed:.2f}",
                      f"{per_seed / t['single_step']:.2f}", f"{100 * floor / t['single_step']:.0f}%",
-                     f"{100 * floor / per_seed:.0f}%", f"{ev['batched_s'] / ev['loop_s']:.2f}"])  # fmt: skip
+                     f"{100 * floor / per_seed:.0f}%", f"{bound:.2f}",
+                     f"{ev['batched_s'] / ev['loop_s']:.2f}"])  # fmt: skip
     header = ["task", "one seed: ms/step", f"{n_seeds}-seed ensemble: ms/step per seed", "ratio",
-              "floor share, one seed", "floor share, ensemble", "evaluation batched / seed by seed"]  # fmt: skip
+              "floor share, one seed", "floor share, ensemble", "ratio if all but products were free",
+              "evaluation batched / seed by seed"]  # fmt: skip
     write_table("bench_paths_ensemble", header, rows,
                 note=f"`python benchmarks/bench_paths.py --ensemble-only`, one thread, {steps} steps x {rounds} "
                      f"rounds per seed, float32 product rate {rate / 1e9:.1f} GMAC/s.")  # fmt: skip

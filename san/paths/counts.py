@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.core.storage import describe
+from san.paths.results import VARIABLES
 from san.paths.spec import path_counts, path_length_shares
 
 
@@ -25,42 +27,16 @@ def length_distribution(architectures: Sequence[dict[str, Any]]) -> xr.Dataset:
         count[i, : a["layers"] + 1] = [float(c) for c in path_counts(a["layers"], a["heads"])]
     layers = np.array([a["layers"] for a in architectures])
     heads = np.array([a["heads"] for a in architectures])
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
-            "share": (
-                ("architecture", "path_length"),
-                share,
-                {"long_name": "share of paths of this length, C(L,k) H^k / (H+1)^L (NaN beyond L)", "units": "1"},
-            ),
-            "count": (
-                ("architecture", "path_length"),
-                count,
-                {"long_name": "number of paths of this length, C(L,k) H^k (float64)", "units": "1"},
-            ),
-            "n_layers": (("architecture",), layers, {"long_name": "self-attention layers L", "units": "1"}),
-            "n_heads": (("architecture",), heads, {"long_name": "heads per layer H", "units": "1"}),
-            "mean_path_length": (
-                ("architecture",),
-                layers * heads / (heads + 1),
-                {"long_name": "expected length of a uniformly drawn path, L H / (H+1)", "units": "1"},
-            ),
-            "source": (
-                ("architecture",),
-                [a["source"] for a in architectures],
-                {"long_name": "where the entry comes from", "units": "1"},
-            ),
+            "share": (("architecture", "path_length"), share),
+            "count": (("architecture", "path_length"), count),
+            "n_layers": (("architecture",), layers),
+            "n_heads": (("architecture",), heads),
+            "mean_path_length": (("architecture",), layers * heads / (heads + 1)),
+            "source": (("architecture",), [a["source"] for a in architectures]),
         },
-        coords={
-            "architecture": (
-                "architecture",
-                [a["name"] for a in architectures],
-                {"long_name": "architecture name", "units": "1"},
-            ),
-            "path_length": (
-                "path_length",
-                np.arange(max_len + 1),
-                {"long_name": "layers where a path takes a head", "units": "1"},
-            ),
-        },
+        coords={"architecture": [a["name"] for a in architectures], "path_length": np.arange(max_len + 1)},
         attrs={"title": "san: path-length distribution of common architectures (Dong et al. 2021, Fig. 4)"},
     )
+    return describe(ds, VARIABLES)

@@ -38,6 +38,9 @@ import numpy as np
 import torch
 import xarray as xr
 
+from san.core.storage import describe
+from san.paths.results import VARIABLES
+
 if TYPE_CHECKING:
     from san.core.attention import MultiHeadSelfAttention
     from san.paths.model import SAN
@@ -293,15 +296,8 @@ def run(
     ds = _dataset(_summaries(models, inputs, labels, mask), model.cfg.n_layers, len(inputs))
     ds.attrs.update(n_heads=model.cfg.n_heads)
     if chance is not None:
-        ds["chance_accuracy"] = (
-            (),
-            float(chance),
-            {
-                "long_name": "token accuracy of the input-blind predictor (most frequent training label per position)",
-                "units": "1",
-            },
-        )
-    return ds
+        ds["chance_accuracy"] = ((), float(chance))
+    return describe(ds, VARIABLES)
 
 
 def run_seeds(
@@ -314,12 +310,8 @@ def run_seeds(
         for m, ev, init, chance in zip(models, evs, inits, chances, strict=True)
     ]
     ds = xr.concat(parts, dim="seed", combine_attrs="override")
-    ds.coords["seed"] = (
-        "seed",
-        list(seeds),
-        {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": "1"},
-    )
-    return ds
+    ds.coords["seed"] = ("seed", list(seeds))
+    return describe(ds, VARIABLES)
 
 
 _CONVENTION = (
@@ -335,67 +327,21 @@ def _variables(summaries: dict[str, StateSummary]) -> dict[str, Any]:
     states = list(summaries)
     stack = lambda f: np.stack([f(summaries[s]) for s in states])  # noqa: E731
     share = stack(lambda s: s.norms / s.norms.sum(1, keepdims=True))  # (state, sample, length)
-    one = {"units": "1"}
     return {
-        "reconstruction_error": (
-            ("state",),
-            stack(lambda s: s.reconstruction_error),
-            {"long_name": "max |sum_k Y_k + C - X_L| over real tokens and features", **one},
-        ),
-        "norm_share": (
-            ("state", "path_length"),
-            share.mean(1),
-            {"long_name": "||Y_k||_F / sum_j ||Y_j||_F, mean over inputs", **one},
-        ),
-        "norm_share_per_input": (
-            ("state", "sample", "path_length"),
-            share,
-            {"long_name": "||Y_k||_F / sum_j ||Y_j||_F of each input (its real tokens)", **one},
-        ),
-        "constant_norm_ratio": (
-            ("state",),
-            stack(lambda s: (s.constant_norms / s.norms.sum(1)).mean()),
-            {"long_name": "||C||_F / sum_j ||Y_j||_F, mean over inputs", **one},
-        ),
-        "truncated_accuracy": (
-            ("state", "max_path_length"),
-            stack(lambda s: s.truncated_accuracy),
-            {"long_name": "token accuracy of C + sum_{k<=K} Y_k through the classifier", **one},
-        ),
-        "truncated_agreement": (
-            ("state", "max_path_length"),
-            stack(lambda s: s.truncated_agreement),
-            {"long_name": "share of scored tokens where C + sum_{k<=K} Y_k predicts what the model predicts", **one},
-        ),
-        "single_length_accuracy": (
-            ("state", "path_length"),
-            stack(lambda s: s.single_length_accuracy),
-            {"long_name": "token accuracy of C + Y_k through the classifier", **one},
-        ),
-        "full_accuracy": (
-            ("state",),
-            stack(lambda s: s.full_accuracy),
-            {"long_name": "token accuracy of the full model (float64 forward)", **one},
-        ),
+        "reconstruction_error": (("state",), stack(lambda s: s.reconstruction_error)),
+        "norm_share": (("state", "path_length"), share.mean(1)),
+        "norm_share_per_input": (("state", "sample", "path_length"), share),
+        "constant_norm_ratio": (("state",), stack(lambda s: (s.constant_norms / s.norms.sum(1)).mean())),
+        "truncated_accuracy": (("state", "max_path_length"), stack(lambda s: s.truncated_accuracy)),
+        "truncated_agreement": (("state", "max_path_length"), stack(lambda s: s.truncated_agreement)),
+        "single_length_accuracy": (("state", "path_length"), stack(lambda s: s.single_length_accuracy)),
+        "full_accuracy": (("state",), stack(lambda s: s.full_accuracy)),
     }
 
 
 def _dataset(summaries: dict[str, StateSummary], n_layers: int, n_samples: int) -> xr.Dataset:
     """The dataset of :func:`run` over ``state``, ``path_length``, ``max_path_length`` and ``sample``."""
     k = np.arange(n_layers + 1)
-    coords = {
-        "state": (
-            "state",
-            list(summaries),
-            {"long_name": "weights: trained, or the initialisation (same seed)", "units": ""},
-        ),
-        "path_length": ("path_length", k, {"long_name": "path length k", "units": "layers"}),
-        "max_path_length": (
-            "max_path_length",
-            k,
-            {"long_name": "longest path length K kept in the truncated expansion", "units": "layers"},
-        ),
-        "sample": ("sample", np.arange(n_samples), {"long_name": "evaluation input", "units": ""}),
-    }
+    coords = {"state": list(summaries), "path_length": k, "max_path_length": k, "sample": np.arange(n_samples)}
     attrs = {"convention": _CONVENTION, "n_layers": n_layers}
-    return xr.Dataset(_variables(summaries), coords=coords, attrs=attrs)
+    return describe(xr.Dataset(_variables(summaries), coords=coords, attrs=attrs), VARIABLES)

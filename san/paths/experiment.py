@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 import xarray as xr
 
+from san.core.storage import describe
 from san.paths.ensemble import EnsembleSAN
 from san.paths.evaluate import (
     evaluate_path_sets,
@@ -27,6 +28,7 @@ from san.paths.evaluate import (
     sample_path_sets,
 )
 from san.paths.model import SAN
+from san.paths.results import VARIABLES
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 from san.paths.tasks import Task, TaskData, chance_accuracy, make_task
 from san.paths.training import Checkpoint, TrainResult, train_ensemble, train_model
@@ -176,23 +178,11 @@ def run(
 
 def _coords(cfg: Any, seeds: list[int], evaluation: Mapping[str, Any], epochs: np.ndarray) -> dict[str, Any]:
     return {
-        "seed": (
-            "seed",
-            list(seeds),
-            {"long_name": "training seed (data, initialisation, batch order, dropout)", "units": "1"},
-        ),
-        "n_paths": ("n_paths", list(evaluation["n_paths"]), {"long_name": "paths per evaluated set", "units": "1"}),
-        "path_length": (
-            "path_length",
-            np.arange(cfg.n_layers + 1),
-            {"long_name": "layers where a path takes a head", "units": "1"},
-        ),
-        "repeat": (
-            "repeat",
-            np.arange(evaluation["n_repeats"]),
-            {"long_name": "independent sample of the set", "units": "1"},
-        ),
-        "epoch": ("epoch", epochs, {"long_name": "training epoch", "units": "1"}),
+        "seed": list(seeds),
+        "n_paths": list(evaluation["n_paths"]),
+        "path_length": np.arange(cfg.n_layers + 1),
+        "repeat": np.arange(evaluation["n_repeats"]),
+        "epoch": epochs,
     }
 
 
@@ -209,36 +199,16 @@ def _dataset(
     """The results of :func:`run` as a dataset over ``seed``, ``n_paths``, ``path_length``, ``repeat``, ``epoch``."""
     losses = train_log.pivot(index="epoch", columns="seed", values="loss")[list(seeds)]
     lr = train_log.groupby("epoch")["lr"].first()
-    acc_name = "token accuracy of the model restricted to a set of sampled paths"
-    chance_name = "accuracy of the input-blind predictor: most frequent training label per position"
-    one = {"units": "1"}
-    return xr.Dataset(
+    ds = xr.Dataset(
         {
-            "accuracy": (("seed", "n_paths", "path_length", "repeat"), acc, {"long_name": acc_name, **one}),
-            "full_model_accuracy": (("seed",), full, {"long_name": "token accuracy of the full model", **one}),
-            "chance_accuracy": (("seed",), chance, {"long_name": chance_name, **one}),
-            "paths": (
-                ("n_paths", "path_length", "repeat", "path", "layer"),
-                sets.astype(np.int16),
-                {
-                    "long_name": "sampled paths: head index per layer",
-                    "units": "1",
-                    "flag_values": np.array([SKIP, PAD], dtype=np.int16),
-                    "flag_meanings": "skip no_path",
-                },
-            ),
-            "path_share": (
-                ("path_length",),
-                path_length_shares(cfg.n_layers, cfg.n_heads),
-                {"long_name": "share of all paths that have this length, C(L,k) H^k / (H+1)^L", **one},
-            ),
-            "path_count": (
-                ("path_length",),
-                np.asarray(path_counts(cfg.n_layers, cfg.n_heads), dtype=np.float64),
-                {"long_name": "number of paths of this length, C(L,k) H^k", **one},
-            ),
-            "train_loss": (("seed", "epoch"), losses.to_numpy().T, {"long_name": "mean training loss", **one}),
-            "train_lr": (("epoch",), lr.to_numpy(), {"long_name": "learning rate of the epoch", **one}),
+            "accuracy": (("seed", "n_paths", "path_length", "repeat"), acc),
+            "full_model_accuracy": (("seed",), full),
+            "chance_accuracy": (("seed",), chance),
+            "paths": (("n_paths", "path_length", "repeat", "path", "layer"), sets.astype(np.int16)),
+            "path_share": (("path_length",), path_length_shares(cfg.n_layers, cfg.n_heads)),
+            "path_count": (("path_length",), np.asarray(path_counts(cfg.n_layers, cfg.n_heads), dtype=np.float64)),
+            "train_loss": (("seed", "epoch"), losses.to_numpy().T),
+            "train_lr": (("epoch",), lr.to_numpy()),
         },
         coords=_coords(cfg, seeds, evaluation, lr.index.to_numpy()),
         attrs={
@@ -246,3 +216,6 @@ def _dataset(
             "model_config": json.dumps(cfg.to_dict(), sort_keys=True),
         },
     )
+    describe(ds, VARIABLES)
+    ds["paths"].attrs.update(flag_values=np.array([SKIP, PAD], dtype=np.int16), flag_meanings="skip no_path")
+    return ds

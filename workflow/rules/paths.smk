@@ -33,6 +33,7 @@ paths_train_lib = lambda wildcards: lib(
     "paths/training",
     "paths/evaluate",
     "paths/experiment",
+    "paths/results",
 )
 # Architectures of the path-length distribution: the paper's list, the configured models, the tasks' SANs.
 PATHS_ARCHITECTURES = (
@@ -95,6 +96,7 @@ rule paths_evaluate:
             "paths/training",
             "paths/evaluate",
             "paths/experiment",
+            "paths/results",
         ),
     output:
         f"{RESULTS}/paths/{{task}}.nc",
@@ -125,7 +127,7 @@ rule paths_evaluate:
 rule paths_counts:
     """Share of paths of each length, C(L,k) H^k / (H+1)^L, for the paper's architectures and the configured ones."""
     input:
-        lib=lib("paths/spec", "paths/counts"),
+        lib=lib("paths/spec", "paths/counts", "paths/results"),
     output:
         f"{RESULTS}/path_counts.nc",
     log:

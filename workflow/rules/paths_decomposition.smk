@@ -21,6 +21,7 @@ rule paths_decompose:
             "paths/ensemble",
             "paths/evaluate",
             "paths/experiment",
+            "paths/results",
             "paths/training",
         ),
     output:
