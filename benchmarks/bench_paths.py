@@ -355,7 +355,7 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
         t = time_ensemble(tcfg, n_seeds, steps, rounds)
         n_train = sequences_and_tokens(tcfg)[0]
         steps_total = tcfg["train"]["epochs"] * math.ceil(n_train / tcfg["train"]["batch_size"])
-        floor = training_macs(tcfg) / steps_total / rate  # CPU s of one seed's step at the product rate
+        floor = training_macs(tcfg) / len(tcfg["seeds"]) / steps_total / rate  # one seed's step at that rate
         per_seed = t["ensemble_step"] / n_seeds
         prod = time_products(tcfg, n_seeds)
         bound = prod["ensemble"] / n_seeds / t["single_step"]

@@ -10,7 +10,7 @@ the timestamps of its latest Snakemake log, and prints:
   dependent jobs (by wall time), the packing bound ``max(CPU / cores, longest chain)`` that no schedule on
   ``cores`` cores can beat, the achieved wall time and its ratio to the bound;
 - per training job of the path-effectiveness experiment: its arithmetic (multiply-adds from the config,
-  ``san.paths.spec.training_macs``), the machine's measured single-thread float32 matrix-multiply rate on a
+  ``san.paths.spec.training_macs``, all seeds), the machine's measured single-thread float32 matrix-multiply rate on a
   product of the training's shape, the time that arithmetic alone would take (the floor) and the share of the
   measured wall time it is;
 - per path evaluation: its exact arithmetic (single-head applications after prefix sharing, on the task's own
@@ -213,7 +213,8 @@ def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:
     :func:`san.paths.evaluate.evaluate_path_sets`, on the task's own sampled sets) and the multiply-adds of the whole
     evaluation: per application on n tokens of width d with head width dh, ``4 n d dh`` (the head's query, key and
     value projections and its share of the output projection) plus ``2 n^2 dh`` (scores and weighted sum); the
-    sums of the sets and the classifier add under 1%."""
+    sums of the sets and the classifier add under 1%. Every seed of the task evaluates the same sets on its own
+    inputs."""
     from san.paths.evaluate import prefix_tree, sample_path_sets
     from san.paths.spec import PAD, sequences_and_tokens
 
@@ -222,12 +223,17 @@ def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:
     sets = sample_path_sets(L, H, evaluation["n_paths"], evaluation["n_repeats"], evaluation["seed"])
     heads = prefix_tree(torch.as_tensor(sets[sets[..., 0] != PAD]), H).n_head_evaluations
     dh = d // H
-    return heads, float(n_eval * heads * (4 * n * d * dh + 2 * n * n * dh))
+    return heads, float(len(task["seeds"]) * n_eval * heads * (4 * n * d * dh + 2 * n * n * dh))
 
 
 def eval_seconds(workdir: Path, task: str) -> float | None:
-    """The wall time of the path evaluation proper, from the evaluation job's log (``path evaluation in X s``)."""
-    return last_logged(workdir / "logs" / "paths_evaluate" / f"{task}.log", "path evaluation in")
+    """The wall time of the path evaluation proper, from the evaluation job's log (``path evaluation of N seed(s)
+    in X s``)."""
+    log = workdir / "logs" / "paths_evaluate" / f"{task}.log"
+    if not log.is_file():
+        return None
+    found = re.findall(r"path evaluation(?: of \d+ seed\(s\))? in ([0-9.]+) s", log.read_text(errors="replace"))
+    return float(found[-1]) if found else None
 
 
 if __name__ == "__main__":
