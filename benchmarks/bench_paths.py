@@ -53,7 +53,7 @@ from san.core.config import validate_config
 from san.paths import fused
 from san.paths.ensemble import EnsembleSAN
 from san.paths.evaluate import evaluate_path_sets, evaluate_seed_path_sets, prefix_tree, sample_path_sets
-from san.paths.experiment import init_model
+from san.paths.experiment import init_model, seed_tasks
 from san.paths.model import SAN, Dropout
 from san.paths.reference import reference_path_set_accuracy
 from san.paths.spec import IGNORE, SKIP, sequences_and_tokens, task_slices, training_macs
@@ -235,14 +235,18 @@ def _subset(data: TaskData, n: int) -> TaskData:
     return TaskData(data.inputs[:n], data.labels[:n], None if data.mask is None else data.mask[:n])
 
 
-def time_ensemble(tcfg: dict, n_seeds: int, steps: int, rounds: int) -> dict[str, float]:
-    """CPU seconds per optimiser step of one seed trained alone and of an ``n_seeds`` ensemble (the config's first
-    seeds, or the first seed plus consecutive ones), the same ``steps`` steps per seed; the fastest of ``rounds``
-    alternating rounds."""
+def bench_seeds(tcfg: dict, n_seeds: int) -> tuple[list[int], list]:
+    """``n_seeds`` seeds of a task (the config's first seeds, or the first seed plus consecutive ones) and the task
+    each seed builds (:func:`~san.paths.experiment.seed_tasks`)."""
     seeds = list(tcfg["seeds"])[:n_seeds]
     seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
+    return seeds, seed_tasks({**tcfg, "seeds": seeds})
+
+
+def time_ensemble(tcfg: dict, seeds: list[int], tasks: list, steps: int, rounds: int) -> dict[str, float]:
+    """CPU seconds per optimiser step of one seed trained alone and of the ensemble of ``seeds`` (their ``tasks``,
+    :func:`bench_seeds`), the same ``steps`` steps per seed; the fastest of ``rounds`` alternating rounds."""
     bs = tcfg["train"]["batch_size"]
-    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
     data = [_subset(t.train, steps * bs) for t in tasks]
     steps = math.ceil(len(data[0]) / bs)  # fewer when the training set is smaller
     cfg = {**tcfg["train"], "epochs": 1}
@@ -254,7 +258,7 @@ def time_ensemble(tcfg: dict, n_seeds: int, steps: int, rounds: int) -> dict[str
         t0 = time.process_time()
         train_ensemble(EnsembleSAN(tasks[0].model_config, seeds), data, cfg)
         ensemble = min(ensemble, time.process_time() - t0)
-    return {"single_step": single / steps, "ensemble_step": ensemble / steps, "n_seeds": n_seeds}
+    return {"single_step": single / steps, "ensemble_step": ensemble / steps}
 
 
 PRODUCTS = {"aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm", "mkldnn::_linear_pointwise"}
@@ -300,13 +304,10 @@ def product_seconds(run_one_step, repeats: int = 20) -> float:
     return best
 
 
-def time_products(tcfg: dict, n_seeds: int) -> dict[str, float]:
-    """CPU seconds of the matrix products alone of one step of one seed trained alone and of an ``n_seeds``
-    ensemble (:func:`product_seconds`)."""
-    seeds = list(tcfg["seeds"])[:n_seeds]
-    seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
+def time_products(tcfg: dict, seeds: list[int], tasks: list) -> dict[str, float]:
+    """CPU seconds of the matrix products alone of one step of one seed trained alone and of the ensemble of
+    ``seeds`` (:func:`product_seconds`)."""
     bs = tcfg["train"]["batch_size"]
-    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
     data = [_subset(t.train, bs) for t in tasks]
     cfg = {**tcfg["train"], "epochs": 1}
     single = product_seconds(lambda: train_model(init_model(tasks[0], seeds[0]), data[0], cfg, seeds[0]))
@@ -314,13 +315,10 @@ def time_products(tcfg: dict, n_seeds: int) -> dict[str, float]:
     return {"single": single, "ensemble": ensemble}
 
 
-def time_seed_evaluation(tcfg: dict, eval_cfg: dict, n_seeds: int, n_inputs: int | None) -> dict[str, float]:
-    """CPU seconds of the path evaluation (the full protocol) of ``n_seeds`` models, each on its own evaluation set:
-    seed by seed (:func:`~san.paths.evaluate.evaluate_path_sets`) and all seeds in one batched computation
+def time_seed_evaluation(seeds: list[int], tasks: list, eval_cfg: dict, n_inputs: int | None) -> dict[str, float]:
+    """CPU seconds of the path evaluation (the full protocol) of the models of ``seeds``, each on its own evaluation
+    set: seed by seed (:func:`~san.paths.evaluate.evaluate_path_sets`) and all seeds in one batched computation
     (:func:`~san.paths.evaluate.evaluate_seed_path_sets`); the results must be equal."""
-    seeds = list(tcfg["seeds"])[:n_seeds]
-    seeds += [max(seeds) + 1 + i for i in range(n_seeds - len(seeds))]
-    tasks = [make_task(tcfg["task"], {**tcfg, "seed": s}) for s in seeds]
     models = [init_model(t, s).eval() for t, s in zip(tasks, seeds, strict=True)]
     evs = [t.eval if n_inputs is None else _subset(t.eval, n_inputs) for t in tasks]
     cfg, mb = models[0].cfg, eval_cfg["memory_mb"]
@@ -352,12 +350,13 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
     rows = []
     for name in tasks:
         tcfg = copy.deepcopy(slices[name])
-        t = time_ensemble(tcfg, n_seeds, steps, rounds)
+        seeds, seed_task_list = bench_seeds(tcfg, n_seeds)
+        t = time_ensemble(tcfg, seeds, seed_task_list, steps, rounds)
         n_train = sequences_and_tokens(tcfg)[0]
         steps_total = tcfg["train"]["epochs"] * math.ceil(n_train / tcfg["train"]["batch_size"])
         floor = training_macs(tcfg) / len(tcfg["seeds"]) / steps_total / rate  # one seed's step at that rate
         per_seed = t["ensemble_step"] / n_seeds
-        prod = time_products(tcfg, n_seeds)
+        prod = time_products(tcfg, seeds, seed_task_list)
         bound = prod["ensemble"] / n_seeds / t["single_step"]
         print(
             f"   {name:<13} {1e3 * t['single_step']:15.2f} {1e3 * t['ensemble_step']:17.2f} {1e3 * per_seed:9.2f}"
@@ -374,7 +373,8 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
               f" + {1e3 * per_seed_rest:.2f} ms per seed")  # fmt: skip
         print(f"     full training CPU: one seed ~{t['single_step'] * steps_total:.0f} s, {n_seeds} seeds as one"
               f" ensemble ~{t['ensemble_step'] * steps_total:.0f} s")  # fmt: skip
-        ev = time_seed_evaluation(tcfg, eval_cfg, n_seeds, mem_eval if tcfg["task"] == "memorization" else None)
+        n_inputs = mem_eval if tcfg["task"] == "memorization" else None
+        ev = time_seed_evaluation(seeds, seed_task_list, eval_cfg, n_inputs)
         print(f"     path evaluation ({ev['inputs']} inputs per seed): {n_seeds} seeds one by one"
               f" {ev['loop_s']:.1f} CPU s,"
               f" batched over seeds {ev['batched_s']:.1f} CPU s (ratio {ev['batched_s'] / ev['loop_s']:.2f}),"

@@ -229,11 +229,7 @@ def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:
 def eval_seconds(workdir: Path, task: str) -> float | None:
     """The wall time of the path evaluation proper, from the evaluation job's log (``path evaluation of N seed(s)
     in X s``)."""
-    log = workdir / "logs" / "paths_evaluate" / f"{task}.log"
-    if not log.is_file():
-        return None
-    found = re.findall(r"path evaluation(?: of \d+ seed\(s\))? in ([0-9.]+) s", log.read_text(errors="replace"))
-    return float(found[-1]) if found else None
+    return last_logged(workdir / "logs" / "paths_evaluate" / f"{task}.log", "seed(s) in")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 import json
 
 from san.core.jobs import job_log
-from san.core.text import hub_dataset_commit, pydoc_documents, wiki_bio_documents
+from san.core.text import hub_dataset_origin, pydoc_documents, wiki_bio_documents
 
 with job_log(snakemake.log[0]) as log:
     text = snakemake.params.text
@@ -13,8 +13,7 @@ with job_log(snakemake.log[0]) as log:
     else:
         wb = text["wiki_bio"]
         docs = wiki_bio_documents(wb["dataset"], wb["split"], wb["revision"])
-        commit = hub_dataset_commit(wb["dataset"], wb["revision"])
-        origin |= {"dataset": wb["dataset"], "revision": wb["revision"], "commit": commit or "unresolved (offline)"}
+        origin |= hub_dataset_origin(wb["dataset"], wb["revision"])
         log.info("dataset %s@%s: commit %s", wb["dataset"], wb["revision"], origin["commit"])
     log.info("source %s: %d documents, %d paragraphs", text["source"], len(docs), sum(map(len, docs)))
     with open(snakemake.output[0], "w") as fh:

@@ -6,6 +6,7 @@ excluded. Online source: the wiki_bio test split that the paper used, through th
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -76,15 +77,24 @@ def wiki_bio_documents(dataset: str, split: str, revision: str) -> list[list[str
     return [[t.strip()] for t in ds["target_text"] if t.strip()]
 
 
+@functools.lru_cache
 def hub_dataset_commit(dataset: str, revision: str) -> str | None:
     """The commit that a hub dataset's ``revision`` (branch, tag or commit) resolves to now, for the results'
-    provenance beside the configured revision; None when the hub cannot be asked (offline, unreachable)."""
+    provenance beside the configured revision; None when the hub cannot be asked (offline, unreachable). Asked
+    once per process."""
     try:
         from huggingface_hub import HfApi
 
         return HfApi().dataset_info(dataset, revision=revision).sha
     except Exception:  # noqa: BLE001 - provenance only: the data was already loaded (or came from the cache)
         return None
+
+
+def hub_dataset_origin(dataset: str, revision: str) -> dict[str, str]:
+    """Where hub text came from, for the results' provenance: the dataset, the configured revision and the commit
+    it resolves to (``unresolved (offline)`` when the hub cannot be asked, :func:`hub_dataset_commit`)."""
+    commit = hub_dataset_commit(dataset, revision)
+    return {"dataset": dataset, "revision": revision, "commit": commit or "unresolved (offline)"}
 
 
 def dataset_error(key: str, dataset: str, split: str, revision: str, exc: BaseException) -> str:

@@ -113,18 +113,13 @@ def sequences_and_tokens(task: dict[str, Any]) -> tuple[int, int, int]:
     return data["n_train"], data["n_eval"], tokens
 
 
-def n_seeds(task: dict[str, Any]) -> int:
-    """How many seeds a task slice trains and evaluates (its ``seeds`` list)."""
-    return len(task["seeds"])
-
-
 def training_macs(task: dict[str, Any]) -> float:
     """Multiply-adds of a task's training over all its seeds, from its config slice alone (no torch): per token and
     layer a SAN of width d on n tokens costs about ``4 d^2 + 2 n d`` forward (the four projections and the two
     attention products), three times that with the backward pass."""
     n_train, _, n = sequences_and_tokens(task)
     L, d = task["model"]["n_layers"], task["model"]["dim"]
-    return float(n_seeds(task) * 3 * task["train"]["epochs"] * n_train * n * L * (4 * d * d + 2 * n * d))
+    return float(len(task["seeds"]) * 3 * task["train"]["epochs"] * n_train * n * L * (4 * d * d + 2 * n * d))
 
 
 def evaluation_macs(task: dict[str, Any], n_paths: list[int], n_repeats: int) -> float:
@@ -132,7 +127,7 @@ def evaluation_macs(task: dict[str, Any], n_paths: list[int], n_repeats: int) ->
     applications each)."""
     _, n_eval, n = sequences_and_tokens(task)
     L, d = task["model"]["n_layers"], task["model"]["dim"]
-    return float(n_seeds(task) * n_eval * n * (L + 1) * n_repeats * sum(n_paths) * (4 * d * d + 2 * n * d))
+    return float(len(task["seeds"]) * n_eval * n * (L + 1) * n_repeats * sum(n_paths) * (4 * d * d + 2 * n * d))
 
 
 def chain_cost(task: dict[str, Any], n_paths: list[int], n_repeats: int) -> float:

@@ -209,15 +209,13 @@ def _streams(seed: int, n: int) -> list[np.random.Generator]:
 
 
 def text_origin(data: dict[str, Any]) -> dict[str, str]:
-    """Where the memorisation text came from, for the results' provenance: for ``rte`` the hub dataset, the
-    configured revision and the commit it resolves to (``unresolved (offline)`` when the hub cannot be asked)."""
+    """Where the memorisation text came from, for the results' provenance: for ``rte`` the hub dataset, its
+    configured revision and the commit it resolves to (:func:`san.core.text.hub_dataset_origin`)."""
     if data["source"] != "rte":
         return {}
-    from san.core.text import hub_dataset_commit
+    from san.core.text import hub_dataset_origin
 
-    rte = data["rte"]
-    commit = hub_dataset_commit(rte["dataset"], rte["revision"])
-    return {"dataset": rte["dataset"], "revision": rte["revision"], "commit": commit or "unresolved (offline)"}
+    return hub_dataset_origin(data["rte"]["dataset"], data["rte"]["revision"])
 
 
 def make_task(name: str, cfg: dict[str, Any], tokenizer=None) -> Task:

@@ -155,12 +155,17 @@ def _png(path: Path, width_in: float) -> None:
     plt.close(fig)
 
 
-def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
-    root = _copy_documents(tmp_path / "repo")
-    results = tmp_path / "results"
-    (results / "summary.json").parent.mkdir(parents=True)
+def _results_with_tables(results: Path) -> Path:
+    """A run's results folder holding a summary and the README tables written from it."""
+    results.mkdir(parents=True)
     (results / "summary.json").write_text(json.dumps(_summary()))
     readme.write_tables(results / "summary.json", None, results / "tables" / "readme")
+    return results
+
+
+def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
+    root = _copy_documents(tmp_path / "repo")
+    results = _results_with_tables(tmp_path / "results")
     for name in readme.GALLERY:
         _png(results / "figures" / f"{name}.png", width_in=7.2 if name != "circle" else 3.0)  # 2160 px and 900 px
     bench = tmp_path / "bench_out"
@@ -178,10 +183,7 @@ def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
 
 def test_publish_refuses_a_run_without_the_gallery(tmp_path):
     root = _copy_documents(tmp_path / "repo")
-    results = tmp_path / "results"
-    (results / "summary.json").parent.mkdir(parents=True)
-    (results / "summary.json").write_text(json.dumps(_summary()))
-    readme.write_tables(results / "summary.json", None, results / "tables" / "readme")
+    results = _results_with_tables(tmp_path / "results")
     before = (root / "README.md").read_text(), sorted((root / "docs").rglob("*"))
     with pytest.raises(FileNotFoundError, match="rank_collapse_overview.png"):
         readme.publish(results, root, None)
