@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from san.core.metrics import relative_residual
+from san.core.rng import cpu_generator, randn
 from san.propagation.spec import NORM_EPS, branch_weight
 
 DTYPE = torch.float64
@@ -103,7 +104,7 @@ def draw_layer(gens: list[torch.Generator], p: Mapping[str, Any], width: int, se
     """One layer's weights for every seed (stacked on dim 0), each seed from its own generator."""
 
     def normal(shape, std):
-        return torch.stack([torch.randn(shape, generator=g, dtype=DTYPE, device=device) for g in gens]) * std
+        return torch.stack([randn(shape, g, DTYPE, device) for g in gens]) * std
 
     d, s_qk = width, qk_std(p["beta"], seq_len, width)
     w = {
@@ -172,13 +173,13 @@ def make_input(
     xs = []
     for g in gens:
         if kind == "gaussian":
-            z0 = torch.randn(1, width, generator=g, dtype=DTYPE, device=device)
-            z = torch.randn(seq_len, width, generator=g, dtype=DTYPE, device=device)
+            z0 = randn((1, width), g, DTYPE, device)
+            z = randn((seq_len, width), g, DTYPE, device)
             xs.append(math.sqrt(correlation) * z0 + math.sqrt(1 - correlation) * z)
         elif kind == "isometric":
             if seq_len > width:
                 raise ValueError(f"isometric input needs seq_len <= width, got {seq_len} > {width}")
-            q, _ = torch.linalg.qr(torch.randn(width, seq_len, generator=g, dtype=DTYPE, device=device))
+            q, _ = torch.linalg.qr(randn((width, seq_len), g, DTYPE, device))
             xs.append(q.T * math.sqrt(width))
         else:
             raise ValueError(f"unknown input {kind!r}")
@@ -253,7 +254,7 @@ def simulate(
     ``attention_overlap`` at layer l is ``mean_i sum_j A_ij^2`` of layer l's attention, NaN at layer 0).
     """
     device = torch.device(device)
-    gens = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+    gens = [cpu_generator(s) for s in seeds]  # CPU draws: the same sample on every device
     seq_len = p["seq_len"] if prose is None or p["input"] != "prose" else min(p["seq_len"], prose.shape[1])
     width = resolved_width(p, prose)
     x = make_input(gens, p["input"], seq_len, width, p["input_correlation"], device, prose, seeds)

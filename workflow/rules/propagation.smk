@@ -29,6 +29,7 @@ rule propagation_sweep:
         lib=lib(
             "core/device",
             "core/metrics",
+            "core/rng",
             "propagation/spec",
             "propagation/simulator",
             "propagation/theory",
