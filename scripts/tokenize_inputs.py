@@ -27,5 +27,7 @@ with job_log(snakemake.log[0]) as log:
         attrs={"title": "san: token ids of the input sequences for one model's tokenizer"},
     )
     ds["input_ids"].attrs["tokenizer"] = read_manifest(snakemake.input.model).get("tokenizer", "model's own")
-    origin = {f"text_{key}": corpus[key] for key in ("source", "dataset", "revision", "commit") if key in corpus}
+    origin = {
+        f"text_{key}": corpus[key] for key in ("source", "dataset", "revision", "commit", "sha256") if key in corpus
+    }
     write_netcdf(ds, snakemake.output[0], text, seed=text["seed"], input_sha256=digest, **origin)

@@ -1,7 +1,9 @@
 """Input text for the rank-collapse experiment (Sec. 4): natural English prose, pinned by a content hash.
 
-Offline source: the prose paragraphs of Python's bundled documentation (``pydoc_data.topics``), code blocks
-excluded. Online source: the wiki_bio test split that the paper used, through the ``datasets`` package.
+Offline source (``pydoc``): the prose paragraphs of Python's documentation, frozen in the repository
+(``san/data/python-docs-prose.txt``, CPython 3.11.7's ``pydoc_data.topics`` with code blocks excluded, PSF License
+Version 2; ``san/data/README.md``) and verified by sha256 before use, so every Python version and machine reads the
+same bytes. Online source: the wiki_bio test split that the paper used, through the ``datasets`` package.
 """
 
 from __future__ import annotations
@@ -10,8 +12,14 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
+
+#: The pinned offline corpus: one paragraph per line, documents separated by a blank line.
+PROSE_FILE = Path(__file__).resolve().parent.parent / "data" / "python-docs-prose.txt"
+#: Its sha256: the bytes every run reads, checked before use.
+PROSE_SHA256 = "baaee6aa55692f2438ee08e77308f7c13d94a0f8b74ff92752f0970e37f6cfed"
 
 _HEADING_UNDERLINE = re.compile(r"^([*=\-~^\"'`#+])\1{2,}\s*$")
 
@@ -52,12 +60,47 @@ def prose_paragraphs(doc: str) -> list[str]:
     return paragraphs
 
 
-def pydoc_documents() -> list[list[str]]:
-    """The prose paragraphs of every topic of Python's bundled documentation, topic by topic (sorted keys)."""
+def interpreter_pydoc_documents() -> list[list[str]]:
+    """The prose paragraphs of every topic of the running interpreter's ``pydoc_data``, topic by topic (sorted
+    keys): how :data:`PROSE_FILE` was made (:func:`write_prose_corpus`); it differs between Python versions, so the
+    workflow never reads it."""
     from pydoc_data.topics import topics
 
     docs = [prose_paragraphs(topics[key]) for key in sorted(topics)]
     return [d for d in docs if d]
+
+
+def format_corpus(documents: Sequence[Sequence[str]]) -> str:
+    """The corpus file's text: one paragraph per line, documents separated by a blank line."""
+    if any("\n" in p or p != p.strip() or not p for d in documents for p in d):
+        raise ValueError("corpus paragraphs must be non-empty single lines without surrounding white space")
+    return "\n\n".join("\n".join(d) for d in documents) + "\n"
+
+
+def write_prose_corpus(path: str | Path) -> str:
+    """Write the running interpreter's documentation prose as a corpus file; returns its sha256 (the pin)."""
+    data = format_corpus(interpreter_pydoc_documents()).encode("utf-8")
+    Path(path).write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_corpus(path: str | Path, sha256: str) -> list[list[str]]:
+    """The documents of a corpus file, after checking its bytes against ``sha256`` (an error names the file)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RuntimeError(f"text corpus {path} cannot be read ({exc}); reinstall san") from exc
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != sha256:
+        raise RuntimeError(f"text corpus {path} has sha256 {digest}, expected {sha256}: the file was changed")
+    return [block.split("\n") for block in data.decode("utf-8").rstrip("\n").split("\n\n")]
+
+
+def pydoc_documents() -> list[list[str]]:
+    """The pinned prose of Python's documentation (:data:`PROSE_FILE`), document by document: the same bytes on
+    every Python version and machine."""
+    return read_corpus(PROSE_FILE, PROSE_SHA256)
 
 
 def wiki_bio_documents(dataset: str, split: str, revision: str) -> list[list[str]]:

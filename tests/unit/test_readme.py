@@ -27,8 +27,10 @@ def test_readme_is_short():
 
 
 def test_no_development_history_in_the_product():
-    """`grep -rniE "session|issue [0-9#]"` over the product finds nothing (git's own files aside)."""
-    proc = subprocess.run(["grep", "-rniE", HISTORY, *PRODUCT], cwd=ROOT, capture_output=True, text=True)
+    """`grep -rniE "session|issue [0-9#]"` over the product finds nothing (git's own files aside, and the pinned
+    third-party prose of san/data/, which is Python's documentation, not ours)."""
+    cmd = ["grep", "-rniE", "--exclude-dir=data", HISTORY, *PRODUCT]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     hits = [line for line in proc.stdout.splitlines() if "__pycache__" not in line]
     assert proc.returncode in (0, 1), proc.stderr
     assert not hits, "\n".join(hits[:20])

@@ -74,10 +74,14 @@ LIB_DEPENDS = {
 }
 
 
+# Data files that a library module reads: inputs of every job that imports it (editing one reruns those jobs).
+LIB_DATA = {"core/text": ("data/python-docs-prose.txt",)}
+
+
 def lib(*modules):
     """Library modules a rule's script imports (paths below san/ without .py), as inputs: editing one reruns
-    exactly the jobs that use it. A module's package __init__ and the modules it imports (LIB_DEPENDS) are added
-    with it."""
+    exactly the jobs that use it. A module's package __init__, the modules it imports (LIB_DEPENDS) and the data
+    files it reads (LIB_DATA) are added with it."""
     todo, closed = list(modules), []
     while todo:
         name = todo.pop(0)
@@ -85,7 +89,8 @@ def lib(*modules):
             closed.append(name)
             todo += LIB_DEPENDS.get(name, ())
     packages = {f"{m.split('/')[0]}/__init__" for m in closed if "/" in m}
-    return [f"san/{m}.py" for m in dict.fromkeys(CORE + tuple(sorted(packages)) + tuple(closed))]
+    data = [f"san/{d}" for m in closed for d in LIB_DATA.get(m, ())]
+    return [f"san/{m}.py" for m in dict.fromkeys(CORE + tuple(sorted(packages)) + tuple(closed))] + data
 
 
 def figures(stem):

@@ -9,7 +9,7 @@ PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get(
 
 
 rule corpus:
-    """Prose documents of the input text (pydoc offline, wiki_bio online)."""
+    """Prose documents of the input text (the pinned pydoc corpus offline, wiki_bio online)."""
     input:
         lib=lib("core/text"),
     output:
