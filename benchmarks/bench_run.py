@@ -177,7 +177,7 @@ def main() -> None:
         print(f"{name:14} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured:11.1f} {floor / measured:12.2f}")
 
     evaluation = config["paths"]["evaluation"]
-    threads = int(config["paths"].get("eval_threads", 1))
+    threads = int(config["compute"]["paths_evaluate"]["threads"])
     print(
         f"\npath evaluation: the exact arithmetic of the batched protocol against the same rate ({threads} thread(s) "
         "per job; floor = MACs / (rate x threads))"

@@ -2,15 +2,14 @@
 
 from san.circle.experiment import run
 from san.circle.spec import chunk_seeds
-from san.core.device import resolve_device, set_threads
+from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
 
 with job_log(snakemake.log[0]) as log:
-    set_threads(snakemake.threads)
     w, settings = snakemake.wildcards, snakemake.params.run
     hidden_dim, seeds = int(w.hidden_dim), chunk_seeds(w.seeds)
-    device = resolve_device(snakemake.params.device)
+    device = job_device(snakemake.params.compute, snakemake.threads, train=True)
     ds = run(settings, hidden_dim, seeds, device)
     for seed in seeds:
         dist = ds["token_distance"].sel(seed=seed).values

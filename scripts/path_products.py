@@ -1,15 +1,14 @@
 """Snakemake entry: rank-1 residual of attention products along sampled paths (appendix figure)."""
 
-from san.core.device import resolve_device, set_threads
+from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.rank_collapse.path_products import run
 
 with job_log(snakemake.log[0]) as log:
-    set_threads(snakemake.threads)
     p = snakemake.params
     s = p.settings
-    device = resolve_device(p.device)
+    device = job_device(snakemake.params.compute, snakemake.threads)
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
     ds = run(p.family, models, inputs, s, p.batch_size, device, log)

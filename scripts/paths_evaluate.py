@@ -4,15 +4,14 @@ data for one task)."""
 import numpy as np
 import pandas as pd
 
-from san.core.device import resolve_device, set_threads
+from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
 from san.paths.experiment import run, seed_data
 from san.paths.model import load_seeds
 
 with job_log(snakemake.log[0]) as log:
-    set_threads(snakemake.threads)
-    device = resolve_device(snakemake.params.device)
+    device = job_device(snakemake.params.compute, snakemake.threads)
     ecfg, task_cfg = snakemake.params.evaluation, snakemake.params.task
     name = task_cfg.get("name", task_cfg["task"])  # a derived task's name, or the task's
     models, seeds, meta = load_seeds(snakemake.input.model, device)

@@ -9,16 +9,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from san.core.device import resolve_device, set_threads
+from san.core.device import job_device
 from san.core.jobs import job_log
 from san.paths.experiment import train
 from san.paths.model import save_seeds
 from san.paths.training import Checkpoint
 
 with job_log(snakemake.log[0]) as log:
-    set_threads(snakemake.threads)
     cfg = snakemake.params.task
-    device = resolve_device(snakemake.params.device)
+    device = job_device(snakemake.params.compute, snakemake.threads, train=True)
     log.info(
         "task %s (%s), seeds %s, on %s, %d thread(s)",
         cfg.get("name", cfg["task"]),

@@ -2,15 +2,14 @@
 
 import torch
 
-from san.core.device import resolve_device, set_threads
+from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.propagation.experiment import prose_embeddings, run
 
 with job_log(snakemake.log[0]) as log:
-    set_threads(snakemake.threads)
     p, sweep = snakemake.params, snakemake.wildcards.sweep
-    device = resolve_device(p.device)
+    device = job_device(snakemake.params.compute, snakemake.threads)
     prose = None
     if snakemake.input.get("inputs"):
         ids = read_netcdf(snakemake.input.inputs)["input_ids"].values

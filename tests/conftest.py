@@ -1,7 +1,10 @@
-"""pytest setup: tests under tests/integration/ build the workflow (minutes) and carry the ``slow`` mark."""
+"""pytest setup: a hermetic environment (no caller's hub, transformers or CUDA settings), and tests under
+tests/integration/ build the workflow (minutes) and carry the ``slow`` mark."""
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,27 @@ from helpers import copy_workflow
 from helpers import default_config as _default_config
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+#: Variables of the caller's environment that change what the clients, transformers or torch do (an offline flag,
+#: a cache, a token, visible GPUs); every test starts without them and sets what it depends on.
+SCRUBBED_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "CUDA_", "SAN_GPU_")
+
+
+def hermetic_environment(environ: dict[str, str], home: str) -> list[str]:
+    """Remove the caller's hub, transformers and CUDA variables from ``environ`` and give the clients a private
+    ``HF_HOME``; returns the names removed."""
+    removed = sorted(k for k in environ if k.startswith(SCRUBBED_PREFIXES))
+    for key in removed:
+        del environ[key]
+    environ.update(HF_HOME=home, HF_HUB_DISABLE_TELEMETRY="1")
+    return removed
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any test module imports a client (huggingface_hub reads its settings at import): the environment
+    of every test and of every process it starts is the same, whatever the caller exported."""
+    hermetic_environment(os.environ, tempfile.mkdtemp(prefix="san-tests-hf-home-"))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -91,7 +92,8 @@ def provenance_attrs(
     config: Any, seed: int | None = None, title: str | None = None, **extra: Any
 ) -> dict[str, str | int]:
     """netCDF-safe global attributes: the CF globals (``Conventions``, ``title`` (default :data:`DEFAULT_TITLE`),
-    ``history``, ``references``), the job's config slice (JSON), seed, versions, git commit and ``extra``.
+    ``history``, ``references``), the job's config slice (JSON), seed, versions, git commit, the compute
+    environment of a torch job (``compute``: :func:`san.core.device.compute_attrs`) and ``extra``.
 
     A ``history`` in ``extra`` (a result read and written again) is kept below this write's line, newest first.
     Values that are not str/int/float are stored as JSON strings so that the file stays a valid netCDF4.
@@ -108,6 +110,10 @@ def provenance_attrs(
         "git_commit": git_commit(),
         "paper": PAPER,
     }
+    if "torch" in sys.modules:  # a torch job: where it computed (GPU, CUDA/cuDNN, TF32, determinism)
+        from san.core.device import compute_attrs
+
+        attrs["compute"] = json.dumps(compute_attrs(), sort_keys=True)
     if seed is not None:
         attrs["seed"] = int(seed)
     for key, value in extra.items():

@@ -23,7 +23,8 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
     minimal = {"models": {"m": {"family": "bert", "init": {"config": {}}}}}
     validate_config(minimal, SCHEMA)
     assert minimal["rank_collapse"]["dtype"] == VARIANT_DTYPES, "the schema's default is the library's"
-    assert minimal["device"] == "auto" and minimal["text"]["n_sequences"] == 32
+    assert minimal["compute"]["rank_collapse"] == {"device": "auto", "threads": 1}
+    assert minimal["compute"]["paths_train"]["device"] == "cpu" and minimal["text"]["n_sequences"] == 32
     assert minimal["models"]["m"]["init"]["seed"] == 0 and minimal["figures"]["formats"] == ["pdf", "png"]
 
 
@@ -36,7 +37,12 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
         (lambda c: c["rank_collapse"].update(dtype="float128"), r"'rank_collapse.dtype'"),
         (lambda c: c["rank_collapse"].update(models=["gpt-5"]), r"'rank_collapse.models.0': unknown model 'gpt-5'"),
         (lambda c: c["models"]["bert-base-cased"].update(family="gpt"), r"'models.bert-base-cased.family'"),
-        (lambda c: c.update(device="tpu"), r"'device'"),
+        (
+            lambda c: c.update(compute={"circle_train": {"device": "tpu", "threads": 1}}),
+            r"'compute.circle_train.device'",
+        ),
+        (lambda c: c.update(compute={"paths_train": {"device": "cpu"}}), r"'compute.paths_train'.*threads"),
+        (lambda c: c.update(compute={"paths_train": {"device": "cpu", "threads": 1, "gpu": 1}}), r"'gpu'"),
         (
             lambda c: c["models"]["all-MiniLM-L6-v2"]["pretrained"]["sha256"].update({"model.safetensors": "abc"}),
             r"models.all-MiniLM-L6-v2.pretrained",

@@ -100,7 +100,11 @@ CASES = [
     # --- integers: 4.0 and true are not integers -----------------------------------------------------------------
     ("int-float-seq-len", _set("text.seq_len", 64.0), r"'text\.seq_len': 64\.0 is not of type 'integer'"),
     ("int-float-batch", _set("rank_collapse.batch_size", 16.0), r"'rank_collapse\.batch_size': 16\.0 is not of type"),
-    ("int-bool-threads", _set("rank_collapse.threads", True), r"'rank_collapse\.threads': True is not of type"),
+    (
+        "int-bool-threads",
+        _set("compute.rank_collapse.threads", True),
+        r"'compute\.rank_collapse\.threads': True is not of type",
+    ),
     ("int-float-init-seed", _set(f"models.{BERT}.init.seed", 0.0), rf"'models\.{BERT}\.init\.seed'"),
     ("int-float-circle-dims", _set("circle.hidden_dims", [8.0, 32]), r"'circle\.hidden_dims\.0'"),
     ("int-float-task-dim", _set("paths.sorting.model.dim", 48.0), r"'paths\.sorting\.model\.dim'"),

@@ -63,7 +63,10 @@ def test_pins_match_the_installed_versions(path):
             installed = metadata.version(req.name)
         except metadata.PackageNotFoundError:
             pytest.fail(f"{path.name}: {req.name} is pinned but not installed in the test environment")
-        assert Version(installed) == Version(_exact_version(req)), (
+        pinned = Version(_exact_version(req))
+        if path.name == "torch-cuda.yaml" and req.name == "torch":  # the same release, built for CUDA
+            installed, pinned = Version(installed).public, pinned.public
+        assert Version(str(installed)) == Version(str(pinned)), (
             f"{path.name}: {req.name} pinned to {_exact_version(req)}, installed {installed}; update the pin"
         )
 
@@ -94,11 +97,30 @@ def test_torch_env_is_the_cpu_build():
     assert Version(_exact_version(torch)).local == "cpu"
 
 
+def test_cuda_env_is_the_cpu_env_with_a_cuda_torch():
+    """envs/torch-cuda.yaml pins what envs/torch.yaml pins, with PyPI's CUDA build of the same torch release."""
+    cpu, cuda = (_pip_requirements(ROOT / "envs" / name) for name in ("torch.yaml", "torch-cuda.yaml"))
+    assert [(r.name, _exact_version(r)) for r in cpu if r.name != "torch"] == [
+        (r.name, _exact_version(r)) for r in cuda if r.name != "torch"
+    ]
+    torch_cpu, torch_cuda = (next(r for r in reqs if r.name == "torch") for reqs in (cpu, cuda))
+    assert Version(_exact_version(torch_cuda)) == Version(Version(_exact_version(torch_cpu)).public)
+    pip = yaml.safe_load((ROOT / "envs" / "torch-cuda.yaml").read_text())["dependencies"][-1]["pip"]
+    assert not any("whl/cpu" in p for p in pip)
+
+
 def test_every_rule_env_exists():
+    """Every conda directive names an existing file: literal paths, and TORCH_ENV for each allowed torch_env."""
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    for name in schema["properties"]["torch_env"]["enum"]:
+        assert (ROOT / "envs" / f"{name}.yaml").is_file(), name
     for rules in (ROOT / "workflow" / "rules").glob("*.smk"):
-        for line in rules.read_text().splitlines():
-            if line.strip().startswith('"../../envs/'):
-                assert (ROOT / "workflow" / "rules" / line.strip().strip('"')).resolve().is_file(), line
+        lines = [line.strip() for line in rules.read_text().splitlines()]
+        for line, after in zip(lines, lines[1:], strict=False):
+            if line == "conda:":
+                assert after == "TORCH_ENV" or after.startswith('"../../envs/'), f"{rules.name}: {after}"
+            if after.startswith('"../../envs/'):
+                assert (ROOT / "workflow" / "rules" / after.strip('"')).resolve().is_file(), after
 
 
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"

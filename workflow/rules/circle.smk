@@ -6,7 +6,6 @@ import re
 from san.circle.spec import chunk_label, run_slice as circle_run_slice, seed_chunks
 
 CIRCLE = config["circle"]
-CIRCLE_DEVICE = CIRCLE["device"] or config["device"]
 
 CIRCLE_VARIANT_RE = "|".join(re.escape(v) for v in CIRCLE["variants"])
 # (variant, hidden dim, seed group) of every job, in the order of the gathered dataset.
@@ -40,13 +39,13 @@ rule circle_train:
         hidden_dim=r"\d+",
         seeds=r"\d+(_\d+)*",
     conda:
-        "../../envs/torch.yaml"
-    threads: CIRCLE["threads"]
+        TORCH_ENV
+    threads: compute_threads("circle_train")
     resources:
-        **resources("circle_train", gpu=int(CIRCLE_DEVICE != "cpu")),
+        **resources("circle_train", gpu=compute_gpu("circle_train")),
     params:
         run=lambda w: circle_run_slice(CIRCLE, w.circle_variant),
-        device=CIRCLE_DEVICE,
+        compute=compute_params("circle_train"),
     script:
         "../../scripts/circle_train.py"
 
@@ -63,7 +62,7 @@ rule circle_gather:
     benchmark:
         f"{RESULTS}/benchmarks/circle_gather.tsv"
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **resources("circle_gather"),
@@ -71,7 +70,7 @@ rule circle_gather:
         jobs=CIRCLE_JOBS,
         seeds=CIRCLE["seeds"],
         settings={k: CIRCLE[k] for k in ("variants", "data", "model", "train", "rollout")},
-        device=CIRCLE_DEVICE,
+        device=COMPUTE["circle_train"]["device"],
     script:
         "../../scripts/circle_gather.py"
 
@@ -93,7 +92,7 @@ rule circle_table:
     benchmark:
         f"{RESULTS}/benchmarks/circle_table.tsv"
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **resources("circle_table"),

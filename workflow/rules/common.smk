@@ -4,8 +4,10 @@ import os
 from pathlib import Path
 
 import yaml
+from snakemake.logging import logger
 from snakemake.utils import validate
 
+from san.core.gpus import visible_gpus
 from san.experiments import check_config
 from san.models.spec import CAUSAL
 from san.rank_collapse.spec import model_priorities
@@ -25,6 +27,9 @@ os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
 os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
 
 RESULTS = "results"
+# Conda environment of the torch rules (`snakemake --sdm conda`): envs/torch.yaml (CPU build) or envs/torch-cuda.yaml
+# (config `torch_env`), relative to the rules files.
+TORCH_ENV = f"../../envs/{config['torch_env']}.yaml"
 FIGURE_FORMATS = config["figures"]["formats"]
 # Memory and wall time of every rule, in one table (a cluster profile submits what the rules declare).
 RESOURCES = yaml.safe_load(Path(workflow.basedir, "workflow", "resources.yaml").read_text())
@@ -33,6 +38,35 @@ RESOURCES = yaml.safe_load(Path(workflow.basedir, "workflow", "resources.yaml").
 def resources(rule, **extra):
     """The resources of ``rule`` from workflow/resources.yaml, plus ``extra`` (e.g. a GPU request)."""
     return {**RESOURCES[rule], **extra}
+
+
+# Where each torch rule's jobs run (config `compute:`): one entry per rule, {device, threads}.
+COMPUTE = config["compute"]
+
+
+def compute_threads(rule):
+    """CPU threads of one job of ``rule`` (``compute.<rule>.threads``)."""
+    return COMPUTE[rule]["threads"]
+
+
+def compute_gpu(rule):
+    """GPUs one job of ``rule`` reserves: one unless its device is the CPU."""
+    return int(COMPUTE[rule]["device"] != "cpu")
+
+
+def compute_params(rule):
+    """The ``compute`` param of a job of ``rule``: its device, the config key that sets it (for messages) and
+    whether it reserved a GPU (san.core.device.job_device reads it)."""
+    return {"device": COMPUTE[rule]["device"], "key": f"compute.{rule}.device", "gpu": compute_gpu(rule)}
+
+
+# A local run on a GPU node never starts more GPU jobs than there are GPUs: without `--resources gpu=N`, the limit
+# is the number of GPUs visible here (each job then claims its own, san.core.gpus). Cluster jobs are limited by
+# their allocation instead.
+VISIBLE_GPUS = visible_gpus()
+if workflow.local_exec and VISIBLE_GPUS and "gpu" not in workflow.global_resources:
+    workflow.register_resource("gpu", len(VISIBLE_GPUS))
+    logger.info(f"GPU jobs: at most {len(VISIBLE_GPUS)} at a time, one per visible GPU (--resources gpu=N to change)")
 
 
 # Scheduling priority of each analysed model's jobs, in (0, 1): the costliest models first, below the

@@ -11,8 +11,6 @@ PATHS_SLICES = CHECKED["paths"]
 PATHS_TITLES = {
     t: PATHS["derived_tasks"][t]["title"] for t in PATHS_TASKS if "title" in PATHS["derived_tasks"].get(t, {})
 }
-# Tiny models: CPU jobs unless the config reserves GPUs for them.
-PATHS_DEVICE = config["device"] if PATHS["gpu"] > 0 else "cpu"
 PATHS_TASK_RE = "|".join(PATHS_TASKS)
 # The costliest training + evaluation chains start first (priority: rank by their arithmetic, from the config).
 PATHS_PRIORITY = priorities(PATHS_SLICES, PATHS["evaluation"]["n_paths"], PATHS["evaluation"]["n_repeats"])
@@ -63,13 +61,13 @@ rule paths_train:
         task=PATHS_TASK_RE,
     priority: lambda w: PATHS_PRIORITY[w.task]
     conda:
-        "../../envs/torch.yaml"
-    threads: PATHS["train_threads"]
+        TORCH_ENV
+    threads: compute_threads("paths_train")
     resources:
-        **resources("paths_train", gpu=PATHS["gpu"]),
+        **resources("paths_train", gpu=compute_gpu("paths_train")),
     params:
         task=paths_task_slice,
-        device=PATHS_DEVICE,
+        compute=compute_params("paths_train"),
         # resume state of a killed job: outside the outputs, so Snakemake keeps it; removed with the outputs written
         checkpoint=lambda w: f"{RESULTS}/checkpoints/paths_train/{w.task}.pt",
         checkpoint_minutes=PATHS["checkpoint_minutes"],
@@ -108,18 +106,18 @@ rule paths_evaluate:
         task=PATHS_TASK_RE,
     priority: lambda w: PATHS_PRIORITY[w.task]
     conda:
-        "../../envs/torch.yaml"
-    threads: PATHS["eval_threads"]
+        TORCH_ENV
+    threads: compute_threads("paths_evaluate")
     resources:
         **resources(
             "paths_evaluate",
             mem_mb=max(RESOURCES["paths_evaluate"]["mem_mb"], int(PATHS["evaluation"]["memory_mb"] * 2 + 1000)),
-            gpu=PATHS["gpu"],
+            gpu=compute_gpu("paths_evaluate"),
         ),
     params:
         task=paths_task_slice,
         evaluation=PATHS["evaluation"],
-        device=PATHS_DEVICE,
+        compute=compute_params("paths_evaluate"),
     script:
         "../../scripts/paths_evaluate.py"
 
@@ -135,7 +133,7 @@ rule paths_counts:
     benchmark:
         f"{RESULTS}/benchmarks/paths_counts.tsv"
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **resources("paths_counts"),

@@ -33,7 +33,7 @@ rule paths_decompose:
     wildcard_constraints:
         task=PATHS_TASK_RE,
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **resources("paths_decompose"),

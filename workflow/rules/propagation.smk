@@ -5,7 +5,6 @@ from san.propagation.spec import uses_prose
 
 PROPAGATION = config["propagation"]
 PROPAGATION_SWEEPS = list(PROPAGATION["sweeps"])
-PROPAGATION_DEVICE = PROPAGATION["device"] or config["device"]
 PROPAGATION_PROSE = PROPAGATION["prose_model"]
 
 
@@ -45,13 +44,13 @@ rule propagation_sweep:
     wildcard_constraints:
         sweep="|".join(PROPAGATION_SWEEPS),
     conda:
-        "../../envs/torch.yaml"
-    threads: PROPAGATION["threads"]
+        TORCH_ENV
+    threads: compute_threads("propagation_sweep")
     resources:
-        **resources("propagation_sweep", gpu=int(PROPAGATION_DEVICE != "cpu")),
+        **resources("propagation_sweep", gpu=compute_gpu("propagation_sweep")),
     params:
         sweep=propagation_slice,
-        device=PROPAGATION_DEVICE,
+        compute=compute_params("propagation_sweep"),
     script:
         "../../scripts/propagation_sweep.py"
 

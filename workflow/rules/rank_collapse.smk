@@ -19,7 +19,7 @@ rule corpus:
     benchmark:
         f"{RESULTS}/benchmarks/corpus.tsv"
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **resources("corpus"),
@@ -41,7 +41,7 @@ rule acquire_model:
         f"{RESULTS}/benchmarks/acquire_model/{{model}}/{{weights}}.tsv"
     priority: model_priority
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **model_resources("acquire_model"),
@@ -65,7 +65,7 @@ rule tokenize_inputs:
         f"{RESULTS}/benchmarks/tokenize_inputs/{{model}}/{{weights}}.tsv"
     priority: model_priority
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 1
     resources:
         **resources("tokenize_inputs"),
@@ -96,15 +96,15 @@ rule rank_collapse:
         f"{RESULTS}/benchmarks/rank_collapse/{{model}}.tsv"
     priority: model_priority
     conda:
-        "../../envs/torch.yaml"
-    threads: config["rank_collapse"]["threads"]
+        TORCH_ENV
+    threads: compute_threads("rank_collapse")
     resources:
-        **model_resources("rank_collapse", gpu=1),
+        **model_resources("rank_collapse", gpu=compute_gpu("rank_collapse")),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
-        settings=model_settings("rank_collapse", drop=("models", "threads")),
-        device=config["device"],
+        settings=model_settings("rank_collapse", drop=("models",)),
+        compute=compute_params("rank_collapse"),
     script:
         "../../scripts/rank_collapse.py"
 
@@ -130,16 +130,16 @@ rule path_products:
     benchmark:
         f"{RESULTS}/benchmarks/path_products/{{model}}.tsv"
     conda:
-        "../../envs/torch.yaml"
-    threads: config["rank_collapse"]["threads"]
+        TORCH_ENV
+    threads: compute_threads("path_products")
     resources:
-        **model_resources("path_products", gpu=1),
+        **model_resources("path_products", gpu=compute_gpu("path_products")),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
         settings=model_settings("path_products", drop=("models",)),
         batch_size=config["rank_collapse"]["batch_size"],
-        device=config["device"],
+        compute=compute_params("path_products"),
     script:
         "../../scripts/path_products.py"
 

@@ -24,7 +24,7 @@ rule theorem_sweep:
     benchmark:
         f"{RESULTS}/benchmarks/theorem_sweep.tsv"
     conda:
-        "../../envs/torch.yaml"
+        TORCH_ENV
     threads: 2
     resources:
         **resources("theorem_sweep"),
