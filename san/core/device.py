@@ -87,7 +87,8 @@ def job_device(compute: Mapping[str, Any], threads: int, train: bool = False) ->
 
 def compute_attrs() -> dict[str, Any]:
     """What a result records of the compute environment: CUDA and cuDNN versions, the GPU in use (name, index,
-    capability), TF32 and deterministic-algorithms settings. The CPU-only fields when CUDA was never started."""
+    capability, the job's peak allocated memory so far), TF32 and deterministic-algorithms settings. The CPU-only
+    fields when CUDA was never started."""
     out: dict[str, Any] = {
         "torch": torch.__version__,
         "cuda_version": torch.version.cuda or "none",
@@ -104,6 +105,7 @@ def compute_attrs() -> dict[str, Any]:
             "gpu_index": index,
             "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
             "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+            "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
         }
     return out
 

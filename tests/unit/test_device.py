@@ -142,8 +142,10 @@ def test_results_record_the_compute_environment(fake_cuda, monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda i: "NVIDIA H100 80GB HBM3")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: (9, 0))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda i: 3 * 2**30)
     attrs = json.loads(provenance_attrs({"x": 1})["compute"])
     assert attrs["gpu"] == "NVIDIA H100 80GB HBM3" and attrs["gpu_index"] == 1 and attrs["gpu_capability"] == "9.0"
+    assert attrs["gpu_peak_memory_mib"] == 3072.0
     assert {"cuda_version", "tf32_matmul", "tf32_cudnn", "deterministic_algorithms", "torch"} <= set(attrs)
 
 
