@@ -6,6 +6,7 @@ from pathlib import Path
 import yaml
 from snakemake.utils import validate
 
+from san.core.config import load_config_file
 from san.experiments import check_config
 from san.models.spec import CAUSAL
 from san.rank_collapse.spec import model_priorities
@@ -15,7 +16,11 @@ SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 # Fail on a bad config before any job is scheduled, with a message naming the key: the schema (defaults filled in)
 # and every experiment's cross-checks, once; then Snakemake's own validation against the same schema. (The schema's
 # folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
-CHECKED = check_config(config, SCHEMAS)
+# Every mapping's keys are put in the order of CONFIG_FILE: a job's params, which Snakemake compares by their text,
+# then depend on the config's values only, not on the order in which an overlay (--configfile, --config) wrote them.
+CHECKED = check_config(
+    config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
+)
 validate(config, "../schemas/config.schema.yaml")
 
 # glibc's malloc hands freed blocks above its mmap threshold back to the kernel and page-faults them in again on the
