@@ -59,9 +59,7 @@ def _derived_slice(paths: dict[str, Any], name: str, schema: dict[str, Any]) -> 
     spec = paths["derived_tasks"][name]
     kind = spec["task"]
     merged = copy.deepcopy(_merge(paths[kind], {k: v for k, v in spec.items() if k not in ("task", "title")}))
-    validator = default_filling(Draft202012Validator)(
-        {**schema["properties"][kind], "$defs": schema.get("$defs", {})}
-    )
+    validator = default_filling(Draft202012Validator)({**schema["properties"][kind], "$defs": schema.get("$defs", {})})
     errors = sorted(validator.iter_errors(merged), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
         lines = "\n".join(f"  - {describe_error(e, f'paths.derived_tasks.{name}')}" for e in errors)

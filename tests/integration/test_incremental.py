@@ -3,8 +3,10 @@
 A minimal config of the whole workflow is built once (module fixture); each case copies that finished workspace (with
 its ``.snakemake`` metadata and file times), makes one edit and reads the dry run's jobs and ``reason:`` lines:
 
-* a config key of one experiment: its jobs rerun because their params changed, then the jobs that read their
-  results (figures, tables, the report summary) because their input was rebuilt; nothing else;
+* a config overlay (``--configfile``, the README's way to change settings) that restates a section's values in
+  another key order: nothing to do, for every section of the config;
+* an overlay that changes one key: the jobs that read it rerun because their params changed, then the jobs that read
+  their results (figures, tables, the report summary) because their input was rebuilt; nothing else;
 * a ``san`` library module: the rules that list it as input (see ``lib()`` in workflow/rules/common.smk), then their
   consumers; and ``lib()`` must list every ``san`` module that a rule's script imports (directly or not);
 * a figure-only key (``figures``, ``circle.plot``): only figure rules.
@@ -24,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import TINY, copy_workflow, snakemake, tiny_config, write_config
+from helpers import TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
 
 # Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a
 # restyled figure must not. Listed here so that the cases need not name them.
@@ -96,6 +98,7 @@ class Case:
     downstream: frozenset[str] = frozenset()
     key: tuple[str, ...] = ()  # config key path (config cases)
     value: Any = None  # its new value
+    wildcards: str = ""  # the wildcards every direct job has (the one job of a sweep, a model), when given
     module: str = ""  # san module (module cases)
     report: bool = True  # the report rules read the rebuilt results
     needs: frozenset[str] = field(default_factory=frozenset)  # rules that must exist for the case to apply
@@ -112,6 +115,23 @@ PATHS_PLOTS = {"path_effectiveness", "path_length_distribution", "path_decomposi
 FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation"}
 
 CONFIG_CASES = [
+    # a model that no experiment analyses still counts among the path-length distribution's architectures
+    case(
+        "models.tiny-xlnet.init.config.n_layer",
+        {"paths_counts"},
+        {"path_length_distribution"},
+        key=("models", "tiny-xlnet", "init", "config", "n_layer"),
+        value=5,
+    ),
+    # the text: the corpus and every model's token ids, then every experiment that reads them
+    case(
+        "text.seed",
+        {"corpus", "tokenize_inputs"},
+        {"rank_collapse", "path_products", "theorem_sweep", "propagation_sweep", *RANK_PLOTS, "theorem_bound"}
+        | {"propagation"},
+        key=("text", "seed"),
+        value=1,
+    ),
     # the training experiments: one job per seed / task, then the gather, tables and figures reading them
     case(
         "circle.train.epochs",
@@ -150,6 +170,22 @@ CONFIG_CASES = [
         key=("path_products", "n_paths"),
         value=6,
     ),
+    case(
+        "theory.residual_iterations",
+        {"theorem_sweep"},
+        {"theorem_bound"},
+        key=("theory", "residual_iterations"),
+        value=11,
+    ),
+    # one sweep's key: that sweep's job only, then the figure job of all sweeps
+    case(
+        "propagation.sweeps.qk_variance.depth",
+        {"propagation_sweep"},
+        {"propagation"},
+        key=("propagation", "sweeps", "qk_variance", "depth"),
+        value=4,
+        wildcards="sweep=qk_variance",
+    ),
 ]
 MODULE_CASES = [
     case(
@@ -186,13 +222,14 @@ def set_key(config: dict, key: tuple[str, ...], value: Any) -> None:
     section[key[-1]] = value
 
 
-def check(work: Path, c: Case) -> list[Job]:
-    """The dry run of ``work`` reruns exactly ``c.direct`` for the edit, then ``c.downstream`` (+ report rules)."""
+def check(work: Path, c: Case, *args: str) -> list[Job]:
+    """The dry run of ``work`` (with ``args``) reruns exactly ``c.direct`` for the edit, then ``c.downstream``
+    (+ report rules)."""
     rules = workflow_rules(work)
     missing = c.needs - rules
     if missing:
         pytest.skip(f"rules {sorted(missing)} are not in the workflow")
-    jobs = dry_run(work)
+    jobs = dry_run(work, *args)
     direct = {j.rule for j in jobs if j.direct}
     downstream = {j.rule for j in jobs if not j.direct}
     listing = describe(jobs)
@@ -201,22 +238,43 @@ def check(work: Path, c: Case) -> list[Job]:
     assert downstream - REPORT_RULES == set(c.downstream), f"jobs rerun downstream of {c.name}:\n{listing}"
     # the report rules may read the rebuilt results; a figure-only edit must not reach them
     assert c.report or not downstream & REPORT_RULES, f"{c.name} reruns report rules:\n{listing}"
+    assert all(c.wildcards in j.wildcards for j in jobs if j.direct), f"{c.name} reruns other jobs:\n{listing}"
     return jobs
 
 
-def edit_config(work: Path, c: Case) -> None:
-    """Set ``c.key`` to ``c.value`` in the copy's config.yaml (skip when the section is absent)."""
+# every section of config.yaml that holds settings (the top-level device is a single value)
+SECTIONS = ("text", "models", "rank_collapse", "path_products", "theory", "propagation", "report", "figures")
+SECTIONS += ("circle", "paths")
+
+
+def overlay(work: Path, section: str, key: tuple[str, ...] = (), value: Any = None) -> list[str]:
+    """Write an overlay of the copy's config.yaml that restates ``section`` with every mapping's keys in reverse
+    order (and ``key`` set to ``value`` when given); the arguments that lay it over config.yaml."""
     config = yaml.safe_load((work / "config.yaml").read_text())
-    if c.key[0] not in config:
-        pytest.skip(f"no {c.key[0]} section in config.yaml")
-    set_key(config, c.key, c.value)
-    write_config(work, config)
+    if section not in config:
+        pytest.skip(f"no {section} section in config.yaml")
+    restated = {section: reversed_keys(config[section])}
+    if key:
+        set_key(restated, key, value)
+    write_config(work, restated, "overlay.yaml")
+    return ["--configfile", "overlay.yaml"]
+
+
+def test_overlay_sections_are_every_section(built: Path) -> None:
+    sections = [k for k, v in yaml.safe_load((built / "config.yaml").read_text()).items() if isinstance(v, dict)]
+    assert set(sections) == set(SECTIONS)
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_overlay_restating_a_section_in_another_order_reruns_nothing(work: Path, section: str) -> None:
+    args = overlay(work, section)
+    jobs = dry_run(work, *args)
+    assert jobs == [], f"an overlay restating {section} in reverse key order reruns:\n{describe(jobs)}"
 
 
 @pytest.mark.parametrize("c", CONFIG_CASES, ids=lambda c: c.name)
-def test_config_edit_reruns_one_experiment(work: Path, c: Case) -> None:
-    edit_config(work, c)
-    jobs = check(work, c)
+def test_overlay_changing_one_key_reruns_its_jobs(work: Path, c: Case) -> None:
+    jobs = check(work, c, *overlay(work, c.key[0], c.key, c.value))
     assert all(any("Params have changed" in r for r in j.reasons) for j in jobs if j.direct), describe(jobs)
 
 
@@ -231,7 +289,10 @@ def test_module_edit_reruns_its_rules(work: Path, c: Case) -> None:
 
 @pytest.mark.parametrize("c", FIGURE_CASES, ids=lambda c: c.name)
 def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
-    edit_config(work, c)
+    """A figure-only key, edited in config.yaml itself (the overlays above change the other keys)."""
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    set_key(config, c.key, c.value)
+    write_config(work, config)
     check(work, c)
 
 
