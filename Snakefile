@@ -37,6 +37,10 @@ rule all:
         TARGETS,
 
 
+# Every rule that runs a script gets the library modules the script imports as inputs (after the last rule).
+add_library_inputs(workflow.rules)
+
+
 onsuccess:
     # Where the run's results are (also after a partial target such as fig2) and how to render the report.
     summary = Path(RESULTS, "summary.json")

@@ -7,8 +7,8 @@ its ``.snakemake`` metadata and file times), makes one edit and reads the dry ru
   another key order: nothing to do, for every section of the config;
 * an overlay that changes one key: the jobs that read it rerun because their params changed, then the jobs that read
   their results (figures, tables, the report summary) because their input was rebuilt; nothing else;
-* a ``san`` library module: the rules that list it as input (see ``lib()`` in workflow/rules/common.smk), then their
-  consumers; and ``lib()`` must list every ``san`` module that a rule's script imports (directly or not);
+* a ``san`` library module: the rules whose scripts import it (their inputs, derived from the imports in
+  workflow/rules/common.smk), then their consumers;
 * a figure-only key (``figures``, ``circle.plot``): only figure rules.
 
 (``snakemake --list-changes params`` lists every output in Snakemake 9.27, changed or not; hence the dry run.)
@@ -16,7 +16,6 @@ its ``.snakemake`` metadata and file times), makes one edit and reads the dry ru
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from san.imports import library_inputs
 
 from helpers import TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
 
@@ -296,49 +297,7 @@ def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
     check(work, c)
 
 
-# --- lib() is complete: a rule lists every san module its script imports, so editing one reruns the rule ---------
-
-
-def _module(package: Path, dotted: str) -> str | None:
-    """The path below san/ (no .py) of module ``san.<dotted>``: a module file or a package's __init__."""
-    rel = dotted.replace(".", "/")
-    if (package / f"{rel}.py").exists():
-        return rel
-    if (package / rel / "__init__.py").exists():
-        return f"{rel}/__init__"
-    return None
-
-
-def san_imports(path: Path, package: Path) -> set[str]:
-    """The san modules (paths below san/ without .py, e.g. ``core/metrics``) that a Python file imports directly,
-    function-level imports included."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {_module(package, a.name[4:]) for a in node.names if a.name.startswith("san.")}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("san"):
-            base = node.module[4:] if node.module != "san" else ""
-            if base:
-                names.add(_module(package, base))
-            for a in node.names:  # from san.x import y, where y is a module
-                sub = f"{base}.{a.name}" if base else a.name
-                if (package / f"{sub.replace('.', '/')}.py").exists() or (package / sub.replace(".", "/")).is_dir():
-                    names.add(_module(package, sub))
-    return {n for n in names if n}
-
-
-def san_closure(path: Path, package: Path) -> set[str]:
-    """San modules imported by a file, transitively, with the __init__ of every package on the way (Python runs
-    them on import)."""
-    seen: set[str] = set()
-    todo = san_imports(path, package)
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo |= san_imports(package / f"{name}.py", package)
-    inits = {f"{n.split('/')[0]}/__init__" for n in seen if "/" in n}
-    return seen | inits | ({"__init__"} if seen else set())
+# --- every rule's library inputs are its script's imports (san.imports, added in workflow/rules/common.smk) -------
 
 
 def rule_scripts(workdir: Path) -> dict[str, Path]:
@@ -353,11 +312,10 @@ def rule_scripts(workdir: Path) -> dict[str, Path]:
     return scripts
 
 
-def test_lib_inputs_cover_script_imports(workflow_copy: Path, default_config: dict) -> None:
-    cfg = tiny_config(default_config)
-    # a dry run only: schedule every task, so that lib() lists that differ by wildcard are all seen
-    cfg["paths"]["tasks"] = list(default_config["paths"]["tasks"])
-    write_config(workflow_copy, cfg)
+def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> None:
+    """The inputs of every job that runs a script in a dry run of the default config (every rule scheduled) hold
+    exactly the ``san`` modules that the script imports (directly or not, with their packages; san.imports), so a
+    rule defined anywhere gets them."""
     out = snakemake(workflow_copy, "-n", "-F", timeout=300).stdout
     declared: dict[str, set[str]] = {}
     rule = None
@@ -366,18 +324,15 @@ def test_lib_inputs_cover_script_imports(workflow_copy: Path, default_config: di
         if head:
             rule = head.group(1)
         elif rule and line.strip().startswith("input:"):
-            mods = re.findall(r"(?:^|[\s,])san/([\w/]+)\.py", line)
-            declared.setdefault(rule, set()).update(mods)
+            declared.setdefault(rule, set()).update(re.findall(r"(?:^|[\s,])(san/[\w/]+\.py)", line))
     scripts = rule_scripts(workflow_copy)
-    assert scripts, "no rule with a script found"
+    assert set(scripts) <= set(declared), "every rule with a script is scheduled"
     package = workflow_copy / "san"
     problems = []
     for name, script in sorted(scripts.items()):
-        if name not in declared:
-            continue  # not scheduled with this config
-        missing = san_closure(script, package) - declared[name]
-        if missing:
-            problems.append(f"rule {name} ({script.relative_to(workflow_copy)}): add {sorted(missing)} to lib()")
+        expected = {p.relative_to(workflow_copy).as_posix() for p in library_inputs(script, package)}
+        if name in declared and declared[name] != expected:
+            problems.append(f"rule {name}: inputs {sorted(declared[name] ^ expected)} differ from its imports")
     assert not problems, "\n".join(problems)
 
 

@@ -10,8 +10,6 @@ PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get(
 
 rule corpus:
     """Prose documents of the input text (pydoc offline, wiki_bio online)."""
-    input:
-        lib=lib("core/text"),
     output:
         f"{RESULTS}/text/corpus.json",
     log:
@@ -31,8 +29,6 @@ rule corpus:
 
 rule acquire_model:
     """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
-    input:
-        lib=lib("models/acquire"),
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
     log:
@@ -56,7 +52,6 @@ rule tokenize_inputs:
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
-        lib=lib("core/text", "models/folders"),
     output:
         f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
@@ -80,14 +75,6 @@ rule rank_collapse:
     input:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
-        lib=lib(
-            "core/device",
-            "core/metrics",
-            "rank_collapse/spec",
-            "models/acquire",
-            "models/ablations",
-            "rank_collapse/experiment",
-        ),
     output:
         f"{RESULTS}/rank_collapse/{{model}}.nc",
     log:
@@ -114,15 +101,6 @@ rule path_products:
     input:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
-        lib=lib(
-            "core/device",
-            "core/metrics",
-            "rank_collapse/spec",
-            "models/acquire",
-            "models/ablations",
-            "rank_collapse/experiment",
-            "rank_collapse/path_products",
-        ),
     output:
         f"{RESULTS}/path_products/{{model}}.nc",
     log:
@@ -148,7 +126,6 @@ rule rank_collapse_model:
     """Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y."""
     input:
         data=rules.rank_collapse.output[0],
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         linear=report(
             expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
@@ -183,7 +160,6 @@ rule rank_collapse_overview:
     """Fig. 2 as one figure: a panel per model at init, then per model with pretrained weights; log y axis."""
     input:
         data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=RANK_COLLAPSE_MODELS),
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
             figures("rank_collapse_overview"),
@@ -210,7 +186,6 @@ rule rank_collapse_pretrained:
     """Every pretrained model side by side: SAN and transformer against depth l/L, the three measures, log y."""
     input:
         data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=PRETRAINED_MODELS),
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
             figures("rank_collapse_pretrained"),
@@ -237,7 +212,6 @@ rule path_products_model:
     """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
     input:
         data=rules.path_products.output[0],
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
             expand(f"{RESULTS}/figures/path_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),

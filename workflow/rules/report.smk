@@ -17,18 +17,6 @@ rule summary:
         theorem=rules.theorem_sweep.output[0],
         propagation=expand(f"{RESULTS}/propagation/{{sweep}}.nc", sweep=PROPAGATION_SWEEPS),
         templates=REPORT_TEMPLATES,
-        lib=lib(
-            "rank_collapse/spec",
-            "rank_collapse/claims",
-            "circle/claims",
-            "report/captions",
-            "paths/claims",
-            "theory/spec",
-            "theory/bound",
-            "theory/claims",
-            "propagation/theory",
-            "propagation/claims",
-        ),
     output:
         json=f"{RESULTS}/summary.json",
         captions=[f"{RESULTS}/report/captions/{Path(t).name}" for t in REPORT_TEMPLATES],
@@ -60,7 +48,6 @@ rule runtimes:
         # ancient: the table is refreshed when the summary changes, not when a figure is restyled
         results=[ancient(f) for f in REPORT_INPUTS],
         summary=rules.summary.output.json,
-        lib=lib("report/runtimes"),
     output:
         report(
             f"{RESULTS}/tables/runtimes.csv",
@@ -87,7 +74,6 @@ rule readme_tables:
     input:
         summary=rules.summary.output.json,
         paths=[f"{RESULTS}/paths/summary.csv"] if config["paths"]["tasks"] else [],
-        lib=lib("report/captions", "report/readme"),
     output:
         [f"{RESULTS}/tables/readme/{name}.md" for name in README_TABLES],
     log:
