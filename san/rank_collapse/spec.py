@@ -12,9 +12,6 @@ from typing import Any
 from san.core.config import ConfigError
 from san.models.spec import FAMILY_TABLE, VARIANTS, arch_value, check_models, depth_and_heads
 
-#: weight sets of a model: random initialisation from its architecture config, and pretrained weights
-WEIGHTS = ("init", "pretrained")
-
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
 #: exponentially, and only float64 resolves them below float32's resolution (~1e-7, down to ~1e-16); the variants
 #: with skips stay far above it, where float32 agrees with float64 to its resolution and runs faster
