@@ -91,17 +91,17 @@ def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
 
 
 def rank_collapse_targets(cfg: dict) -> list[str]:
-    """The rank-collapse results and figures of ``cfg`` (path products only for ``path_products.models``)."""
+    """The rank-collapse results and figures of ``cfg`` (attention products only for ``attention_products.models``)."""
     models = cfg["rank_collapse"]["models"]
-    products = cfg.get("path_products", {}).get("models")
+    products = cfg.get("attention_products", {}).get("models")
     out = []
     for m in models:
         out += [f"results/rank_collapse/{m}.nc"]
         out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_model_{m}", f"rank_collapse_model_{m}_log")
                 for ext in cfg["figures"]["formats"]]  # fmt: skip
     for m in models if products is None else products:
-        out += [f"results/path_products/{m}.nc"]
-        out += [f"results/figures/path_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
+        out += [f"results/attention_products/{m}.nc"]
+        out += [f"results/figures/attention_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
     return out
 
 

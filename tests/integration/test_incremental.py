@@ -111,7 +111,7 @@ def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: 
 
 
 CIRCLE_PLOTS = {"circle", "circle_distance", "circle_loss"}
-RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "path_products_model"}
+RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "attention_products_model"}
 PATHS_PLOTS = {"path_effectiveness", "path_length_distribution", "path_decomposition"}
 FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation"}
 
@@ -128,7 +128,7 @@ CONFIG_CASES = [
     case(
         "text.seed",
         {"corpus", "tokenize_inputs"},
-        {"rank_collapse", "path_products", "theorem_sweep", "propagation_sweep", *RANK_PLOTS, "theorem_bound"}
+        {"rank_collapse", "attention_products", "theorem_sweep", "propagation_sweep", *RANK_PLOTS, "theorem_bound"}
         | {"propagation"},
         key=("text", "seed"),
         value=1,
@@ -165,10 +165,10 @@ CONFIG_CASES = [
     # a claim threshold: only the summary rechecks the claims (its verdict may flip; see tests/unit/test_claims_*.py)
     case("report.theorem.log10_gamma_max", {"summary"}, key=("report", "theorem", "log10_gamma_max"), value=-1.0),
     case(
-        "path_products.n_paths",
-        {"path_products"},
-        {"path_products_model"},
-        key=("path_products", "n_paths"),
+        "attention_products.n_paths",
+        {"attention_products"},
+        {"attention_products_model"},
+        key=("attention_products", "n_paths"),
         value=6,
     ),
     case(
@@ -191,7 +191,7 @@ CONFIG_CASES = [
 MODULE_CASES = [
     case(
         "san/core/metrics.py",
-        {"rank_collapse", "path_products", "propagation_sweep"},
+        {"rank_collapse", "attention_products", "propagation_sweep"},
         RANK_PLOTS | {"propagation"},
         module="core/metrics",
     ),
@@ -244,7 +244,7 @@ def check(work: Path, c: Case, *args: str) -> list[Job]:
 
 
 # every section of config.yaml that holds settings (the top-level device is a single value)
-SECTIONS = ("text", "models", "rank_collapse", "path_products", "theory", "propagation", "report", "figures")
+SECTIONS = ("text", "models", "rank_collapse", "attention_products", "theory", "propagation", "report", "figures")
 SECTIONS += ("circle", "paths")
 
 

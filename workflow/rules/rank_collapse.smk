@@ -1,8 +1,8 @@
 # Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths (appendix).
 RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 # Models whose attention products are sampled (null: every analysed model).
-PATH_PRODUCT_MODELS = (
-    RANK_COLLAPSE_MODELS if config["path_products"]["models"] is None else config["path_products"]["models"]
+ATTENTION_PRODUCT_MODELS = (
+    RANK_COLLAPSE_MODELS if config["attention_products"]["models"] is None else config["attention_products"]["models"]
 )
 # Models with pretrained weights (the side-by-side figure of today's architectures).
 PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
@@ -96,30 +96,30 @@ rule rank_collapse:
         "../../scripts/rank_collapse.py"
 
 
-rule path_products:
+rule attention_products:
     """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
     input:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
     output:
-        f"{RESULTS}/path_products/{{model}}.nc",
+        f"{RESULTS}/attention_products/{{model}}.nc",
     log:
-        "logs/path_products/{model}.log",
+        "logs/attention_products/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/path_products/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/attention_products/{{model}}.tsv"
     conda:
         "../../envs/torch.yaml"
     threads: config["rank_collapse"]["threads"]
     resources:
-        **model_resources("path_products", gpu=1),
+        **model_resources("attention_products", gpu=1),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
-        settings=model_settings("path_products", drop=("models",)),
+        settings=model_settings("attention_products", drop=("models",)),
         batch_size=config["rank_collapse"]["batch_size"],
         device=config["device"],
     script:
-        "../../scripts/path_products.py"
+        "../../scripts/attention_products.py"
 
 
 rule rank_collapse_model:
@@ -208,30 +208,30 @@ rule rank_collapse_pretrained:
         "../../scripts/rank_collapse_pretrained.py"
 
 
-rule path_products_model:
-    """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
+rule attention_products_model:
+    """Box plot of the rank-1 residual of attention products over path depth (log y), per weights."""
     input:
-        data=rules.path_products.output[0],
+        data=rules.attention_products.output[0],
     output:
         report(
-            expand(f"{RESULTS}/figures/path_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("path_products_model"),
+            expand(f"{RESULTS}/figures/attention_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("attention_products_model"),
             category="Chained attention along paths (appendix)",
             labels={"model": "{model}"},
         ),
     log:
-        "logs/path_products_model/{model}.log",
+        "logs/attention_products_model/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/path_products_model/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/attention_products_model/{{model}}.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("path_products_model"),
+        **resources("attention_products_model"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/path_products_model.py"
+        "../../scripts/attention_products_model.py"
 
 
 FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []
@@ -239,8 +239,8 @@ FIG2 += figures("rank_collapse_pretrained") if PRETRAINED_MODELS else []
 for _model in RANK_COLLAPSE_MODELS:
     FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc"]
     FIG2 += figures(f"rank_collapse_model_{_model}") + figures(f"rank_collapse_model_{_model}_log")
-for _model in PATH_PRODUCT_MODELS:
-    FIG2 += [f"{RESULTS}/path_products/{_model}.nc"] + figures(f"path_products_model_{_model}")
+for _model in ATTENTION_PRODUCT_MODELS:
+    FIG2 += [f"{RESULTS}/attention_products/{_model}.nc"] + figures(f"attention_products_model_{_model}")
 TARGETS += FIG2
 
 

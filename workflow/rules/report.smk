@@ -10,7 +10,7 @@ rule summary:
     """Check each of the paper's claims on this run's results; write summary.json and the report's captions."""
     input:
         rank_collapse=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=config["rank_collapse"]["models"]),
-        path_products=expand(f"{RESULTS}/path_products/{{model}}.nc", model=PATH_PRODUCT_MODELS),
+        attention_products=expand(f"{RESULTS}/attention_products/{{model}}.nc", model=ATTENTION_PRODUCT_MODELS),
         circle=f"{RESULTS}/tables/circle_collapse.csv",
         paths=expand(f"{RESULTS}/paths/{{task}}.nc", task=config["paths"]["tasks"]),
         paths_exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=config["paths"]["tasks"]),
@@ -31,7 +31,7 @@ rule summary:
         **resources("summary"),
     params:
         models=config["rank_collapse"]["models"],
-        path_product_models=PATH_PRODUCT_MODELS,
+        attention_product_models=ATTENTION_PRODUCT_MODELS,
         families={m: config["models"][m]["family"] for m in config["rank_collapse"]["models"]},
         causal=[m for m in config["rank_collapse"]["models"] if config["models"][m]["family"] in CAUSAL],
         tasks=config["paths"]["tasks"],
