@@ -60,10 +60,10 @@ def model_resources(rule, **extra):
 
 
 def add_library_inputs(rules):
-    """Make the library modules that each rule's script runs inputs of the rule (input ``lib``): every ``san`` module
-    the script imports, directly or through other modules, with the package ``__init__`` files on the way, read
-    from the files' syntax trees (san.imports). Editing a module then reruns exactly the jobs whose scripts import
-    it. Called once, after every rule is defined (the end of the Snakefile)."""
+    """Give each of ``rules`` that runs a script the library modules the script runs as inputs (named ``lib``), that
+    is every ``san`` module the script imports, directly or through other modules, with the package ``__init__``
+    files on the way, read from the files' syntax trees (san.imports). Editing a module then reruns exactly the jobs
+    whose scripts import it. Called once, after every rule is defined (the end of the Snakefile)."""
     package = Path(workflow.basedir, "san")
     for one in rules:
         if one.script is not None:
