@@ -124,12 +124,13 @@ CONFIG_CASES = [
         key=("models", "tiny-xlnet", "init", "config", "n_layer"),
         value=5,
     ),
-    # the text: the corpus and every model's token ids, then every experiment that reads them
+    # the text: the corpus, then every model's token ids and every experiment that reads them
     case(
         "text.seed",
-        {"corpus", "tokenize_inputs"},
-        {"rank_collapse", "attention_products", "theorem_sweep", "propagation_sweep", *RANK_PLOTS, "theorem_bound"}
-        | {"propagation"},
+        {"corpus"},
+        {"tokenize_inputs", "rank_collapse", "attention_products", "theorem_sweep", "propagation_sweep"}
+        | RANK_PLOTS
+        | {"theorem_bound", "propagation"},
         key=("text", "seed"),
         value=1,
     ),
