@@ -4,13 +4,16 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+# The config of the workflow; a file given with --configfile is laid over it (its values, in this file's order).
+CONFIG_FILE = "config.yaml"
+
 # A YAML syntax error or an empty file fails here naming the file and line (Snakemake's loader names neither).
 from san.core.config import check_config_files
 
-check_config_files(["config.yaml"])
+check_config_files([CONFIG_FILE])
 
 
-configfile: "config.yaml"
+configfile: CONFIG_FILE
 
 
 # Front page of `snakemake --report results/report.html`: the claims and this run's numbers (see report.smk).
@@ -32,6 +35,10 @@ rule all:
     default_target: True
     input:
         TARGETS,
+
+
+# Every rule that runs a script gets the library modules the script imports as inputs (after the last rule).
+add_library_inputs(workflow.rules)
 
 
 onsuccess:

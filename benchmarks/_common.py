@@ -31,11 +31,12 @@ def copy_workflow(dest: Path) -> Path:
 
 def rank_collapse_results(cfg: dict) -> list[str]:
     """The result files of the rank-collapse part of ``cfg`` (the ``fig2`` jobs without the figures): one per model
-    in ``rank_collapse.models`` and one path-product file per model of ``path_products.models`` (all when null)."""
+    in ``rank_collapse.models`` and one attention-product file per model of ``attention_products.models`` (all when
+    null)."""
     models = cfg["rank_collapse"]["models"]
-    products = cfg.get("path_products", {}).get("models")
+    products = cfg.get("attention_products", {}).get("models")
     out = [f"results/rank_collapse/{m}.nc" for m in models]
-    return out + [f"results/path_products/{m}.nc" for m in (models if products is None else products)]
+    return out + [f"results/attention_products/{m}.nc" for m in (models if products is None else products)]
 
 
 def matmul_rate(m: int, k: int, n: int, repeats: int = 200, dtype=None) -> float:

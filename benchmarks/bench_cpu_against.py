@@ -4,7 +4,7 @@ Runs the default workflow of each commit in a fresh clone of this repository, wi
 makes every job process record its exact CPU time at exit (``getrusage`` of itself and its waited-for children, the
 measure of the ``job cpu time`` line that every job logs), then compares the jobs both runs have, by group: the
 path-effectiveness trainings and evaluations, the circle (training and gathering), and the rank-collapse,
-acquisition, tokenisation and path-product jobs of the models both defaults analyse. Run it on an otherwise idle
+acquisition, tokenisation and attention-product jobs of the models both defaults analyse. Run it on an otherwise idle
 machine; the two runs follow each other, so they share the machine's speed.
 
     python benchmarks/bench_cpu_against.py COMMIT_A COMMIT_B [--cores all] [--workdir-a DIR] [--workdir-b DIR]
@@ -49,7 +49,8 @@ GROUPS = (
     "rank collapse",
     "acquisition, tokenisation, path products",
 )
-#: rule names by group (older commits name the tokenisation rule ``tokenize``)
+#: rule names by group (older commits name the tokenisation rule ``tokenize`` and the attention products
+#: ``path_products``)
 RULES = {
     "paths_train": GROUPS[0],
     "paths_evaluate": GROUPS[1],
@@ -60,8 +61,9 @@ RULES = {
     "tokenize": GROUPS[4],
     "tokenize_inputs": GROUPS[4],
     "path_products": GROUPS[4],
+    "attention_products": GROUPS[4],
 }
-PER_MODEL = {"rank_collapse", "acquire_model", "tokenize", "tokenize_inputs", "path_products"}
+PER_MODEL = {"rank_collapse", "acquire_model", "tokenize", "tokenize_inputs", "path_products", "attention_products"}
 
 
 def run_commit(commit: str, work: Path, cores: str) -> Path:

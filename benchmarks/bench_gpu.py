@@ -38,7 +38,11 @@ import yaml
 from _common import ROOT, copy_workflow, write_table
 
 #: The rules the default config lets run on a GPU, and their result folders.
-GPU_RULES = {"rank_collapse": "rank_collapse", "path_products": "path_products", "propagation_sweep": "propagation"}
+GPU_RULES = {
+    "rank_collapse": "rank_collapse",
+    "attention_products": "attention_products",
+    "propagation_sweep": "propagation",
+}
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5}
 
 
@@ -59,9 +63,9 @@ def with_devices(cfg: dict, device: str) -> dict:
 
 def targets(cfg: dict) -> list[str]:
     models = cfg["rank_collapse"]["models"]
-    products = cfg["path_products"]["models"]
+    products = cfg["attention_products"]["models"]
     out = [f"results/rank_collapse/{m}.nc" for m in models]
-    out += [f"results/path_products/{m}.nc" for m in (models if products is None else products) if m in models]
+    out += [f"results/attention_products/{m}.nc" for m in (models if products is None else products) if m in models]
     return out + [f"results/propagation/{s}.nc" for s in cfg["propagation"]["sweeps"]]
 
 
@@ -89,13 +93,13 @@ def rule_times(wf: Path) -> dict[str, float]:
 def job_dtype(cfg: dict, rel: str, variable_variant: str | None) -> str:
     """The float type a result was computed in: the model's own dtype, else the variant's; float64 otherwise."""
     parts = Path(rel).parts
-    if parts[1] in ("rank_collapse", "path_products"):
+    if parts[1] in ("rank_collapse", "attention_products"):
         model = Path(rel).stem
         own = cfg["models"][model].get("dtype")
         if own:
             return own
-        if parts[1] == "path_products":
-            return cfg["path_products"]["dtype"]
+        if parts[1] == "attention_products":
+            return cfg["attention_products"]["dtype"]
         dtypes = cfg["rank_collapse"]["dtype"]
         if isinstance(dtypes, str):
             return dtypes

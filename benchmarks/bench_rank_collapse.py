@@ -1,7 +1,7 @@
 """Benchmark of the rank-collapse part of the default run: wall time and peak memory per job and per model.
 
 Runs the rank-collapse rules of the default config (or ``--config FILE``) from scratch in a temporary copy of the
-workflow (model acquisition, tokenisation, the four variants of every model, the path products), then prints, per
+workflow (model acquisition, tokenisation, the four variants of every model, the attention products), then prints, per
 job and summed per model, the wall time and peak resident memory that Snakemake's ``benchmark:`` files recorded,
 and the end-to-end wall time. Target: the whole rank-collapse part under 8 minutes on a 2-core CPU.
 
@@ -88,7 +88,7 @@ def print_floor(wf: Path, cfg: dict, table: pd.DataFrame, cores: int) -> None:
     )
     print(counts.to_string(float_format=lambda x: f"{x:.2f}"))
     startup = import_seconds()
-    torch_jobs = int(table["job"].str.match(r"(acquire_model|rank_collapse|path_products)/").sum())
+    torch_jobs = int(table["job"].str.match(r"(acquire_model|rank_collapse|attention_products)/").sum())
     arithmetic = counts["floor s"].sum()
     print(
         f"arithmetic of the analysis jobs: {arithmetic:.0f} s of {counts['job s'].sum():.0f} s measured; start-up "

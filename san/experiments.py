@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from san.circle import spec as circle
-from san.core.config import validate_config
+from san.core.config import ordered_like, validate_config, with_defaults
 from san.paths import spec as paths
 from san.propagation import spec as propagation
 from san.rank_collapse import spec as rank_collapse
@@ -35,10 +35,18 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
 }
 
 
-def check_config(config: dict[str, Any], schemas: str | Path) -> dict[str, Any]:
-    """Validate ``config`` in place (schema ``schemas/config.schema.yaml``, defaults filled in), then every
-    experiment's cross-checks; raises :class:`san.core.config.ConfigError` naming the key. Returns what each check
-    derived, by experiment (e.g. ``"paths"``: the config slice of every task)."""
+def check_config(
+    config: dict[str, Any], schemas: str | Path, reference: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Validate ``config`` in place (schema ``schemas/config.schema.yaml``, defaults filled in), put its keys in the
+    order of ``reference`` (the workflow's own config file, defaults filled in too; see
+    :func:`san.core.config.ordered_like`), then run every experiment's cross-checks; raises
+    :class:`san.core.config.ConfigError` naming the key. Returns what each check derived, by experiment (e.g.
+    ``"paths"``: the config slice of every task)."""
     schemas = Path(schemas)
     validate_config(config, schemas / "config.schema.yaml")
+    if reference is not None:
+        ordered = ordered_like(config, with_defaults(reference, schemas / "config.schema.yaml"))
+        config.clear()
+        config.update(ordered)
     return {name: check(config, schemas) for name, check in CHECKS.items()}

@@ -11,7 +11,7 @@ from san.core.storage import read_netcdf
 from san.paths.claims import over_seeds, path_decomposition_claims, path_effectiveness_claims
 from san.propagation.claims import claims as propagation_claims
 from san.rank_collapse.claims import (
-    path_product_claims,
+    attention_product_claims,
     pretrained_collapse_claims,
     pretrained_slower_claims,
     rank_collapse_claims,
@@ -50,11 +50,11 @@ with job_log(snakemake.log[0]) as log:
         )
         if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
         else None,
-        "path_products": path_product_claims(
-            dict(zip(p.path_product_models, map(read_netcdf, inp.path_products), strict=True)),
-            **t["path_products"],
+        "attention_products": attention_product_claims(
+            dict(zip(p.attention_product_models, map(read_netcdf, inp.attention_products), strict=True)),
+            **t["attention_products"],
         )
-        if p.path_product_models
+        if p.attention_product_models
         else None,
         "circle": circle_claims(pd.read_csv(inp.circle), **t["circle"]),
         "paths": over_seeds(path_effectiveness_claims, paths, **seed_rule, **path_cfg) if p.tasks else None,

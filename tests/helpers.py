@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -90,15 +91,68 @@ def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
 
 
 def rank_collapse_targets(cfg: dict) -> list[str]:
-    """The rank-collapse results and figures of ``cfg`` (path products only for ``path_products.models``)."""
+    """The rank-collapse results and figures of ``cfg`` (attention products only for ``attention_products.models``)."""
     models = cfg["rank_collapse"]["models"]
-    products = cfg.get("path_products", {}).get("models")
+    products = cfg.get("attention_products", {}).get("models")
     out = []
     for m in models:
         out += [f"results/rank_collapse/{m}.nc"]
         out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_model_{m}", f"rank_collapse_model_{m}_log")
                 for ext in cfg["figures"]["formats"]]  # fmt: skip
     for m in models if products is None else products:
-        out += [f"results/path_products/{m}.nc"]
-        out += [f"results/figures/path_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
+        out += [f"results/attention_products/{m}.nc"]
+        out += [f"results/figures/attention_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
     return out
+
+
+# Every job's params as Snakemake records them (the sorted reprs it compares to decide "params have changed"), keyed
+# "rule[wildcards]", for the whole workflow (forceall), read through Snakemake's API without running anything.
+_JOB_PARAMS = """
+import json, sys
+from pathlib import Path
+from typing import Any
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, Quietness, ResourceSettings
+
+with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+    workflow_api = api.workflow(
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(configfiles=[Path(p).resolve() for p in sys.argv[1:]]),
+        snakefile=Path("Snakefile").resolve(),
+        workdir=Path.cwd(),
+    )
+    workflow_api.dag(DAGSettings(forceall=True))
+    workflow = workflow_api._workflow
+    workflow._prepare_dag(forceall=True, ignore_incomplete=True, lock_warn_only=True, nolock=True)
+    workflow._build_dag()
+    params = {f"{job.rule.name}[{job.wildcards_dict}]": workflow.persistence._params(job) for job in workflow.dag.jobs}
+json.dump(params, sys.stdout)
+"""
+
+
+def job_params(workdir: Path, *configfiles: Path) -> dict[str, list[str]]:
+    """The params of every job of the workflow in ``workdir`` (with ``configfiles`` laid over its config.yaml), as
+    Snakemake records and compares them: two runs whose entries are equal rerun nothing for their params."""
+    import json
+
+    env = dict(os.environ, PYTHONPATH=str(workdir))
+    proc = subprocess.run(
+        [sys.executable, "-c", _JOB_PARAMS, *map(str, configfiles)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"reading the jobs' params failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def reversed_keys(value: Any) -> Any:
+    """``value`` with the keys of every mapping (in lists too) in reverse order: the same config, written otherwise."""
+    if isinstance(value, dict):
+        return {k: reversed_keys(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [reversed_keys(v) for v in value]
+    return value

@@ -16,7 +16,8 @@ class ConfigError(ValueError):
     """A config value is missing, of the wrong type, or refers to something undefined."""
 
 
-def _load_yaml(path: Path) -> Any:
+def load_yaml(path: Path) -> Any:
+    """The parsed YAML file at ``path`` (a schema file; a config file goes through :func:`load_config_file`)."""
     with path.open() as fh:
         return yaml.safe_load(fh)
 
@@ -65,7 +66,9 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "(top level)"
 
 
-def _describe(error: jsonschema.ValidationError, prefix: str = "") -> str:
+def describe_error(error: jsonschema.ValidationError, prefix: str = "") -> str:
+    """One line that names the config key of a schema violation and what was expected (``prefix``: the dotted place
+    in the config of a slice validated on its own, e.g. ``paths.derived_tasks.sorting_10k``)."""
     if error.validator in ("oneOf", "anyOf") and error.context:
         # report the alternative the value meant (its type and `source` match) instead of "not valid under any"
         branches: dict[Any, list[jsonschema.ValidationError]] = {}
@@ -76,7 +79,7 @@ def _describe(error: jsonschema.ValidationError, prefix: str = "") -> str:
             wrong_kind = any(e.validator in ("type", "const") and len(e.relative_path) <= 1 for e in errs)
             return wrong_kind, len(errs)
 
-        return "; ".join(_describe(e, prefix) for e in min(branches.values(), key=mismatch))
+        return "; ".join(describe_error(e, prefix) for e in min(branches.values(), key=mismatch))
     key = _key_path(error)
     if prefix:  # errors of a config slice validated on its own, named by the slice's place in the config
         key = prefix if key == "(top level)" else f"{prefix}.{key}"
@@ -102,7 +105,7 @@ def _is_integer(checker: Any, instance: Any) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-def _extend_with_default(validator_class: type) -> type:
+def default_filling(validator_class: type) -> type:
     """A validator that fills in each property's ``default`` (as Snakemake's ``validate`` does) and accepts only
     Python ints (not floats such as 4.0, not booleans) where the schema says ``integer``."""
     validate_properties = validator_class.VALIDATORS["properties"]
@@ -128,9 +131,16 @@ def _sub_schema(path: Path) -> Resource:
     would silently skip the defaults of everything under the ``$ref``; dropping the key keeps the default-filling
     class. (The key stays in the file for Snakemake's own ``validate``, which needs it to detect the dialect.)
     """
-    contents = dict(_load_yaml(path))
+    contents = dict(load_yaml(path))
     contents.pop("$schema", None)
     return Resource(contents=contents, specification=DRAFT202012)
+
+
+def _validator(schema_path: str | Path) -> jsonschema.protocols.Validator:
+    """The default-filling validator of the schema at ``schema_path``, its ``$ref``s to sibling files resolved."""
+    schema_path = Path(schema_path)
+    registry = Registry(retrieve=lambda uri: _sub_schema(schema_path.parent / uri))
+    return default_filling(jsonschema.Draft202012Validator)(load_yaml(schema_path), registry=registry)
 
 
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
@@ -138,13 +148,9 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
 
     Raises :class:`ConfigError` listing every violation, each naming the dotted key and what was expected.
     """
-    schema_path = Path(schema_path)
-    schema = _load_yaml(schema_path)
-    registry = Registry(retrieve=lambda uri: _sub_schema(schema_path.parent / uri))
-    validator = _extend_with_default(jsonschema.Draft202012Validator)(schema, registry=registry)
-    errors = sorted(validator.iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
+    errors = sorted(_validator(schema_path).iter_errors(config), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        lines = "\n".join(f"  - {_describe(e)}" for e in errors)
+        lines = "\n".join(f"  - {describe_error(e)}" for e in errors)
         raise ConfigError(f"invalid config ({len(errors)} problem(s)):\n{lines}")
     return config
 
@@ -166,3 +172,31 @@ def _overlay(base: dict, changes: dict, replace: set[str], prefix: str = "") -> 
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def with_defaults(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
+    """A copy of ``config`` with the defaults of the schema at ``schema_path`` filled in, valid or not (what
+    :func:`validate_config` fills in, without its verdict)."""
+    config = copy.deepcopy(config)
+    for _ in _validator(schema_path).iter_errors(config):
+        pass
+    return config
+
+
+def ordered_like(value: Any, reference: Any) -> Any:
+    """``value`` with the keys of every mapping in the order of the same mapping in ``reference`` (the items of a
+    list matched by position), keys that ``reference`` lacks after those, in their own order.
+
+    Snakemake compares a job's params by their ``repr``, and a mapping's ``repr`` follows its key order; a config
+    laid over config.yaml (``--configfile``) puts its own keys first. Put in the order of config.yaml, the same
+    values give the same params whatever order the files wrote them in, so a restated value reruns nothing, and the
+    order that config.yaml gives (e.g. the dimensions of a propagation sweep's ``grid``) stays the one every job
+    sees."""
+    if isinstance(value, dict):
+        ref = reference if isinstance(reference, dict) else {}
+        keys = [k for k in ref if k in value] + [k for k in value if k not in ref]
+        return {k: ordered_like(value[k], ref.get(k)) for k in keys}
+    if isinstance(value, list):
+        ref = reference if isinstance(reference, list) else []
+        return [ordered_like(v, ref[i] if i < len(ref) else None) for i, v in enumerate(value)]
+    return value

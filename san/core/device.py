@@ -85,31 +85,6 @@ def job_device(compute: Mapping[str, Any], threads: int, train: bool = False) ->
     return device
 
 
-def compute_attrs() -> dict[str, Any]:
-    """What a result records of the compute environment: CUDA and cuDNN versions, the GPU in use (name, index,
-    capability, the job's peak allocated memory so far), TF32 and deterministic-algorithms settings. The CPU-only
-    fields when CUDA was never started."""
-    out: dict[str, Any] = {
-        "torch": torch.__version__,
-        "cuda_version": torch.version.cuda or "none",
-        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
-        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-    }
-    if torch.backends.cudnn.is_available():
-        out["cudnn_version"] = torch.backends.cudnn.version()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        index = torch.cuda.current_device()
-        out |= {
-            "gpu": torch.cuda.get_device_name(index),
-            "gpu_index": index,
-            "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
-            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-            "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
-        }
-    return out
-
-
 def resolve_dtype(name: str) -> torch.dtype:
     """Map a config ``dtype`` string to a torch dtype, naming the allowed values on error."""
     try:

@@ -16,7 +16,7 @@ def norm_1inf(a: torch.Tensor) -> torch.Tensor:
     return torch.sqrt(norm_1 * norm_inf)
 
 
-def residual(x: torch.Tensor) -> torch.Tensor:
+def mean_residual(x: torch.Tensor) -> torch.Tensor:
     """``res(X) = X - 1 x^T`` with ``x`` the token mean (the Frobenius-optimal ``x``; what the paper's Fig. 2 used).
 
     ``x`` has shape ``(..., tokens, dim)``; ``res(X) = 0`` exactly when all tokens are equal (rank-1 output).
@@ -29,13 +29,13 @@ def relative_residual(x: torch.Tensor) -> torch.Tensor:
 
     Zero for token-uniform (rank-1 ``1 x^T``) inputs and invariant to rescaling ``X``.
     """
-    return norm_1inf(residual(x)) / norm_1inf(x)
+    return norm_1inf(mean_residual(x)) / norm_1inf(x)
 
 
 def relative_residual_frobenius(x: torch.Tensor) -> torch.Tensor:
     """``||res(X)||_F / ||X||_F``: the Frobenius-norm companion of :func:`relative_residual` (every entry counts by
     its square, so a few very large rows, e.g. a decoder's first token, weigh less than in the composite norm)."""
-    return torch.linalg.matrix_norm(residual(x)) / torch.linalg.matrix_norm(x)
+    return torch.linalg.matrix_norm(mean_residual(x)) / torch.linalg.matrix_norm(x)
 
 
 def rank1_relative_residual(p: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ CF conventions' global attributes (``Conventions``, ``title``, ``history``, ``re
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -88,12 +89,38 @@ def missing_cf_attrs(ds: Any) -> list[str]:
     return missing
 
 
+def compute_attrs(torch: Any) -> dict[str, Any]:
+    """What a result records of the compute environment: CUDA and cuDNN versions, the GPU in use (name, index,
+    capability, the job's peak allocated memory so far), TF32 and deterministic-algorithms settings. The CPU-only
+    fields when CUDA was never started. ``torch``: the module, already imported by the job (provenance itself
+    never imports it: a figure job has no torch)."""
+    out: dict[str, Any] = {
+        "torch": torch.__version__,
+        "cuda_version": torch.version.cuda or "none",
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+    }
+    if torch.backends.cudnn.is_available():
+        out["cudnn_version"] = torch.backends.cudnn.version()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        index = torch.cuda.current_device()
+        out |= {
+            "gpu": torch.cuda.get_device_name(index),
+            "gpu_index": index,
+            "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
+            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+            "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
+        }
+    return out
+
+
 def provenance_attrs(
     config: Any, seed: int | None = None, title: str | None = None, **extra: Any
 ) -> dict[str, str | int]:
     """netCDF-safe global attributes: the CF globals (``Conventions``, ``title`` (default :data:`DEFAULT_TITLE`),
     ``history``, ``references``), the job's config slice (JSON), seed, versions, git commit, the compute
-    environment of a torch job (``compute``: :func:`san.core.device.compute_attrs`) and ``extra``.
+    environment of a torch job (``compute``: :func:`compute_attrs`) and ``extra``.
 
     A ``history`` in ``extra`` (a result read and written again) is kept below this write's line, newest first.
     Values that are not str/int/float are stored as JSON strings so that the file stays a valid netCDF4.
@@ -111,9 +138,7 @@ def provenance_attrs(
         "paper": PAPER,
     }
     if "torch" in sys.modules:  # a torch job: where it computed (GPU, CUDA/cuDNN, TF32, determinism)
-        from san.core.device import compute_attrs
-
-        attrs["compute"] = json.dumps(compute_attrs(), sort_keys=True)
+        attrs["compute"] = json.dumps(compute_attrs(sys.modules["torch"]), sort_keys=True)
     if seed is not None:
         attrs["seed"] = int(seed)
     for key, value in extra.items():

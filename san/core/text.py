@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+#: Data files this module reads, relative to the ``san`` folder (inputs of every job that imports it, san.imports).
+DATA_FILES = ("data/python-docs-prose.txt",)
 #: The pinned offline corpus: one paragraph per line, documents separated by a blank line.
-PROSE_FILE = Path(__file__).resolve().parent.parent / "data" / "python-docs-prose.txt"
+PROSE_FILE = Path(__file__).resolve().parent.parent / DATA_FILES[0]
 #: Its sha256: the bytes every run reads, checked before use.
 PROSE_SHA256 = "baaee6aa55692f2438ee08e77308f7c13d94a0f8b74ff92752f0970e37f6cfed"
 

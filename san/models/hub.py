@@ -213,9 +213,17 @@ def pins(models_dir: str | Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """``python -m san.models.hub [results/models]``: print the YAML pins of the hub models acquired there,
     to paste into the config that downloaded them (e.g. config/paper.yaml)."""
+    import argparse
+
     import yaml
 
-    models_dir = Path(argv[0] if argv else "results/models")
+    ap = argparse.ArgumentParser(
+        prog="python -m san.models.hub",
+        description="Print the YAML pins (commits, sha256) of the hub models acquired in a run's model folders, to "
+        "paste into the config that downloaded them (e.g. config/paper.yaml).",
+    )
+    ap.add_argument("models_dir", nargs="?", type=Path, default=Path("results/models"), help="a run's model folders")
+    models_dir = ap.parse_args(argv).models_dir
     found = pins(models_dir)
     if not found["models"]:
         print(f"no hub models with a manifest under {models_dir}", file=sys.stderr)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from jsonschema import Draft202012Validator
 
-from san.core.config import ConfigError, _describe, _extend_with_default, _load_yaml
+from san.core.config import ConfigError, default_filling, describe_error, load_yaml
 
 #: the tasks that :func:`san.paths.tasks.make_task` builds (Fig. 4), and their panel titles
 TASK_KINDS = ("sorting", "convex_hull", "memorization")
@@ -59,12 +59,10 @@ def _derived_slice(paths: dict[str, Any], name: str, schema: dict[str, Any]) -> 
     spec = paths["derived_tasks"][name]
     kind = spec["task"]
     merged = copy.deepcopy(_merge(paths[kind], {k: v for k, v in spec.items() if k not in ("task", "title")}))
-    validator = _extend_with_default(Draft202012Validator)(
-        {**schema["properties"][kind], "$defs": schema.get("$defs", {})}
-    )
+    validator = default_filling(Draft202012Validator)({**schema["properties"][kind], "$defs": schema.get("$defs", {})})
     errors = sorted(validator.iter_errors(merged), key=lambda e: [str(p) for p in e.absolute_path])
     if errors:
-        lines = "\n".join(f"  - {_describe(e, f'paths.derived_tasks.{name}')}" for e in errors)
+        lines = "\n".join(f"  - {describe_error(e, f'paths.derived_tasks.{name}')}" for e in errors)
         raise ConfigError(f"invalid derived task {name!r} of task {kind!r} ({len(errors)} problem(s)):\n{lines}")
     return {"task": kind, "name": name, **merged}
 
@@ -79,7 +77,7 @@ def task_slices(paths: dict[str, Any], schema_path: str | Path) -> dict[str, dic
     that train and evaluate it, so it is left out). Every defined derived task is checked, listed or not. Raises
     :class:`ConfigError` naming the key for an undefined task name or a value the task's schema rejects.
     """
-    schema = _load_yaml(Path(schema_path))
+    schema = load_yaml(Path(schema_path))
     derived = {name: _derived_slice(paths, name, schema) for name in paths.get("derived_tasks") or {}}
     slices: dict[str, dict[str, Any]] = {}
     for i, name in enumerate(paths["tasks"]):

@@ -137,7 +137,7 @@ def pretrained_collapse_claims(
     }
 
 
-def path_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: float) -> dict[str, Any]:
+def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: float) -> dict[str, Any]:
     """Appendix claim: products along longer paths are closer to rank 1: for every model and weights, the median
     residual of the longest paths is at most ``max_ratio`` times that of the shortest."""
     per_model = {}

@@ -37,7 +37,7 @@ _STREAM = (
     "(the residual stream; a decoder's final norm is not applied)"
 )
 #: long_name, units and description of every variable and coordinate of the experiment's results (rank collapse
-#: per layer, and the attention products along paths of :mod:`san.rank_collapse.path_products`)
+#: per layer, and the attention products along paths of :mod:`san.rank_collapse.attention_products`)
 VARIABLES = {
     **{name: Variable(long_name, "1", _STREAM) for name, long_name in METRICS.items()},
     "weights": Variable("weights of the model", "1"),

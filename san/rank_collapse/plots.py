@@ -120,7 +120,7 @@ def _place_legend(fig: plt.Figure, ax: plt.Axes | None, free: list[plt.Axes]) ->
     free[0].legend(handles, labels, loc="center", frameon=False, fontsize="small")
 
 
-def path_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:
+def attention_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:
     """Box plot over path depth of the rank-1 residual of attention products (log y), one box per weights."""
     df = ds["rank1_residual"].to_dataframe().reset_index()
     df["rank1_residual"] = df["rank1_residual"].clip(lower=1e-300)

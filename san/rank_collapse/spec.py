@@ -12,9 +12,6 @@ from typing import Any
 from san.core.config import ConfigError
 from san.models.spec import FAMILY_TABLE, VARIANTS, arch_value, check_models, depth_and_heads
 
-#: weight sets of a model: random initialisation from its architecture config, and pretrained weights
-WEIGHTS = ("init", "pretrained")
-
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
 #: exponentially, and only float64 resolves them below float32's resolution (~1e-7, down to ~1e-16); the variants
 #: with skips stay far above it, where float32 agrees with float64 to its resolution and runs faster
@@ -83,9 +80,9 @@ METRICS = {
 
 
 def check_config(config: dict[str, Any]) -> None:
-    """Cross-checks of the ``models``, ``text``, ``rank_collapse`` and ``path_products`` sections that the schema
+    """Cross-checks of the ``models``, ``text``, ``rank_collapse`` and ``attention_products`` sections that the schema
     cannot express: every model the experiment names is defined, every model is valid
-    (:func:`san.models.spec.check_models`), and the path products draw from no more sequences than the input has;
+    (:func:`san.models.spec.check_models`), and the attention products draw from no more sequences than the input has;
     raises :class:`ConfigError` naming the key."""
     models = config.get("models", {})
     for i, name in enumerate(config.get("rank_collapse", {}).get("models", [])):
@@ -97,14 +94,14 @@ def check_config(config: dict[str, Any]) -> None:
     check_models(config)
     text = config.get("text", {})
     analysed = config.get("rank_collapse", {}).get("models", [])
-    for i, name in enumerate(config.get("path_products", {}).get("models") or []):
+    for i, name in enumerate(config.get("attention_products", {}).get("models") or []):
         if name not in analysed:
             raise ConfigError(
-                f"config key 'path_products.models.{i}': model {name!r} is not in rank_collapse.models {analysed}"
+                f"config key 'attention_products.models.{i}': model {name!r} is not in rank_collapse.models {analysed}"
             )
-    wanted, available = config.get("path_products", {}).get("n_sequences"), text.get("n_sequences")
+    wanted, available = config.get("attention_products", {}).get("n_sequences"), text.get("n_sequences")
     if isinstance(wanted, int) and isinstance(available, int) and wanted > available:
         raise ConfigError(
-            f"config key 'path_products.n_sequences': {wanted} sequences requested, but the input has only "
+            f"config key 'attention_products.n_sequences': {wanted} sequences requested, but the input has only "
             f"text.n_sequences = {available}"
         )

@@ -6,7 +6,7 @@ random-weight sweep (:mod:`san.theory.experiment`) leaves the bound decades loos
 are chosen to make it tight. For small ``n, d, H``, gradient ascent (torch autograd, float64, every start of every
 draw batched as one tensor) maximises the surrogate ``log r_{l+1} - log(c r_l^3)`` (residuals centred at the column
 medians); every final candidate is then evaluated rigorously in numpy with the certified bracket of ``res``
-(:func:`san.theory.residual.residual`): the lower end for ``r_{l+1}``, the upper end for ``r_l``. Each draw's value
+(:func:`san.theory.residual.min_residual`): the lower end for ``r_{l+1}``, the upper end for ``r_l``. Each draw's value
 (the best of its starts) is therefore a certified lower bound of the ``gamma`` that its layer needs.
 
 Negative controls run the same search on layers outside the theorem, where the cubic contraction must fail:
@@ -24,7 +24,7 @@ import torch
 import xarray as xr
 
 from san.theory.bound import LOG10_4
-from san.theory.residual import norm_1, norm_1inf, norm_inf, residual
+from san.theory.residual import min_residual, norm_1, norm_1inf, norm_inf
 
 #: layers searched: the theorem's pure-attention layer and the negative controls outside it
 CASES = ("theorem", "skip", "layernorm")
@@ -124,7 +124,7 @@ def certified_log10_gamma(
     residual is below ``floor`` times its matrix's norm (float64 noise)."""
     x, w = cand[0], list(cand[1:])
     y = _layer(x, w, case, eps, np)
-    r_in, r_out = residual(x, iterations).upper, residual(y, iterations).lower
+    r_in, r_out = min_residual(x, iterations).upper, min_residual(y, iterations).lower
     w_qk, w_h = w[0] @ np.swapaxes(w[1], -1, -2), w[2] @ w[3]
     beta = (norm_1(w_qk) * np.sqrt(norm_1(w_h) * norm_inf(w_h))).max(axis=-1)
     heads, d_qk = w[0].shape[1], w[0].shape[-1]

@@ -20,7 +20,7 @@ import xarray as xr
 from san.core.storage import Variable, describe
 from san.theory import adversarial
 from san.theory import bound as B
-from san.theory.residual import norm_1, norm_1inf, norm_inf, residual
+from san.theory.residual import min_residual, norm_1, norm_1inf, norm_inf
 from san.theory.spec import DIMS, INPUT_KINDS, VERDICT
 
 
@@ -117,7 +117,7 @@ def _sweep_cell(
     d_qk, n = raws[0][0].shape[-1], x_in.shape[-2]
     scaled = [scaled_weights(raw, beta, nr) for raw, nr in zip(raws, raw_norms, strict=True)]
     xs = np.stack([forward(x_in[s], w, layernorm, cfg["ln_eps"]) for s, (w, _) in enumerate(scaled)], axis=1)
-    res = residual(xs, cfg["residual_iterations"], skip_below=cfg["float_floor"])  # (L+1, S)
+    res = min_residual(xs, cfg["residual_iterations"], skip_below=cfg["float_floor"])  # (L+1, S)
     layers = xs.shape[0] - 1
     q_max = np.stack(
         [
@@ -281,7 +281,7 @@ def raw_networks(cfg: Mapping[str, Any], d_qk: int, samples: int, width: int) ->
 def measure_input(x_in: np.ndarray, cfg: Mapping[str, Any], lns: list[int]) -> list:
     """The sweep cells of one input kind, nested ``[layernorm][d_qk][scale]``: ``beta`` is set from the scale and
     the input's median residual ``rbar_0`` (module docstring)."""
-    r0 = float(np.median(residual(x_in, cfg["residual_iterations"]).upper))
+    r0 = float(np.median(min_residual(x_in, cfg["residual_iterations"]).upper))
     nets = {d_qk: raw_networks(cfg, d_qk, x_in.shape[0], x_in.shape[-1]) for d_qk in cfg["d_qk"]}
     return [
         [

@@ -13,8 +13,6 @@ from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 #: input kinds: prose (the rank-collapse experiment's sequences through BERT's init embeddings) and Gaussian tokens
 INPUT_KINDS = ("prose", "gaussian")
-#: LayerNorm (no affine parameters) after each pure-attention layer: off (the theorem's setting) and on
-LAYERNORM = (0, 1)
 #: dimensions of the sweep, outermost first; ``layer`` 0 is the input
 DIMS = ("input", "layernorm", "d_qk", "scale", "sample", "layer")
 #: verdict codes of a (sample, layer) pair against the nominal bound

@@ -3,10 +3,12 @@
 A minimal config of the whole workflow is built once (module fixture); each case copies that finished workspace (with
 its ``.snakemake`` metadata and file times), makes one edit and reads the dry run's jobs and ``reason:`` lines:
 
-* a config key of one experiment: its jobs rerun because their params changed, then the jobs that read their
-  results (figures, tables, the report summary) because their input was rebuilt; nothing else;
-* a ``san`` library module: the rules that list it as input (see ``lib()`` in workflow/rules/common.smk), then their
-  consumers; and ``lib()`` must list every ``san`` module that a rule's script imports (directly or not);
+* a config overlay (``--configfile``, the README's way to change settings) that restates a section's values in
+  another key order: nothing to do, for every section of the config;
+* an overlay that changes one key: the jobs that read it rerun because their params changed, then the jobs that read
+  their results (figures, tables, the report summary) because their input was rebuilt; nothing else;
+* a ``san`` library module: the rules whose scripts import it (their inputs, derived from the imports in
+  workflow/rules/common.smk), then their consumers;
 * a figure-only key (``figures``, ``circle.plot``): only figure rules.
 
 (``snakemake --list-changes params`` lists every output in Snakemake 9.27, changed or not; hence the dry run.)
@@ -14,7 +16,6 @@ its ``.snakemake`` metadata and file times), makes one edit and reads the dry ru
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -24,7 +25,9 @@ from typing import Any
 import pytest
 import yaml
 
-from helpers import TINY, copy_workflow, snakemake, tiny_config, write_config
+from san.imports import library_inputs
+
+from helpers import TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
 
 # Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a
 # restyled figure must not. Listed here so that the cases need not name them.
@@ -96,6 +99,7 @@ class Case:
     downstream: frozenset[str] = frozenset()
     key: tuple[str, ...] = ()  # config key path (config cases)
     value: Any = None  # its new value
+    wildcards: str = ""  # the wildcards every direct job has (the one job of a sweep, a model), when given
     module: str = ""  # san module (module cases)
     report: bool = True  # the report rules read the rebuilt results
     needs: frozenset[str] = field(default_factory=frozenset)  # rules that must exist for the case to apply
@@ -107,11 +111,29 @@ def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: 
 
 
 CIRCLE_PLOTS = {"circle", "circle_distance", "circle_loss"}
-RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "path_products_model"}
+RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "attention_products_model"}
 PATHS_PLOTS = {"path_effectiveness", "path_length_distribution", "path_decomposition"}
 FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation"}
 
 CONFIG_CASES = [
+    # a model that no experiment analyses still counts among the path-length distribution's architectures
+    case(
+        "models.tiny-xlnet.init.config.n_layer",
+        {"paths_counts"},
+        {"path_length_distribution"},
+        key=("models", "tiny-xlnet", "init", "config", "n_layer"),
+        value=5,
+    ),
+    # the text: the corpus, then every model's token ids and every experiment that reads them
+    case(
+        "text.seed",
+        {"corpus"},
+        {"tokenize_inputs", "rank_collapse", "attention_products", "theorem_sweep", "propagation_sweep"}
+        | RANK_PLOTS
+        | {"theorem_bound", "propagation"},
+        key=("text", "seed"),
+        value=1,
+    ),
     # the training experiments: one job per seed / task, then the gather, tables and figures reading them
     case(
         "circle.train.epochs",
@@ -144,17 +166,33 @@ CONFIG_CASES = [
     # a claim threshold: only the summary rechecks the claims (its verdict may flip; see tests/unit/test_claims_*.py)
     case("report.theorem.log10_gamma_max", {"summary"}, key=("report", "theorem", "log10_gamma_max"), value=-1.0),
     case(
-        "path_products.n_paths",
-        {"path_products"},
-        {"path_products_model"},
-        key=("path_products", "n_paths"),
+        "attention_products.n_paths",
+        {"attention_products"},
+        {"attention_products_model"},
+        key=("attention_products", "n_paths"),
         value=6,
+    ),
+    case(
+        "theory.residual_iterations",
+        {"theorem_sweep"},
+        {"theorem_bound"},
+        key=("theory", "residual_iterations"),
+        value=11,
+    ),
+    # one sweep's key: that sweep's job only, then the figure job of all sweeps
+    case(
+        "propagation.sweeps.qk_variance.depth",
+        {"propagation_sweep"},
+        {"propagation"},
+        key=("propagation", "sweeps", "qk_variance", "depth"),
+        value=4,
+        wildcards="sweep=qk_variance",
     ),
 ]
 MODULE_CASES = [
     case(
         "san/core/metrics.py",
-        {"rank_collapse", "path_products", "propagation_sweep"},
+        {"rank_collapse", "attention_products", "propagation_sweep"},
         RANK_PLOTS | {"propagation"},
         module="core/metrics",
     ),
@@ -186,13 +224,14 @@ def set_key(config: dict, key: tuple[str, ...], value: Any) -> None:
     section[key[-1]] = value
 
 
-def check(work: Path, c: Case) -> list[Job]:
-    """The dry run of ``work`` reruns exactly ``c.direct`` for the edit, then ``c.downstream`` (+ report rules)."""
+def check(work: Path, c: Case, *args: str) -> list[Job]:
+    """The dry run of ``work`` (with ``args``) reruns exactly ``c.direct`` for the edit, then ``c.downstream``
+    (+ report rules)."""
     rules = workflow_rules(work)
     missing = c.needs - rules
     if missing:
         pytest.skip(f"rules {sorted(missing)} are not in the workflow")
-    jobs = dry_run(work)
+    jobs = dry_run(work, *args)
     direct = {j.rule for j in jobs if j.direct}
     downstream = {j.rule for j in jobs if not j.direct}
     listing = describe(jobs)
@@ -201,22 +240,43 @@ def check(work: Path, c: Case) -> list[Job]:
     assert downstream - REPORT_RULES == set(c.downstream), f"jobs rerun downstream of {c.name}:\n{listing}"
     # the report rules may read the rebuilt results; a figure-only edit must not reach them
     assert c.report or not downstream & REPORT_RULES, f"{c.name} reruns report rules:\n{listing}"
+    assert all(c.wildcards in j.wildcards for j in jobs if j.direct), f"{c.name} reruns other jobs:\n{listing}"
     return jobs
 
 
-def edit_config(work: Path, c: Case) -> None:
-    """Set ``c.key`` to ``c.value`` in the copy's config.yaml (skip when the section is absent)."""
+# every section of config.yaml that holds settings (the top-level device is a single value)
+SECTIONS = ("text", "models", "rank_collapse", "attention_products", "theory", "propagation", "report", "figures")
+SECTIONS += ("circle", "paths")
+
+
+def overlay(work: Path, section: str, key: tuple[str, ...] = (), value: Any = None) -> list[str]:
+    """Write an overlay of the copy's config.yaml that restates ``section`` with every mapping's keys in reverse
+    order (and ``key`` set to ``value`` when given); the arguments that lay it over config.yaml."""
     config = yaml.safe_load((work / "config.yaml").read_text())
-    if c.key[0] not in config:
-        pytest.skip(f"no {c.key[0]} section in config.yaml")
-    set_key(config, c.key, c.value)
-    write_config(work, config)
+    if section not in config:
+        pytest.skip(f"no {section} section in config.yaml")
+    restated = {section: reversed_keys(config[section])}
+    if key:
+        set_key(restated, key, value)
+    write_config(work, restated, "overlay.yaml")
+    return ["--configfile", "overlay.yaml"]
+
+
+def test_overlay_sections_are_every_section(built: Path) -> None:
+    sections = [k for k, v in yaml.safe_load((built / "config.yaml").read_text()).items() if isinstance(v, dict)]
+    assert set(sections) == set(SECTIONS)
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_overlay_restating_a_section_in_another_order_reruns_nothing(work: Path, section: str) -> None:
+    args = overlay(work, section)
+    jobs = dry_run(work, *args)
+    assert jobs == [], f"an overlay restating {section} in reverse key order reruns:\n{describe(jobs)}"
 
 
 @pytest.mark.parametrize("c", CONFIG_CASES, ids=lambda c: c.name)
-def test_config_edit_reruns_one_experiment(work: Path, c: Case) -> None:
-    edit_config(work, c)
-    jobs = check(work, c)
+def test_overlay_changing_one_key_reruns_its_jobs(work: Path, c: Case) -> None:
+    jobs = check(work, c, *overlay(work, c.key[0], c.key, c.value))
     assert all(any("Params have changed" in r for r in j.reasons) for j in jobs if j.direct), describe(jobs)
 
 
@@ -231,53 +291,14 @@ def test_module_edit_reruns_its_rules(work: Path, c: Case) -> None:
 
 @pytest.mark.parametrize("c", FIGURE_CASES, ids=lambda c: c.name)
 def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
-    edit_config(work, c)
+    """A figure-only key, edited in config.yaml itself (the overlays above change the other keys)."""
+    config = yaml.safe_load((work / "config.yaml").read_text())
+    set_key(config, c.key, c.value)
+    write_config(work, config)
     check(work, c)
 
 
-# --- lib() is complete: a rule lists every san module its script imports, so editing one reruns the rule ---------
-
-
-def _module(package: Path, dotted: str) -> str | None:
-    """The path below san/ (no .py) of module ``san.<dotted>``: a module file or a package's __init__."""
-    rel = dotted.replace(".", "/")
-    if (package / f"{rel}.py").exists():
-        return rel
-    if (package / rel / "__init__.py").exists():
-        return f"{rel}/__init__"
-    return None
-
-
-def san_imports(path: Path, package: Path) -> set[str]:
-    """The san modules (paths below san/ without .py, e.g. ``core/metrics``) that a Python file imports directly,
-    function-level imports included."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {_module(package, a.name[4:]) for a in node.names if a.name.startswith("san.")}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("san"):
-            base = node.module[4:] if node.module != "san" else ""
-            if base:
-                names.add(_module(package, base))
-            for a in node.names:  # from san.x import y, where y is a module
-                sub = f"{base}.{a.name}" if base else a.name
-                if (package / f"{sub.replace('.', '/')}.py").exists() or (package / sub.replace(".", "/")).is_dir():
-                    names.add(_module(package, sub))
-    return {n for n in names if n}
-
-
-def san_closure(path: Path, package: Path) -> set[str]:
-    """San modules imported by a file, transitively, with the __init__ of every package on the way (Python runs
-    them on import)."""
-    seen: set[str] = set()
-    todo = san_imports(path, package)
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo |= san_imports(package / f"{name}.py", package)
-    inits = {f"{n.split('/')[0]}/__init__" for n in seen if "/" in n}
-    return seen | inits | ({"__init__"} if seen else set())
+# --- every rule's library inputs are its script's imports (san.imports, added in workflow/rules/common.smk) -------
 
 
 def rule_scripts(workdir: Path) -> dict[str, Path]:
@@ -292,11 +313,10 @@ def rule_scripts(workdir: Path) -> dict[str, Path]:
     return scripts
 
 
-def test_lib_inputs_cover_script_imports(workflow_copy: Path, default_config: dict) -> None:
-    cfg = tiny_config(default_config)
-    # a dry run only: schedule every task, so that lib() lists that differ by wildcard are all seen
-    cfg["paths"]["tasks"] = list(default_config["paths"]["tasks"])
-    write_config(workflow_copy, cfg)
+def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> None:
+    """The inputs of every job that runs a script in a dry run of the default config (every rule scheduled) hold
+    exactly the ``san`` modules that the script imports (directly or not, with their packages; san.imports), so a
+    rule defined anywhere gets them."""
     out = snakemake(workflow_copy, "-n", "-F", timeout=300).stdout
     declared: dict[str, set[str]] = {}
     rule = None
@@ -305,18 +325,15 @@ def test_lib_inputs_cover_script_imports(workflow_copy: Path, default_config: di
         if head:
             rule = head.group(1)
         elif rule and line.strip().startswith("input:"):
-            mods = re.findall(r"(?:^|[\s,])san/([\w/]+)\.py", line)
-            declared.setdefault(rule, set()).update(mods)
+            declared.setdefault(rule, set()).update(re.findall(r"(?:^|[\s,])(san/[\w/]+\.py)", line))
     scripts = rule_scripts(workflow_copy)
-    assert scripts, "no rule with a script found"
+    assert set(scripts) <= set(declared), "every rule with a script is scheduled"
     package = workflow_copy / "san"
     problems = []
     for name, script in sorted(scripts.items()):
-        if name not in declared:
-            continue  # not scheduled with this config
-        missing = san_closure(script, package) - declared[name]
-        if missing:
-            problems.append(f"rule {name} ({script.relative_to(workflow_copy)}): add {sorted(missing)} to lib()")
+        expected = {p.relative_to(workflow_copy).as_posix() for p in library_inputs(script, package)}
+        if name in declared and declared[name] != expected:
+            problems.append(f"rule {name}: inputs {sorted(declared[name] ^ expected)} differ from its imports")
     assert not problems, "\n".join(problems)
 
 

@@ -51,14 +51,14 @@ def test_pure_attention_collapses_and_skips_prevent_it(run):
             assert np.all(np.isfinite(da.values))
 
 
-def test_pretrained_package_weights_and_path_products(run):
+def test_pretrained_package_weights_and_attention_products(run):
     wf, _, _ = run
     ds = read_netcdf(wf / "results/rank_collapse/all-MiniLM-L6-v2.nc")
     assert list(ds["weights"].values) == ["init", "pretrained"] and ds.sizes["layer"] == 7
     man = json.loads(ds.attrs["manifests"])["pretrained"]
     assert man["source"] == "package"
     assert man["sha256"]["model.safetensors"].startswith("53aa51172d14")
-    pp = read_netcdf(wf / "results/path_products/all-MiniLM-L6-v2.nc")
+    pp = read_netcdf(wf / "results/attention_products/all-MiniLM-L6-v2.nc")
     assert pp["rank1_residual"].dims == ("weights", "depth", "path") and pp.sizes["depth"] == 6
     med = pp["rank1_residual"].median("path")
     assert (med.isel(depth=-1) < med.isel(depth=0)).all()

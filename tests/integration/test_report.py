@@ -20,7 +20,7 @@ def test_summary_checks_the_claims(built):
     summary = json.loads((built / "results/summary.json").read_text())
     assert set(summary) == {
         "rank_collapse",
-        "path_products",
+        "attention_products",
         "pretrained_collapse",
         "pretrained_slower",
         "circle",
@@ -53,7 +53,12 @@ def test_report_has_every_figure_with_measured_captions(built):
     assert "measured in this run" in html
     rc = json.loads((built / "results/summary.json").read_text())["rank_collapse"]
     assert f"max {rc['pure_max']:.1e}" in (built / "results/report/captions/rank_collapse_model.rst").read_text()
-    figures = ("rank_collapse_model_tiny-bert", "rank_collapse_overview", "path_products_model_tiny-bert", "circle")
+    figures = (
+        "rank_collapse_model_tiny-bert",
+        "rank_collapse_overview",
+        "attention_products_model_tiny-bert",
+        "circle",
+    )
     figures += ("path_effectiveness", "path_decomposition", "theorem_bound", "propagation_masks", "runtimes")
     for name in figures:
         assert name in html, name

@@ -24,7 +24,7 @@ from helpers import ROOT, copy_workflow, snakemake, tiny_config, write_config
 
 # Rules whose results the SLURM run builds, with everything upstream of them (`snakemake --until`); a new experiment
 # adds its result rules here. Rules absent from the workflow are skipped.
-UNTIL_RULES = ["rank_collapse", "path_products", "circle_gather", "paths_evaluate", "paths_counts"]
+UNTIL_RULES = ["rank_collapse", "attention_products", "circle_gather", "paths_evaluate", "paths_counts"]
 # Wall-clock limit of the SLURM run, enforced with `timeout -k` (the plugin may ignore SIGTERM while it polls).
 SLURM_TIMEOUT_S = 900
 # GPU model exported to the profile (SAN_SLURM_GPU_MODEL): .ci/slurm.sh's node has one fake GPU of type "fake", so
@@ -155,7 +155,7 @@ def test_profile_site_settings_from_the_environment() -> None:
     assert site["default-resources"]["slurm_partition"] == "cpu"
     assert site["default-resources"]["slurm_account"] == "proj42"
     assert site["slurm-qos"] == "short"
-    for rule in ("rank_collapse", "path_products"):
+    for rule in ("rank_collapse", "attention_products"):
         assert site["set-resources"][rule] | {"mem_mb": 0, "runtime": 0} == {
             "mem_mb": 0,
             "runtime": 0,
@@ -217,7 +217,7 @@ def test_workflow_runs_on_slurm(tmp_path: Path, default_config: dict) -> None:
         assert f"rule {rule}:" in Path(log).read_text(), f"the log of job {job_id} does not show rule {rule}"
         ran[rule] = ran.get(rule, 0) + 1
         # GPU rules reach SLURM as a GPU request (gpu=1 -> sbatch --gpus=fake:1 on the CI cluster).
-        if rule in ("rank_collapse", "path_products"):
+        if rule in ("rank_collapse", "attention_products"):
             assert f"gpu:{GPU_MODEL}:1" in record.get("TresPerJob", ""), record
     assert ran == expected
 

@@ -31,7 +31,7 @@ def run(tmp_path_factory, default_config):
     wf = copy_workflow(tmp_path_factory.mktemp("today") / "wf")
     cfg = tiny_config(default_config)
     cfg["rank_collapse"]["models"] = MODELS
-    cfg["path_products"]["models"] = []
+    cfg["attention_products"]["models"] = []
     write_config(wf, cfg)
     targets = [f"results/rank_collapse/{m}.nc" for m in MODELS]
     targets += [f"results/figures/rank_collapse_pretrained.{ext}" for ext in cfg["figures"]["formats"]]

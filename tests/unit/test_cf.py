@@ -197,8 +197,8 @@ def test_rank_collapse(tiny_bert):
     _assert_cf(run("bert", models, inputs, settings))
 
 
-def test_path_products(tiny_bert):
-    from san.rank_collapse.path_products import run
+def test_attention_products(tiny_bert):
+    from san.rank_collapse.attention_products import run
 
     models, inputs = tiny_bert
     settings = {"n_paths": 3, "n_sequences": 2, "seed": 0, "dtype": "float64"}

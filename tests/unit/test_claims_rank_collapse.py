@@ -1,4 +1,4 @@
-"""Rank-collapse, path-product and circle claims: each verdict once passing, once failing, with the config's
+"""Rank-collapse, attention-product and circle claims: each verdict once passing, once failing, with the config's
 thresholds (and one edited threshold flipping a verdict)."""
 
 import numpy as np
@@ -8,7 +8,7 @@ from test_summary import _pretrained, _rank_collapse
 
 from san.circle.claims import circle_claims
 from san.rank_collapse.claims import (
-    path_product_claims,
+    attention_product_claims,
     pretrained_collapse_claims,
     pretrained_slower_claims,
     rank_collapse_claims,
@@ -54,11 +54,15 @@ def _products(longest: float) -> xr.Dataset:
     )
 
 
-def test_path_products_must_shrink_by_the_configured_ratio():
-    assert path_product_claims({"m": _products(1e-6)}, **REPORT["path_products"])["longer_paths_closer_to_rank1"]
+def test_attention_products_must_shrink_by_the_configured_ratio():
+    assert attention_product_claims({"m": _products(1e-6)}, **REPORT["attention_products"])[
+        "longer_paths_closer_to_rank1"
+    ]
     # a decrease, but by less than max_ratio: fails
-    assert not path_product_claims({"m": _products(0.4)}, **REPORT["path_products"])["longer_paths_closer_to_rank1"]
-    assert path_product_claims({"m": _products(0.4)}, max_ratio=0.9)["longer_paths_closer_to_rank1"]
+    assert not attention_product_claims({"m": _products(0.4)}, **REPORT["attention_products"])[
+        "longer_paths_closer_to_rank1"
+    ]
+    assert attention_product_claims({"m": _products(0.4)}, max_ratio=0.9)["longer_paths_closer_to_rank1"]
 
 
 def _circle(pure: int, skip: int) -> pd.DataFrame:

@@ -94,14 +94,14 @@ def test_stored_worst_draw_reproduces_its_gamma():
 def test_certified_gamma_is_below_the_other_end_of_the_brackets():
     """The certified value uses the lower end of res(Y) and the upper end of res(X); the gamma the layer needs lies
     between it and the value from the opposite ends."""
-    from san.theory.residual import norm_1, norm_inf, residual
+    from san.theory.residual import min_residual, norm_1, norm_inf
 
     x, *w = A.starting_points(SMALL, 8, 0)
     gamma, _ = A.certified_log10_gamma([x, *w], "theorem", 1e-12, 30, 1e-13)
     y = A._layer(x, w, "theorem", 1e-12, np)
     w_qk, w_h = w[0] @ np.swapaxes(w[1], -1, -2), w[2] @ w[3]
     beta = (norm_1(w_qk) * np.sqrt(norm_1(w_h) * norm_inf(w_h))).max(axis=-1)
-    other = np.log10(residual(y, 30).upper / (4 * beta / np.sqrt(3) * residual(x, 30).lower ** 3))
+    other = np.log10(min_residual(y, 30).upper / (4 * beta / np.sqrt(3) * min_residual(x, 30).lower ** 3))
     ok = np.isfinite(gamma)
     assert ok.sum() >= 4 and np.all(gamma[ok] <= other[ok] + 1e-12)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from san.core.config import ConfigError, validate_config
+from san.core.config import ConfigError, ordered_like, validate_config, with_defaults
 from san.experiments import check_config
 from san.paths.spec import task_architectures, task_slices
 from san.rank_collapse.spec import VARIANT_DTYPES, variant_dtypes
@@ -26,6 +26,45 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
     assert minimal["compute"]["rank_collapse"] == {"device": "auto", "threads": 1}
     assert minimal["compute"]["paths_train"]["device"] == "cpu" and minimal["text"]["n_sequences"] == 32
     assert minimal["models"]["m"]["init"]["seed"] == 0 and minimal["figures"]["formats"] == ["pdf", "png"]
+
+
+def test_ordered_like_puts_keys_in_the_reference_order_at_every_depth():
+    reference = {"a": 1, "b": {"x": 1, "y": 2}, "c": [{"p": 1, "q": 2}], "d": 0}
+    value = {"new": 1, "c": [{"q": 5, "p": 6}, {"s": 1, "r": 2}], "b": {"z": 3, "y": 2, "x": 1}, "a": 9}
+    out = ordered_like(value, reference)
+    assert out == value, "the values are kept"
+    assert list(out) == ["a", "b", "c", "new"], "reference order, then the keys the reference lacks in their order"
+    assert list(out["b"]) == ["x", "y", "z"]
+    assert [list(item) for item in out["c"]] == [["p", "q"], ["s", "r"]], "list items matched by position"
+    assert ordered_like({"b": 1, "a": 2}, None) == {"b": 1, "a": 2} and list(ordered_like({"b": 1, "a": 2}, 3)) == [
+        "b",
+        "a",
+    ]
+    assert ordered_like([3, {"k": 1}], "x") == [3, {"k": 1}]
+
+
+def test_with_defaults_fills_an_invalid_config_and_leaves_it_unchanged():
+    config = {"models": {"m": {"family": "bert", "init": {"config": {}}}}, "text": {"n_sequences": "many"}}
+    filled = with_defaults(config, SCHEMA)
+    assert filled["compute"]["rank_collapse"]["device"] == "auto" and filled["text"]["n_sequences"] == "many"
+    assert filled["text"]["seq_len"] > 0
+    assert config == {"models": {"m": {"family": "bert", "init": {"config": {}}}}, "text": {"n_sequences": "many"}}
+
+
+def test_check_config_orders_an_overlaid_config_like_its_reference(default_config):
+    """Snakemake starts from a --configfile overlay and merges config.yaml into it, so the overlay's keys come first;
+    with config.yaml as the reference the checked config is the same mapping in the same order, derived task slices
+    included."""
+    reference = copy.deepcopy(default_config)
+    plain = copy.deepcopy(default_config)
+    plain_slices = check_config(plain, SCHEMA.parent, reference=reference)
+    overlaid = {"figures": {"dpi": plain["figures"]["dpi"]}, "paths": {"sorting": {"train": {"epochs": 65}}}}
+    for key, value in default_config.items():  # Snakemake's merge: the overlay's mappings first, then config.yaml's
+        overlaid[key] = {**overlaid[key], **value} if key in overlaid else copy.deepcopy(value)
+    overlaid["paths"]["sorting"]["train"]["epochs"] = 65
+    assert list(overlaid) != list(plain)
+    slices = check_config(overlaid, SCHEMA.parent, reference=reference)
+    assert repr(overlaid) == repr(plain) and repr(slices) == repr(plain_slices)
 
 
 @pytest.mark.parametrize(

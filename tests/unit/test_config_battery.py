@@ -119,7 +119,11 @@ CASES = [
     ("int-bool-arch", _arch(BERT, num_attention_heads=True), rf"'models\.{BERT}\.init\.config\.num_attention_heads'"),
     # --- minimums ----------------------------------------------------------------------------------------------
     ("text-seed", _set("text.seed", -1), r"'text\.seed': -1 is less than the minimum"),
-    ("path-products-seed", _set("path_products.seed", -1), r"'path_products\.seed': -1 is less than the minimum"),
+    (
+        "attention-products-seed",
+        _set("attention_products.seed", -1),
+        r"'attention_products\.seed': -1 is less than the minimum",
+    ),
     ("init-seed", _set(f"models.{BERT}.init.seed", -1), rf"'models\.{BERT}\.init\.seed'"),
     ("zero-sequences", _set("text.n_sequences", 0), r"'text\.n_sequences'"),
     ("zero-layers", _arch(BERT, num_hidden_layers=0), rf"'models\.{BERT}\.init\.config\.num_hidden_layers': 0"),
@@ -138,9 +142,9 @@ CASES = [
     ),
     # --- references between sections --------------------------------------------------------------------------
     (
-        "path-products-capped",
-        _set("path_products.n_sequences", 33),
-        r"'path_products\.n_sequences': 33 sequences requested.*text\.n_sequences = 32",
+        "attention-products-capped",
+        _set("attention_products.n_sequences", 33),
+        r"'attention_products\.n_sequences': 33 sequences requested.*text\.n_sequences = 32",
     ),
     ("theory-tokens", _set("theory.tokens", 200), r"'theory\.tokens': 200 exceeds text\.seq_len"),
     ("theory-sequences", _set("theory.n_sequences", 40), r"'theory\.n_sequences': 40 exceeds text\.n_sequences"),
@@ -171,9 +175,13 @@ CASES = [
     # --- plain schema: unknown keys, types, enums ------------------------------------------------------------------
     ("unknown-top", _set("rank_colapse", {}), r"\['rank_colapse'\] under the top level"),
     ("unknown-nested", _set("text.seqlen", 3), r"\['seqlen'\] under 'text'"),
-    ("wrong-type-string", _set("path_products.n_paths", "100"), r"'path_products\.n_paths': '100' is not of type"),
+    (
+        "wrong-type-string",
+        _set("attention_products.n_paths", "100"),
+        r"'attention_products\.n_paths': '100' is not of type",
+    ),
     ("wrong-enum", _set("text.source", "wikipedia"), r"'text\.source'"),
-    ("wrong-dtype", _set("path_products.dtype", "float16"), r"'path_products\.dtype'"),
+    ("wrong-dtype", _set("attention_products.dtype", "float16"), r"'attention_products\.dtype'"),
     # --- today's architectures: families, package parts, checks, per-model settings -------------------------------
     ("unknown-family", _set(f"models.{BERT}.family", "t5"), rf"'models\.{BERT}\.family'"),
     ("model-dtype", _set(f"models.{SMOL}.dtype", "float16"), rf"'models\.{SMOL}\.dtype'"),
@@ -212,11 +220,15 @@ CASES = [
         r"128 tokens exceed the 127 usable position embeddings of model 'roberta-base'",
     ),
     (
-        "path-products-model",
-        _both(_set("rank_collapse.models", [BERT]), _set("path_products.models", [MINILM])),
-        r"'path_products\.models\.0': model 'all-MiniLM-L6-v2' is not in rank_collapse\.models",
+        "attention-products-model",
+        _both(_set("rank_collapse.models", [BERT]), _set("attention_products.models", [MINILM])),
+        r"'attention_products\.models\.0': model 'all-MiniLM-L6-v2' is not in rank_collapse\.models",
     ),
-    ("path-products-unknown", _set("path_products.models", [MINILM, "nope"]), r"'path_products\.models\.1'"),
+    (
+        "attention-products-unknown",
+        _set("attention_products.models", [MINILM, "nope"]),
+        r"'attention_products\.models\.1'",
+    ),
     ("gemma-arch-key", _arch(GEMMA, sliding_windw=4), r"'sliding_windw': did you mean 'sliding_window'"),
 ]
 
@@ -238,7 +250,7 @@ def test_valid_edges_pass(default_config):
     """Values at the edges of what is allowed are accepted (the checks are not stricter than the jobs)."""
     cfg = copy.deepcopy(default_config)
     cfg["text"]["seq_len"] = 512  # = BERT's position embeddings; XLNet has none
-    cfg["path_products"]["n_sequences"] = cfg["text"]["n_sequences"]
+    cfg["attention_products"]["n_sequences"] = cfg["text"]["n_sequences"]
     cfg["models"]["m.v2+x_y-z"] = copy.deepcopy(cfg["models"][BERT])
     cfg["models"][BERT]["init"]["config"]["hidden_dropout_prob"] = 0  # float | int field
     check_config(cfg, SCHEMAS)

@@ -235,3 +235,28 @@ def test_hermetic_environment_removes_the_callers_variables():
     removed = hermetic_environment(env, "/tmp/home")
     assert removed == ["CUDA_VISIBLE_DEVICES", "HF_HUB_OFFLINE", "HF_TOKEN", "TRANSFORMERS_OFFLINE"]
     assert env == {"SAN_SLURM": "1", "PATH": "/bin", "HF_HOME": "/tmp/home", "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+def test_random_init_weights_are_drawn_on_the_cpu(tmp_path):
+    """A model's ``init`` weights are drawn on the CPU (the acquisition job builds the model there, seeded) and
+    saved; the analysis jobs load them onto any device, so every device analyses the same weights."""
+    from safetensors.torch import load_file
+
+    from san.models.acquire import materialise_init
+
+    arch = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
+    _, draws = audit(lambda: materialise_init("bert", arch, 0, tmp_path / "a"))
+    assert draws and all(on == "cpu" for _, _, on in draws), draws
+    torch.manual_seed(999)
+    materialise_init("bert", arch, 0, tmp_path / "b")
+    a, b = (load_file(tmp_path / x / "model.safetensors") for x in "ab")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_theory_draws_are_a_numpy_generator_of_the_seed():
+    """The theorem's weights come from a numpy generator of the config seed: host memory, no device involved (the
+    attention products' path sampling and the path evaluation's sets are drawn the same way)."""
+    from san.theory.experiment import draw_weights
+
+    wa, wb = (draw_weights(np.random.default_rng(1), 2, 1, 4, 2) for _ in range(2))
+    assert all(isinstance(x, np.ndarray) and np.array_equal(x, y) for x, y in zip(wa, wb, strict=True))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from san.core.metrics import norm_1inf, rank1_relative_residual, relative_residual, residual
+from san.core.metrics import mean_residual, norm_1inf, rank1_relative_residual, relative_residual
 
 
 def test_norm_1inf_matches_definition():
@@ -18,7 +18,7 @@ def test_norm_1inf_matches_definition():
 def test_relative_residual_zero_for_rank_one_token_uniform_input():
     x = torch.ones(9, 1, dtype=torch.float64) @ torch.randn(1, 6, dtype=torch.float64)
     assert relative_residual(x).item() < 1e-15
-    assert residual(x).abs().max().item() < 1e-15
+    assert mean_residual(x).abs().max().item() < 1e-15
 
 
 def test_relative_residual_positive_for_generic_input_and_batched():
@@ -38,8 +38,8 @@ def test_relative_residual_scale_invariant(scale):
 def test_residual_uses_token_mean_and_ignores_shifts():
     x = torch.randn(8, 3, dtype=torch.float64)
     shift = torch.randn(1, 3, dtype=torch.float64)
-    assert torch.allclose(residual(x + shift), residual(x))
-    assert torch.allclose(residual(x).mean(dim=0), torch.zeros(3, dtype=torch.float64), atol=1e-15)
+    assert torch.allclose(mean_residual(x + shift), mean_residual(x))
+    assert torch.allclose(mean_residual(x).mean(dim=0), torch.zeros(3, dtype=torch.float64), atol=1e-15)
 
 
 def test_rank1_residual():

@@ -1,5 +1,6 @@
 """The shape of the library, read from its syntax trees: no import cycle in ``san``, one home of model families
-(``san/models``), and small functions."""
+(``san/models``), small functions, and the library inputs of the workflow's rules derived from their scripts'
+imports (``san.imports``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import ast
 import re
 from pathlib import Path
 
+from san.imports import import_graph, imported_names, imports_closure, library_inputs
 from san.models.spec import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,38 +16,6 @@ SAN = ROOT / "san"
 MAX_FUNCTION_LINES = 60
 #: functions over the limit in parts of ``san`` that are being split elsewhere; this list must be empty
 KNOWN_LONG: set[str] = set()
-
-
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _modules() -> dict[str, ast.Module]:
-    return {_module_name(p): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(SAN.rglob("*.py"))}
-
-
-def _imported(module: str, tree: ast.Module, known: set[str]) -> set[str]:
-    """The ``san`` modules that ``module`` imports anywhere in its file (inside functions too): ``import a.b``,
-    ``from a import b`` (``a.b`` when it is a module, else ``a``) and relative imports."""
-    package = module if (SAN / Path(*module.split(".")[1:]) / "__init__.py").is_file() else module.rpartition(".")[0]
-    out = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([base] if base else [])])
-            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names}
-    return {name for name in out if name in known and name != module}
-
-
-def import_graph() -> dict[str, set[str]]:
-    """Every module of ``san`` and the ``san`` modules it imports."""
-    trees = _modules()
-    return {name: _imported(name, tree, set(trees)) for name, tree in trees.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -152,15 +122,61 @@ def test_no_function_in_san_is_longer_than_60_lines():
     assert not KNOWN_LONG - set(found), f"no longer too long, remove from KNOWN_LONG: {KNOWN_LONG - set(found)}"
 
 
-def test_lib_depends_lists_what_each_module_imports():
-    """workflow/rules/common.smk's LIB_DEPENDS (what ``lib()`` adds as inputs for a module) names exactly the
-    ``san`` modules each of its modules imports, outside ``san.core`` (every rule has those) and packages."""
-    text = (ROOT / "workflow" / "rules" / "common.smk").read_text()
-    block = text.split("LIB_DEPENDS = ", 1)[1].split("\n}\n", 1)[0] + "\n}"
-    depends = ast.literal_eval(block)
-    graph = import_graph()
-    for module, listed in depends.items():
-        name = "san." + module.replace("/", ".")
-        imported = {m.removeprefix("san.").replace(".", "/") for m in graph[name] if not m.startswith("san.core")}
-        imported = {m for m in imported if not (SAN / m / "__init__.py").is_file()}
-        assert set(listed) == imported, module
+def test_imported_names_reads_every_form_of_import():
+    tree = ast.parse(
+        "import san.core.metrics\n"
+        "from san.paths import spec, table as t\n"
+        "from . import sibling\n"
+        "from ..core.config import ConfigError\n"
+        "def f():\n"
+        "    from san.models.acquire import materialise\n"
+    )
+    assert imported_names(tree, "san.paths") == {
+        "san.core.metrics",
+        "san.paths",
+        "san.paths.spec",
+        "san.paths.table",
+        "san.paths.sibling",
+        "san.core.config",
+        "san.core.config.ConfigError",
+        "san.models.acquire",
+        "san.models.acquire.materialise",
+    }
+
+
+def test_a_scripts_library_inputs_are_its_imports_with_theirs_and_their_packages(tmp_path: Path):
+    """A script's closure: the modules it imports, what they import (inside functions too), the packages on the
+    way; neither a name imported from a module nor an unrelated module."""
+    package = tmp_path / "san"
+    for name, text in {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/a.py": "X = 1\n",
+        "core/b.py": "def f():\n    from san.core import a\n",
+        "wing/__init__.py": "",
+        "wing/c.py": "from san.core.b import f\n",
+        "wing/unused.py": "import san.core.a\n",
+    }.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    script = tmp_path / "script.py"
+    script.write_text("import json\nfrom san.wing.c import f\n")
+    assert imports_closure(script, package) == {"san", "san.core", "san.core.a", "san.core.b", "san.wing", "san.wing.c"}
+    assert [p.relative_to(package).as_posix() for p in library_inputs(script, package)] == [
+        "__init__.py",
+        "core/__init__.py",
+        "core/a.py",
+        "core/b.py",
+        "wing/__init__.py",
+        "wing/c.py",
+    ]
+
+
+def test_figure_scripts_depend_on_no_experiment_module():
+    """The derivation follows the real imports: a figure job reruns for its plots and the figure style, never for
+    the experiment that computed its data."""
+    closure = imports_closure(ROOT / "scripts" / "rank_collapse_model.py")
+    assert {"san.rank_collapse.plots", "san.core.plotting", "san.rank_collapse", "san"} <= closure
+    assert not {"san.rank_collapse.experiment", "san.models.acquire", "san.core.device"} & closure
+    training = imports_closure(ROOT / "scripts" / "circle_train.py")
+    assert {"san.circle.experiment", "san.core.attention", "san.core.storage"} <= training

@@ -7,7 +7,7 @@ import xarray as xr
 
 from san.circle.claims import circle_claims
 from san.paths.claims import path_effectiveness_claims
-from san.rank_collapse.claims import path_product_claims, rank_collapse_claims
+from san.rank_collapse.claims import attention_product_claims, rank_collapse_claims
 from san.report.captions import render_captions
 from san.report.runtimes import runtimes_table
 
@@ -37,14 +37,16 @@ def test_rank_collapse_claims_verdicts_and_numbers():
     assert not bad["pure_collapses"] and not bad["skip_survives"]
 
 
-def test_path_product_claims():
+def test_attention_product_claims():
     rank1 = np.array([[0.5, 0.4], [1e-3, 2e-3], [1e-6, 1e-6]])[None]
     ds = xr.Dataset(
         {"rank1_residual": (("weights", "depth", "path"), rank1)}, coords={"weights": ["init"], "depth": [1, 2, 3]}
     )
-    c = path_product_claims({"m": ds}, **REPORT["path_products"])
+    c = attention_product_claims({"m": ds}, **REPORT["attention_products"])
     assert c["longer_paths_closer_to_rank1"] and c["per_model"]["m"]["init"]["longest"] == 1e-6
-    c = path_product_claims({"m": ds.isel(depth=[2, 1, 0]).assign_coords(depth=[1, 2, 3])}, **REPORT["path_products"])
+    c = attention_product_claims(
+        {"m": ds.isel(depth=[2, 1, 0]).assign_coords(depth=[1, 2, 3])}, **REPORT["attention_products"]
+    )
     assert not c["longer_paths_closer_to_rank1"]
 
 

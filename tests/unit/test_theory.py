@@ -6,7 +6,7 @@ import numpy as np
 
 from san.theory import bound as B
 from san.theory.experiment import san_layer
-from san.theory.residual import residual
+from san.theory.residual import min_residual
 
 from helpers import default_config
 
@@ -33,7 +33,7 @@ def test_residual_against_brute_force():
         best = min(
             np.sqrt(np.abs(m - c).sum(0).max() * np.abs(m - c).sum(1).max()) for c in itertools.product(grid, grid)
         )
-        res = residual(m, iterations=200)
+        res = min_residual(m, iterations=200)
         assert res.lower <= best + 1e-9  # certified lower bound
         assert res.upper <= best * 1.05  # attained value close to the optimum
         x_hat = res.x
@@ -65,11 +65,11 @@ def test_certified_bound_holds_one_layer():
     for scale in (0.05, 0.3, 1.0):
         x = rng.normal(size=(6, 8))
         w = [rng.normal(size=s) * scale for s in [(1, 8, 4), (1, 8, 4), (1, 8, 4), (1, 4, 8)]]
-        res = residual(x, iterations=100)
+        res = min_residual(x, iterations=100)
         nrm = head_norms(*w)
         q = base_distribution_max(x, res.x, w[0], w[1])
         cert = B.log10_certified_step(res.norm_1, res.norm_inf, nrm["qk_1"][0], nrm["v_1"][0], nrm["v_inf"][0], q, 6, 4)
-        assert residual(san_layer(x, *w), iterations=100).lower <= 10**cert
+        assert min_residual(san_layer(x, *w), iterations=100).lower <= 10**cert
 
 
 def _tiny_sweep():
@@ -107,13 +107,13 @@ def test_certified_bound_sits_at_the_layer_it_bounds():
         x.shape[-1],
         d_qk,
     )
-    r0_all = residual(
+    r0_all = min_residual(
         gaussian_inputs(cfg["seed"], cfg["n_sequences"], cfg["tokens"], cfg["gaussian_width"]),
         cfg["residual_iterations"],
     ).upper
     beta = float(cell["scale"]) * np.sqrt(d_qk) / (4 * cfg["heads"] * float(np.median(r0_all)) ** 2)
     w, nrm = scaled_weights(raw, beta)
-    res = residual(x, cfg["residual_iterations"])
+    res = min_residual(x, cfg["residual_iterations"])
     q = base_distribution_max(x, res.x, w[0][0], w[1][0])
     expected = B.log10_certified_step(
         res.norm_1, res.norm_inf, nrm["qk_1"][0], nrm["v_1"][0], nrm["v_inf"][0], q, x.shape[0], d_qk

@@ -20,14 +20,6 @@ CIRCLE_RUNS = [f"{RESULTS}/circle/{v}/d{d}/seeds{s}.nc" for v, d, s in CIRCLE_JO
 
 rule circle_train:
     """Train one layer of the circle experiment and roll it out recurrently (one cell of Fig. 3, a group of seeds)."""
-    input:
-        lib=lib(
-            "core/attention",
-            "core/device",
-            "circle/spec",
-            "circle/experiment",
-            "circle/results",
-        ),
     output:
         f"{RESULTS}/circle/{{circle_variant}}/d{{hidden_dim}}/seeds{{seeds}}.nc",
     log:
@@ -54,7 +46,6 @@ rule circle_gather:
     """Gather every (variant, hidden dim, seed) of the circle experiment into one dataset."""
     input:
         runs=CIRCLE_RUNS,
-        lib=lib("circle/spec", "circle/results"),
     output:
         f"{RESULTS}/circle.nc",
     log:
@@ -79,7 +70,6 @@ rule circle_table:
     """Token distance after the report steps and the number of collapsed seeds, per variant and hidden dim."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("circle/results"),
     output:
         report(
             f"{RESULTS}/tables/circle_collapse.csv",
@@ -106,7 +96,6 @@ rule circle:
     """Fig. 3 layout: trajectories of the recurrent rollout, rows variants, columns hidden dims (one seed)."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("core/plotting", "circle/plots"),
     output:
         report(
             figures("circle"),
@@ -134,7 +123,6 @@ rule circle_distance:
     """Token distance against recurrent step, over seeds, one line per variant and a panel per hidden dim."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("core/plotting", "circle/plots"),
     output:
         report(
             figures("circle_distance"),
@@ -162,7 +150,6 @@ rule circle_loss:
     """Training loss per epoch, over seeds, one line per variant and a panel per hidden dim."""
     input:
         data=rules.circle_gather.output[0],
-        lib=lib("core/plotting", "circle/plots"),
     output:
         report(
             figures("circle_loss"),

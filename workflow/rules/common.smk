@@ -8,7 +8,9 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from san.core.gpus import visible_gpus
+from san.core.config import load_config_file
 from san.experiments import check_config
+from san.imports import library_inputs
 from san.models.spec import CAUSAL
 from san.rank_collapse.spec import model_priorities
 
@@ -17,7 +19,11 @@ SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 # Fail on a bad config before any job is scheduled, with a message naming the key: the schema (defaults filled in)
 # and every experiment's cross-checks, once; then Snakemake's own validation against the same schema. (The schema's
 # folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
-CHECKED = check_config(config, SCHEMAS)
+# Every mapping's keys are put in the order of CONFIG_FILE: a job's params, which Snakemake compares by their text,
+# then depend on the config's values only, not on the order in which an overlay (--configfile, --config) wrote them.
+CHECKED = check_config(
+    config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
+)
 validate(config, "../schemas/config.schema.yaml")
 
 # glibc's malloc hands freed blocks above its mmap threshold back to the kernel and page-faults them in again on the
@@ -87,44 +93,17 @@ def model_resources(rule, **extra):
     return resources(rule, mem_mb=lambda w: config["models"][w.model].get("mem_mb", default), **extra)
 
 
-# Modules every script imports: the job log, result storage and its provenance.
-CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenance", "core/config")
-
-
-# Library modules that import others: lib() adds what they import, transitively (tests/unit/test_structure.py
-# keeps each entry equal to the module's own imports outside san/core).
-LIB_DEPENDS = {
-    "models/acquire": ("models/folders", "models/families", "models/gguf", "models/checks", "models/hub"),
-    "models/hub": ("models/folders",),
-    "models/gguf": ("models/folders", "models/families"),
-    "models/checks": ("models/folders", "models/families", "models/spec"),
-    "models/families": ("models/spec",),
-    "models/ablations": ("models/spec",),
-    "rank_collapse/spec": ("models/spec",),
-    "theory/spec": ("models/spec",),
-    "propagation/spec": ("models/spec",),
-    "paths/plots": ("paths/spec", "paths/table"),
-    "paths/table": ("paths/spec",),
-}
-
-
-# Data files that a library module reads: inputs of every job that imports it (editing one reruns those jobs).
-LIB_DATA = {"core/text": ("data/python-docs-prose.txt",)}
-
-
-def lib(*modules):
-    """Library modules a rule's script imports (paths below san/ without .py), as inputs: editing one reruns
-    exactly the jobs that use it. A module's package __init__, the modules it imports (LIB_DEPENDS) and the data
-    files it reads (LIB_DATA) are added with it."""
-    todo, closed = list(modules), []
-    while todo:
-        name = todo.pop(0)
-        if name not in closed:
-            closed.append(name)
-            todo += LIB_DEPENDS.get(name, ())
-    packages = {f"{m.split('/')[0]}/__init__" for m in closed if "/" in m}
-    data = [f"san/{d}" for m in closed for d in LIB_DATA.get(m, ())]
-    return [f"san/{m}.py" for m in dict.fromkeys(CORE + tuple(sorted(packages)) + tuple(closed))] + data
+def add_library_inputs(rules):
+    """Give each of ``rules`` that runs a script the library modules the script runs as inputs (named ``lib``), that
+    is every ``san`` module the script imports, directly or through other modules, with the package ``__init__``
+    files on the way, read from the files' syntax trees (san.imports). Editing a module then reruns exactly the jobs
+    whose scripts import it. Called once, after every rule is defined (the end of the Snakefile)."""
+    package = Path(workflow.basedir, "san")
+    for one in rules:
+        if one.script is not None:
+            script = Path(one.basedir.join(one.script).get_path_or_uri(secret_free=True))
+            one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
+            one.set_input(lib=[os.path.relpath(p) for p in library_inputs(script, package)])
 
 
 def figures(stem):

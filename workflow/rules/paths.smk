@@ -18,21 +18,6 @@ PATHS_PRIORITY = priorities(PATHS_SLICES, PATHS["evaluation"]["n_paths"], PATHS[
 
 # The config slice of one task, the only config a task's jobs see.
 paths_task_slice = lambda wildcards: PATHS_SLICES[wildcards.task]
-# Library modules of a training job; only memorisation reads the prose text.
-paths_train_lib = lambda wildcards: lib(
-    "core/attention",
-    "core/device",
-    *(["core/text", "models/folders"] if PATHS_SLICES[wildcards.task]["task"] == "memorization" else []),
-    "paths/spec",
-    "paths/fused",
-    "paths/model",
-    "paths/ensemble",
-    "paths/tasks",
-    "paths/training",
-    "paths/evaluate",
-    "paths/experiment",
-    "paths/results",
-)
 # Architectures of the path-length distribution: the paper's list, the configured models, the tasks' SANs.
 PATHS_ARCHITECTURES = (
     [{**a, "source": "paper"} for a in PATHS["architectures"]]
@@ -47,8 +32,6 @@ PATHS_ARCHITECTURES = (
 
 rule paths_train:
     """Train the SAN of one task at the paper's settings; weights, the data it saw and the loss per epoch."""
-    input:
-        lib=paths_train_lib,
     output:
         model=f"{RESULTS}/paths/{{task}}/model.safetensors",
         data=f"{RESULTS}/paths/{{task}}/data.npz",
@@ -81,21 +64,6 @@ rule paths_evaluate:
         model=rules.paths_train.output.model,
         data=rules.paths_train.output.data,
         train_log=rules.paths_train.output.train_log,
-        lib=lib(
-            "core/attention",
-            "core/device",
-            "core/text",
-            "models/folders",
-            "paths/spec",
-            "paths/fused",
-            "paths/model",
-            "paths/ensemble",
-            "paths/tasks",
-            "paths/training",
-            "paths/evaluate",
-            "paths/experiment",
-            "paths/results",
-        ),
     output:
         f"{RESULTS}/paths/{{task}}.nc",
     log:
@@ -124,8 +92,6 @@ rule paths_evaluate:
 
 rule paths_counts:
     """Share of paths of each length, C(L,k) H^k / (H+1)^L, for the paper's architectures and the configured ones."""
-    input:
-        lib=lib("paths/spec", "paths/counts", "paths/results"),
     output:
         f"{RESULTS}/path_counts.nc",
     log:
@@ -147,7 +113,6 @@ rule paths_table:
     """Per task: full-model and chance accuracy and the mean accuracy by path length for each number of paths."""
     input:
         data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
-        lib=lib("paths/spec", "paths/table"),
     output:
         f"{RESULTS}/paths/summary.csv",
     log:
@@ -167,7 +132,6 @@ rule path_effectiveness:
     """Fig. 4 layout: one panel per task, mean over seeds and repeats by path length with the seeds' range."""
     input:
         data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
-        lib=lib("core/plotting", "paths/spec", "paths/plots"),
     output:
         report(
             figures("path_effectiveness"),
@@ -195,7 +159,6 @@ rule path_length_distribution:
     """Distribution of path lengths per architecture (log-scale path length)."""
     input:
         data=rules.paths_counts.output[0],
-        lib=lib("core/plotting", "paths/spec", "paths/plots"),
     output:
         report(
             figures("path_length_distribution"),

@@ -8,22 +8,6 @@ rule paths_decompose:
     input:
         model=rules.paths_train.output.model,
         data=rules.paths_train.output.data,
-        lib=lib(
-            "core/attention",
-            "core/device",
-            "core/text",
-            "models/folders",
-            "paths/spec",
-            "paths/fused",
-            "paths/model",
-            "paths/tasks",
-            "paths/decomposition",
-            "paths/ensemble",
-            "paths/evaluate",
-            "paths/experiment",
-            "paths/results",
-            "paths/training",
-        ),
     output:
         f"{RESULTS}/paths/{{task}}_exact.nc",
     log:
@@ -48,7 +32,6 @@ rule path_decomposition:
     input:
         exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS),
         sampled=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
-        lib=lib("core/plotting", "paths/spec", "paths/plots"),
     output:
         report(
             figures("path_decomposition"),

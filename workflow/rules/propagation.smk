@@ -25,16 +25,6 @@ rule propagation_sweep:
     """One sweep of random transformer blocks at initialisation: cosine, relative residual, stable rank per layer."""
     input:
         unpack(propagation_inputs),
-        lib=lib(
-            "core/device",
-            "core/metrics",
-            "core/rng",
-            "propagation/spec",
-            "propagation/simulator",
-            "propagation/theory",
-            "propagation/experiment",
-            "models/acquire",
-        ),
     output:
         f"{RESULTS}/propagation/{{sweep}}.nc",
     log:
@@ -60,7 +50,6 @@ rule propagation:
     the recursion, the beta transition, masks, T (the target of the whole experiment)."""
     input:
         **{s: f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS},
-        lib=lib("core/plotting", "propagation/spec", "propagation/theory", "propagation/claims", "propagation/plots"),
     output:
         **{
             s: report(

@@ -1,8 +1,8 @@
 # Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths (appendix).
 RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 # Models whose attention products are sampled (null: every analysed model).
-PATH_PRODUCT_MODELS = (
-    RANK_COLLAPSE_MODELS if config["path_products"]["models"] is None else config["path_products"]["models"]
+ATTENTION_PRODUCT_MODELS = (
+    RANK_COLLAPSE_MODELS if config["attention_products"]["models"] is None else config["attention_products"]["models"]
 )
 # Models with pretrained weights (the side-by-side figure of today's architectures).
 PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
@@ -10,8 +10,6 @@ PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get(
 
 rule corpus:
     """Prose documents of the input text (the pinned pydoc corpus offline, wiki_bio online)."""
-    input:
-        lib=lib("core/text"),
     output:
         f"{RESULTS}/text/corpus.json",
     log:
@@ -31,8 +29,6 @@ rule corpus:
 
 rule acquire_model:
     """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
-    input:
-        lib=lib("models/acquire"),
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
     log:
@@ -56,7 +52,6 @@ rule tokenize_inputs:
     input:
         corpus=rules.corpus.output[0],
         model=rules.acquire_model.output[0],
-        lib=lib("core/text", "models/folders"),
     output:
         f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
     log:
@@ -80,14 +75,6 @@ rule rank_collapse:
     input:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
-        lib=lib(
-            "core/device",
-            "core/metrics",
-            "rank_collapse/spec",
-            "models/acquire",
-            "models/ablations",
-            "rank_collapse/experiment",
-        ),
     output:
         f"{RESULTS}/rank_collapse/{{model}}.nc",
     log:
@@ -109,46 +96,36 @@ rule rank_collapse:
         "../../scripts/rank_collapse.py"
 
 
-rule path_products:
+rule attention_products:
     """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
     input:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
-        lib=lib(
-            "core/device",
-            "core/metrics",
-            "rank_collapse/spec",
-            "models/acquire",
-            "models/ablations",
-            "rank_collapse/experiment",
-            "rank_collapse/path_products",
-        ),
     output:
-        f"{RESULTS}/path_products/{{model}}.nc",
+        f"{RESULTS}/attention_products/{{model}}.nc",
     log:
-        "logs/path_products/{model}.log",
+        "logs/attention_products/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/path_products/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/attention_products/{{model}}.tsv"
     conda:
         TORCH_ENV
-    threads: compute_threads("path_products")
+    threads: compute_threads("attention_products")
     resources:
-        **model_resources("path_products", gpu=compute_gpu("path_products")),
+        **model_resources("attention_products", gpu=compute_gpu("attention_products")),
     params:
         family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
-        settings=model_settings("path_products", drop=("models",)),
+        settings=model_settings("attention_products", drop=("models",)),
         batch_size=config["rank_collapse"]["batch_size"],
-        compute=compute_params("path_products"),
+        compute=compute_params("attention_products"),
     script:
-        "../../scripts/path_products.py"
+        "../../scripts/attention_products.py"
 
 
 rule rank_collapse_model:
     """Fig. 2 layout: one panel per weights, the four variants as mean +- std over sequences, linear and log y."""
     input:
         data=rules.rank_collapse.output[0],
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         linear=report(
             expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
@@ -183,7 +160,6 @@ rule rank_collapse_overview:
     """Fig. 2 as one figure: a panel per model at init, then per model with pretrained weights; log y axis."""
     input:
         data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=RANK_COLLAPSE_MODELS),
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
             figures("rank_collapse_overview"),
@@ -210,7 +186,6 @@ rule rank_collapse_pretrained:
     """Every pretrained model side by side: SAN and transformer against depth l/L, the three measures, log y."""
     input:
         data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=PRETRAINED_MODELS),
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
     output:
         report(
             figures("rank_collapse_pretrained"),
@@ -233,31 +208,30 @@ rule rank_collapse_pretrained:
         "../../scripts/rank_collapse_pretrained.py"
 
 
-rule path_products_model:
-    """Box plot of the rank-1 residual of path products over path depth (log y), per weights."""
+rule attention_products_model:
+    """Box plot of the rank-1 residual of attention products over path depth (log y), per weights."""
     input:
-        data=rules.path_products.output[0],
-        lib=lib("core/plotting", "rank_collapse/spec", "rank_collapse/plots"),
+        data=rules.attention_products.output[0],
     output:
         report(
-            expand(f"{RESULTS}/figures/path_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("path_products_model"),
+            expand(f"{RESULTS}/figures/attention_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("attention_products_model"),
             category="Chained attention along paths (appendix)",
             labels={"model": "{model}"},
         ),
     log:
-        "logs/path_products_model/{model}.log",
+        "logs/attention_products_model/{model}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/path_products_model/{{model}}.tsv"
+        f"{RESULTS}/benchmarks/attention_products_model/{{model}}.tsv"
     conda:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("path_products_model"),
+        **resources("attention_products_model"),
     params:
         figures=config["figures"],
     script:
-        "../../scripts/path_products_model.py"
+        "../../scripts/attention_products_model.py"
 
 
 FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []
@@ -265,8 +239,8 @@ FIG2 += figures("rank_collapse_pretrained") if PRETRAINED_MODELS else []
 for _model in RANK_COLLAPSE_MODELS:
     FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc"]
     FIG2 += figures(f"rank_collapse_model_{_model}") + figures(f"rank_collapse_model_{_model}_log")
-for _model in PATH_PRODUCT_MODELS:
-    FIG2 += [f"{RESULTS}/path_products/{_model}.nc"] + figures(f"path_products_model_{_model}")
+for _model in ATTENTION_PRODUCT_MODELS:
+    FIG2 += [f"{RESULTS}/attention_products/{_model}.nc"] + figures(f"attention_products_model_{_model}")
 TARGETS += FIG2
 
 

@@ -10,25 +10,13 @@ rule summary:
     """Check each of the paper's claims on this run's results; write summary.json and the report's captions."""
     input:
         rank_collapse=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=config["rank_collapse"]["models"]),
-        path_products=expand(f"{RESULTS}/path_products/{{model}}.nc", model=PATH_PRODUCT_MODELS),
+        attention_products=expand(f"{RESULTS}/attention_products/{{model}}.nc", model=ATTENTION_PRODUCT_MODELS),
         circle=f"{RESULTS}/tables/circle_collapse.csv",
         paths=expand(f"{RESULTS}/paths/{{task}}.nc", task=config["paths"]["tasks"]),
         paths_exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=config["paths"]["tasks"]),
         theorem=rules.theorem_sweep.output[0],
         propagation=expand(f"{RESULTS}/propagation/{{sweep}}.nc", sweep=PROPAGATION_SWEEPS),
         templates=REPORT_TEMPLATES,
-        lib=lib(
-            "rank_collapse/spec",
-            "rank_collapse/claims",
-            "circle/claims",
-            "report/captions",
-            "paths/claims",
-            "theory/spec",
-            "theory/bound",
-            "theory/claims",
-            "propagation/theory",
-            "propagation/claims",
-        ),
     output:
         json=f"{RESULTS}/summary.json",
         captions=[f"{RESULTS}/report/captions/{Path(t).name}" for t in REPORT_TEMPLATES],
@@ -43,7 +31,7 @@ rule summary:
         **resources("summary"),
     params:
         models=config["rank_collapse"]["models"],
-        path_product_models=PATH_PRODUCT_MODELS,
+        attention_product_models=ATTENTION_PRODUCT_MODELS,
         families={m: config["models"][m]["family"] for m in config["rank_collapse"]["models"]},
         causal=[m for m in config["rank_collapse"]["models"] if config["models"][m]["family"] in CAUSAL],
         tasks=config["paths"]["tasks"],
@@ -60,7 +48,6 @@ rule runtimes:
         # ancient: the table is refreshed when the summary changes, not when a figure is restyled
         results=[ancient(f) for f in REPORT_INPUTS],
         summary=rules.summary.output.json,
-        lib=lib("report/runtimes"),
     output:
         report(
             f"{RESULTS}/tables/runtimes.csv",
@@ -87,7 +74,6 @@ rule readme_tables:
     input:
         summary=rules.summary.output.json,
         paths=[f"{RESULTS}/paths/summary.csv"] if config["paths"]["tasks"] else [],
-        lib=lib("report/captions", "report/readme"),
     output:
         [f"{RESULTS}/tables/readme/{name}.md" for name in README_TABLES],
     log:

@@ -7,16 +7,6 @@ rule theorem_sweep:
     input:
         model=f"{RESULTS}/models/{THEORY_MODEL}/init",
         inputs=f"{RESULTS}/inputs/{THEORY_MODEL}/init.nc",
-        lib=lib(
-            "core/device",
-            "models/acquire",
-            "theory/spec",
-            "theory/residual",
-            "theory/bound",
-            "theory/adversarial",
-            "theory/experiment",
-            "theory/inputs",
-        ),
     output:
         f"{RESULTS}/theorem.nc",
     log:
@@ -38,7 +28,6 @@ rule theorem_bound:
     """Measured residual vs the nominal bound per layer (log scale) and the empirical exponent."""
     input:
         data=rules.theorem_sweep.output[0],
-        lib=lib("core/plotting", "theory/plots"),
     output:
         report(
             figures("theorem_bound"),

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from san.core.metrics import rank1_relative_residual
-from san.rank_collapse.path_products import path_product_residuals, path_products, sample_attention_paths
+from san.rank_collapse.attention_products import attention_product_residuals, attention_products, sample_attention_paths
 
 
 def test_sample_paths_sorted_distinct_layers_and_valid_heads():
@@ -16,11 +16,11 @@ def test_sample_paths_sorted_distinct_layers_and_valid_heads():
     assert len({tuple(r) for r in layers}) > 5  # really random
 
 
-def test_path_products_multiply_later_layers_on_the_left():
+def test_attention_products_multiply_later_layers_on_the_left():
     torch.manual_seed(0)
     attn = torch.softmax(torch.randn(3, 2, 2, 5, 5, dtype=torch.float64), dim=-1)  # (layers, seqs, heads, n, n)
     layers, heads, seqs = np.array([[0, 2], [1, 2]]), np.array([[1, 0], [0, 1]]), np.array([1, 0])
-    prod = path_products(attn, layers, heads, seqs)
+    prod = attention_products(attn, layers, heads, seqs)
     torch.testing.assert_close(prod[0], attn[2, 1, 0] @ attn[0, 1, 1])
     torch.testing.assert_close(prod[1], attn[2, 0, 1] @ attn[1, 0, 0])
     assert torch.allclose(prod.sum(-1), torch.ones(2, 5, dtype=torch.float64))  # still row-stochastic
@@ -29,11 +29,11 @@ def test_path_products_multiply_later_layers_on_the_left():
 def test_residual_shrinks_with_depth_and_is_seeded():
     torch.manual_seed(1)
     attn = torch.softmax(torch.randn(6, 3, 2, 8, 8, dtype=torch.float64), dim=-1)
-    a = path_product_residuals(attn, n_paths=20, seed=0)
-    b = path_product_residuals(attn, n_paths=20, seed=0)
+    a = attention_product_residuals(attn, n_paths=20, seed=0)
+    b = attention_product_residuals(attn, n_paths=20, seed=0)
     assert a["rank1"].shape == (6, 20)
     np.testing.assert_array_equal(a["rank1"], b["rank1"])
     med = np.median(a["rank1"], axis=1)
     assert med[-1] < 1e-2 * med[0] and (np.diff(med) < 0).all()
-    one = path_products(attn, np.array([[2]]), np.array([[1]]), np.array([0]))
+    one = attention_products(attn, np.array([[2]]), np.array([[1]]), np.array([0]))
     assert rank1_relative_residual(one).item() > 0.05

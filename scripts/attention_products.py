@@ -3,7 +3,7 @@
 from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
-from san.rank_collapse.path_products import run
+from san.rank_collapse.attention_products import run
 
 with job_log(snakemake.log[0]) as log:
     p = snakemake.params

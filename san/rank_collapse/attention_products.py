@@ -32,7 +32,7 @@ def sample_attention_paths(
     return layers, heads, seqs
 
 
-def path_products(attn: torch.Tensor, layers: np.ndarray, heads: np.ndarray, seqs: np.ndarray) -> torch.Tensor:
+def attention_products(attn: torch.Tensor, layers: np.ndarray, heads: np.ndarray, seqs: np.ndarray) -> torch.Tensor:
     """Products ``P_{h_d} ... P_{h_1}`` of attention matrices along paths (later layers multiply on the left)."""
     seq_t = torch.as_tensor(seqs)
     prod = attn[layers[:, 0], seq_t, heads[:, 0]]
@@ -41,7 +41,7 @@ def path_products(attn: torch.Tensor, layers: np.ndarray, heads: np.ndarray, seq
     return prod
 
 
-def path_product_residuals(attn: torch.Tensor, n_paths: int, seed: int) -> dict[str, np.ndarray]:
+def attention_product_residuals(attn: torch.Tensor, n_paths: int, seed: int) -> dict[str, np.ndarray]:
     """Rank-1 residual of attention products along ``n_paths`` random paths of every depth 1..L.
 
     Returns arrays of shape ``(depth, path)``: ``rank1`` (relative Frobenius residual of the best rank-1
@@ -52,7 +52,7 @@ def path_product_residuals(attn: torch.Tensor, n_paths: int, seed: int) -> dict[
     rank1, unif, seq_idx = [], [], []
     for depth in range(1, n_layers + 1):
         layers, heads, seqs = sample_attention_paths(n_layers, n_heads, n_seq, depth, n_paths, rng)
-        prod = path_products(attn, layers, heads, seqs)
+        prod = attention_products(attn, layers, heads, seqs)
         rank1.append(rank1_relative_residual(prod).numpy())
         unif.append(relative_residual(prod).numpy())
         seq_idx.append(seqs)
@@ -70,14 +70,14 @@ def run(
 ) -> xr.Dataset:
     """The appendix figure's data for one model: rank-1 residuals of attention products along sampled paths of
     every depth, per weight set. ``models`` and ``inputs`` as in :func:`san.rank_collapse.experiment.run`;
-    ``settings`` is the ``path_products`` config slice (``n_paths``, ``n_sequences``, ``seed``, ``dtype``)."""
+    ``settings`` is the ``attention_products`` config slice (``n_paths``, ``n_sequences``, ``seed``, ``dtype``)."""
     dtype = resolve_dtype(settings["dtype"])
     results, manifests = [], {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)[: settings["n_sequences"]]
         model = load_model(folder, family, dtype).to(device)
         attn = attention_matrices(model, ids, batch_size)
-        results.append(path_product_residuals(attn, settings["n_paths"], settings["seed"]))
+        results.append(attention_product_residuals(attn, settings["n_paths"], settings["seed"]))
         manifests[weights] = read_manifest(folder)
         if log is not None:
             log.info("%s: median rank-1 residual by depth %s", weights, np.median(results[-1]["rank1"], axis=1))
