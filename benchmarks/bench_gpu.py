@@ -121,7 +121,8 @@ def compare(cpu: Path, gpu: Path, cfg: dict, goals: list[str]) -> list[tuple[str
                 ) else [(None, x, y)]  # fmt: skip
                 for variant, xv, yv in groups:
                     dtype = job_dtype(cfg, rel, str(variant) if variant is not None else None)
-                    diff = float(np.nanmax(np.abs(xv.values - yv.values))) if xv.size else 0.0
+                    gap = np.abs(xv.values - yv.values)
+                    diff = float(np.nanmax(gap)) if np.isfinite(gap).any() else 0.0  # all-NaN: compared by mask
                     ok = diff <= TOLERANCE[dtype] and np.array_equal(np.isnan(xv.values), np.isnan(yv.values))
                     label = name if variant is None else f"{name}[{variant}]"
                     rows.append((rel, label, dtype, diff, TOLERANCE[dtype], ok))

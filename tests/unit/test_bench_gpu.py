@@ -43,3 +43,10 @@ def test_the_check_uses_each_jobs_float_type(tmp_path):
     write(tmp_path / "gpu" / rel, base + np.array([[0, 1e-10], [0, 1e-6]]))  # float64 variant off by 1e-10
     rows = bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel])
     assert [r[5] for r in rows] == [False, True]
+    # a variable that is NaN in both at the same places (an undefined quantity) matches; NaN on one side does not
+    nan = np.array([[np.nan, np.nan], [np.nan, np.nan]])
+    write(tmp_path / "cpu" / rel, nan)
+    write(tmp_path / "gpu" / rel, nan)
+    assert all(r[5] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel]))
+    write(tmp_path / "gpu" / rel, np.array([[np.nan, np.nan], [np.nan, 0.5]]))
+    assert [r[5] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel])] == [True, False]
