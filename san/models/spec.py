@@ -25,6 +25,7 @@ import ast
 import difflib
 import functools
 import importlib.util
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,8 +186,8 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     ),
     "modernbert": FamilyRow(
         "models/modernbert/configuration_modernbert.py", "ModernBertConfig", "ModernBertModel", **_ENCODER,
-        position_key="max_position_embeddings", ablation="pre_norm", blocks="layers", head_prefixes=("head.", "decoder."),
-        pre_norm_parts=_MODERNBERT_PARTS, final_norm="final_norm",
+        position_key="max_position_embeddings", ablation="pre_norm", blocks="layers",
+        head_prefixes=("head.", "decoder."), pre_norm_parts=_MODERNBERT_PARTS, final_norm="final_norm",
     ),
 }  # fmt: skip
 
@@ -228,6 +229,25 @@ POSITIVE_KEYS = frozenset(
 _SAVED_KEYS = {"_name_or_path": "str", "model_type": "str", "output_attentions": "bool"}
 
 
+_ARITHMETIC = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Pow: operator.pow,
+    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv,
+}  # fmt: skip
+
+
+def _constant(node: ast.expr) -> Any:
+    """The value of a literal default, or of arithmetic on numeric literals (Mistral's ``4096 * 32``); None for
+    anything else (a call, a name)."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _constant(node.left), _constant(node.right)
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (left, right))
+        return _ARITHMETIC[type(node.op)](left, right) if numbers else None
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
 def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
     """The annotated fields of a class in a Python source file, ``{name: (annotation, default)}``, read from its
     syntax tree (the module is not executed: transformers' config modules import torch)."""
@@ -241,10 +261,7 @@ def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
                 annotation = ast.unparse(stmt.annotation)
                 if "ClassVar" in annotation:
                     continue
-                try:
-                    default = ast.literal_eval(stmt.value) if stmt.value is not None else None
-                except ValueError:
-                    default = None
+                default = _constant(stmt.value) if stmt.value is not None else None
                 fields[stmt.target.id] = (annotation, default)
             return fields
     raise LookupError(f"class {class_name} not found in {source}")
