@@ -400,3 +400,45 @@ def test_every_family_row_names_a_known_ablation_and_its_blocks():
         assert row.ablation in ABLATIONS, name
         assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm")), name
     assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"
+
+
+def test_a_rank_collapse_job_holds_one_copy_of_the_weights(tmp_path, monkeypatch):
+    """``run`` loads each weight set once per dtype, in the dtype asked, and only after the previous copy is gone:
+    the four variants are overrides on one model, never four models (the memory a job needs is one copy of the
+    weights; benchmarks/bench_rank_collapse.py --memory measures it on a 1B model)."""
+    import gc
+    import weakref
+
+    import xarray as xr
+
+    import san.rank_collapse.experiment as experiment
+    from san.models.acquire import materialise_init
+
+    arch = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 32}
+    folders = {w: tmp_path / w for w in ("init", "pretrained")}
+    for seed, folder in enumerate(folders.values()):
+        materialise_init("llama", arch, seed, folder)
+    inputs = {
+        w: xr.Dataset(
+            {"input_ids": (("sample", "token"), torch.randint(5, 90, (2, 6)).numpy())}, attrs={"input_sha256": w}
+        )
+        for w in folders
+    }
+    loaded, load = [], experiment.load_model
+
+    def counting_load(folder, family, dtype):
+        gc.collect()
+        assert not [m for m in loaded if m() is not None], "a second copy of the weights while one is alive"
+        model = load(folder, family, dtype)
+        assert {p.dtype for p in model.parameters()} == {dtype}
+        loaded.append(weakref.ref(model))
+        return model
+
+    monkeypatch.setattr(experiment, "load_model", counting_load)
+    settings = {
+        "variants": list(VARIANTS), "dtype": {"SAN": "float32", "SAN+MLP": "float32"}, "batch_size": 1,
+        "albert_no_mlp": "identity_linears",
+    }  # fmt: skip
+    ds = experiment.run("llama", folders, inputs, settings)
+    assert len(loaded) == 4  # two weight sets x two dtypes
+    assert list(ds["dtype"].values) == ["float32", "float32", "float64", "float64"]
