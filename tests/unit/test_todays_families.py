@@ -76,6 +76,21 @@ CASES = {
         dict(**_NO_KV, global_attn_every_n_layers=2, local_attention=4, cls_token_id=3, sep_token_id=4),
     ),
 }  # fmt: skip
+#: the other families whose norms sit inside their branches (their variants: tests/unit/test_families.py), for the
+#: residual identity
+EARLIER = {
+    "gpt2": ("gpt2", dict(vocab_size=100, n_embd=16, n_layer=3, n_head=4, n_inner=32, n_positions=32, bos_token_id=0)),
+    "llama": ("llama", dict(**_SIZES)),
+    "gemma3": (
+        "gemma3",
+        dict(
+            **_SIZES,
+            head_dim=8,
+            sliding_window=4,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        ),
+    ),
+}
 #: the scalar each family multiplies its branches by, as the config key that holds it (Granite)
 MULTIPLIER = {"granite": "residual_multiplier"}
 
@@ -87,7 +102,7 @@ def ids():
 
 @pytest.fixture(scope="module")
 def models():
-    return {case: perturbed_model(family, config) for case, (family, config) in CASES.items()}
+    return {case: perturbed_model(family, config) for case, (family, config) in {**CASES, **EARLIER}.items()}
 
 
 def run(model, ids):
@@ -317,7 +332,7 @@ REFERENCES = {
 
 
 def family_of(case):
-    return CASES[case][0]
+    return {**CASES, **EARLIER}[case][0]
 
 
 # ------------------------------------------------------------------------------------------------ tests
@@ -328,7 +343,7 @@ def test_every_family_of_todays_models_is_in_the_table():
     assert {family_of(case) for case in CASES} == set(REFERENCES)
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [*CASES, *EARLIER])
 def test_residual_identity_in_every_block(models, ids, case):
     """Unmodified model, every block: output = input + s attention branch + s MLP branch (``s``: the config's branch
     multiplier, 1 without one), each branch taken at the module that ends it (the norm after the sub-block where
