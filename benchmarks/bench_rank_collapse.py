@@ -11,12 +11,24 @@ Then the floor of the analysis jobs: the matrix multiply-adds of every model's v
 single-thread float32 and float64 matrix-multiply rates; and the start-up of a job (the CPU time of importing the
 analysis code in a fresh interpreter). ``--floor-of DIR`` prints only this for a run kept with ``--keep DIR``.
 
+With ``--memory``: the memory a rank-collapse job needs for a real model. A random initialisation of a Llama-style
+architecture of about one billion parameters (TinyLlama-1.1B's shape) is materialised as an ``init`` model folder
+(float32 safetensors), then for each dtype a fresh interpreter runs the job's code
+(:func:`san.rank_collapse.experiment.run`, all four variants on a few sequences) and reports its peak resident memory
+(the kernel's high-water mark, as Snakemake's ``benchmark:`` files record it) against the size of the weights in
+that dtype. Target: peak <= 1.5 x the weights for a float32 model (one copy of the weights, the variants being
+overrides on it, plus the interpreter and the activations of a batch). A narrower dtype runs both from the float32
+folder (converted while loading: the float32 file is mapped while the converted copy is made) and from a checkpoint
+stored in that dtype, as large models' hub checkpoints usually are (mapped, not copied).
+
     python benchmarks/bench_rank_collapse.py [--cores 2] [--config config.yaml] [--keep DIR] [--floor-of DIR]
+    python benchmarks/bench_rank_collapse.py --memory [--dtypes float32,bfloat16] [--layers 22] [--keep DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import shutil
 import subprocess
@@ -28,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 import yaml
-from _common import ROOT, copy_workflow, matmul_rate, rank_collapse_results, write_table
+from _common import ROOT, copy_workflow, markdown_table, matmul_rate, rank_collapse_results, write_table
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64}
 
@@ -108,13 +120,134 @@ def job_table(wf: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("job")
 
 
+#: a Llama-style architecture of about one billion parameters: TinyLlama-1.1B's shape (grouped key/value heads); the
+#: vocabulary is the bundled tokenizer's 30,522 ids that every ``init`` model gets
+LLAMA_1B = {
+    "hidden_size": 2048, "num_hidden_layers": 22, "num_attention_heads": 32, "num_key_value_heads": 4,
+    "intermediate_size": 5632, "max_position_embeddings": 2048,
+}  # fmt: skip
+#: the job's code in a fresh interpreter: its resident memory after the imports, then the high-water mark after
+#: running every variant of the model folder argv[1] in dtype argv[2] on argv[3] sequences of argv[4] tokens
+_JOB = """
+import json, sys, time
+import torch, xarray as xr
+from san.models.spec import VARIANTS
+from san.rank_collapse.experiment import run
+
+def status_mb(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+
+folder, dtype, sequences, tokens = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+start = status_mb("VmRSS")
+ids = torch.randint(5, 30000, (sequences, tokens), generator=torch.Generator().manual_seed(0))
+inputs = {"init": xr.Dataset({"input_ids": (("sample", "token"), ids.numpy())}, attrs={"input_sha256": "bench"})}
+settings = {"variants": list(VARIANTS), "dtype": dtype, "batch_size": sequences, "albert_no_mlp": "identity_linears"}
+t = time.perf_counter()
+run("llama", {"init": folder}, inputs, settings)
+print(json.dumps({"start_mb": start, "peak_mb": status_mb("VmHWM"), "wall_s": time.perf_counter() - t}))
+"""
+
+
+def parameter_count(folder: Path) -> int:
+    """Parameters in a model folder's safetensors, read from the file's header (nothing is loaded)."""
+    from safetensors import safe_open
+
+    with safe_open(folder / "model.safetensors", "pt") as fh:
+        return sum(int(torch.Size(fh.get_slice(k).get_shape()).numel()) for k in fh.keys())  # noqa: SIM118 (not a dict)
+
+
+def stored_as(folder: Path, dtype: str, out: Path) -> Path:
+    """The model of ``folder`` with its weights stored in ``dtype`` (converted one tensor at a time), acquired as a
+    ``local`` model folder into ``out``: how hub checkpoints of large models usually come (bfloat16)."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from san.models.acquire import materialise_local, sha256_file
+
+    if (out / "manifest.json").exists():
+        return out
+    src = out.with_name(out.name + "-source")
+    src.mkdir(parents=True, exist_ok=True)
+    for f in folder.iterdir():
+        if f.name not in ("model.safetensors", "manifest.json"):
+            shutil.copy2(f, src / f.name)
+    with safe_open(folder / "model.safetensors", "pt") as fh:
+        tensors = {k: fh.get_tensor(k).to(getattr(torch, dtype)) for k in fh.keys()}  # noqa: SIM118 (not a dict)
+    save_file(tensors, src / "model.safetensors", metadata={"format": "pt"})
+    del tensors
+    materialise_local(src, {f.name: sha256_file(f) for f in src.iterdir()}, "llama", out)
+    shutil.rmtree(src)
+    return out
+
+
+def memory_fit(work: Path, dtypes: list[str], layers: int, sequences: int, tokens: int) -> None:
+    """Peak memory of the rank-collapse job on a ~1B-parameter random Llama-style model, per dtype, against the size
+    of its weights in that dtype (module docstring): from the float32 ``init`` folder, and for a dtype narrower
+    than float32 also from a checkpoint stored in that dtype."""
+    from san.models.acquire import materialise_init
+
+    folder = work / "llama-1b" / "init"
+    arch = {**LLAMA_1B, "num_hidden_layers": layers}
+    if not (folder / "manifest.json").exists():
+        start = time.perf_counter()
+        materialise_init("llama", arch, 0, folder)
+        print(f"materialised {folder} in {time.perf_counter() - start:.0f} s")
+    params = parameter_count(folder)
+    runs = [(dtype, "float32", folder) for dtype in dtypes]
+    runs += [(d, d, stored_as(folder, d, work / "llama-1b" / d)) for d in dtypes if d in ("bfloat16", "float16")]
+    rows = []
+    for dtype, stored, path in runs:
+        args = [sys.executable, "-c", _JOB, str(path), dtype, str(sequences), str(tokens)]
+        out = subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        got = json.loads(out)
+        weights_mb = params * torch.empty(0, dtype=getattr(torch, dtype)).element_size() / 2**20
+        ratio = got["peak_mb"] / weights_mb
+        rows.append(
+            [
+                dtype, stored, f"{weights_mb / 1024:.2f} GB", f"{got['peak_mb'] / 1024:.2f} GB", f"{ratio:.2f}",
+                f"{got['start_mb'] / 1024:.2f} GB", f"{(got['peak_mb'] - got['start_mb']) / weights_mb:.2f}",
+                f"{got['wall_s']:.0f} s",
+            ]
+        )  # fmt: skip
+        print(" | ".join(rows[-1]), flush=True)
+    header = [
+        "dtype", "checkpoint stored in", "weights", "job peak RSS", "peak / weights", "after imports",
+        "(peak - imports) / weights", "wall",
+    ]  # fmt: skip
+    note = (
+        f"`python benchmarks/bench_rank_collapse.py --memory`: a random Llama-style model of {params / 1e9:.2f} B "
+        f"parameters ({layers} layers of width {arch['hidden_size']}), the four variants on {sequences} sequences of "
+        f"{tokens} tokens; target peak <= 1.5 x the weights in float32."
+    )
+    print(markdown_table(header, rows))
+    f32 = next((r for r in rows if r[0] == "float32"), None)
+    if f32 is not None:
+        print(f"float32: peak / weights {f32[4]} (target <= 1.5: {'met' if float(f32[4]) <= 1.5 else 'NOT met'})")
+    write_table("bench_rank_collapse_memory", header, rows, note=note)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cores", default="2")
     ap.add_argument("--config", default=str(ROOT / "config.yaml"))
     ap.add_argument("--keep", help="run in this folder and keep it (default: a temporary folder)")
     ap.add_argument("--floor-of", help="only print the floor of a run kept in this folder (its --keep DIR)")
+    ap.add_argument("--memory", action="store_true", help="measure a ~1B-parameter model's job memory instead")
+    ap.add_argument("--dtypes", default="float32,bfloat16", help="--memory: the dtypes to run the model in")
+    ap.add_argument("--layers", type=int, default=LLAMA_1B["num_hidden_layers"], help="--memory: layers of the model")
+    ap.add_argument("--sequences", type=int, default=4, help="--memory: input sequences")
+    ap.add_argument("--tokens", type=int, default=128, help="--memory: tokens per sequence")
     args = ap.parse_args()
+    if args.memory:
+        work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_rc_memory_"))
+        try:
+            memory_fit(work, args.dtypes.split(","), args.layers, args.sequences, args.tokens)
+        finally:
+            if not args.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        return
     cfg = yaml.safe_load(Path(args.config).read_text())
     if args.floor_of:
         wf = Path(args.floor_of) / "wf"

@@ -5,20 +5,40 @@ MLP block without its skip), ``SAN+skip`` (attention with its skip, no MLP block
 
 Post-norm blocks (BERT, RoBERTa, MPNet, ALBERT, XLNet) compute ``h = N(x + Attn(x))``, ``y = N(h + MLP(h))``; a
 variant drops the ``x +`` / ``h +`` terms or the MLP sub-block, keeping every LayerNorm. Pre-norm blocks (GPT-2,
-Llama) compute ``h = x + Attn(N1(x))``, ``y = h + MLP(N2(h))``, so the variants are
+Llama, Qwen2, Qwen3, Mistral, Phi-3, Granite, ModernBERT) compute ``h = x + Attn(N1(x))``, ``y = h + MLP(N2(h))``, so
+the variants are
 
 - ``SAN``: ``Attn(N1(x))`` (no MLP),
 - ``SAN+MLP``: ``MLP(N2(Attn(N1(x))))`` (no skips),
 - ``SAN+skip``: ``x + Attn(N1(x))`` (no MLP),
 - ``transformer``: unchanged.
 
-Gemma-3's blocks also normalise each sub-block's output before the sum ("sandwich" norm:
-``h = x + Na(Attn(N1(x)))``, ``y = h + Nm(MLP(N2(h)))``); its variants keep those norms: ``SAN`` is
+Every norm and every multiplier inside a residual branch belongs to the branch and stays with it: the paper's SAN is
+"attention layers only" (Sec. 2), and a branch's norms are part of its attention (or MLP) layer as trained.
+Gemma-2's and Gemma-3's blocks also normalise each sub-block's output before the sum ("sandwich" norm:
+``h = x + Na(Attn(N1(x)))``, ``y = h + Nm(MLP(N2(h)))``); their variants keep those norms: ``SAN`` is
 ``Na(Attn(N1(x)))``, ``SAN+MLP`` is ``Nm(MLP(N2(Na(Attn(N1(x))))))``, ``SAN+skip`` is ``x + Na(Attn(N1(x)))``.
-Masks are never touched: a decoder's SAN is a causal SAN, and Gemma-3's sliding-window layers keep their window
-(at the default 128 tokens the 512-token window covers the whole causal prefix, so both kinds of layer attend alike).
-Grouped key/value heads stay grouped. The final norm of a decoder is outside the blocks and is never applied to
-the measured residual stream (see :mod:`san.rank_collapse.experiment`).
+OLMo-2 has only the norms after each sub-block (``h = x + Na(Attn(x))``): its ``SAN`` is ``Na(Attn(x))``, with no norm
+before attention, as trained. Granite multiplies each branch by ``residual_multiplier`` ``m`` before the add
+(``h = x + m Attn(N1(x))``); the multiplier stays on the branch in every variant (``SAN`` is ``m Attn(N1(x))``; a
+hook on the attention module alone would miss it). Q/K norms (Qwen3, Gemma-3, OLMo-2), logit soft-caps (Gemma-2),
+attention multipliers (Granite) and embedding scales sit inside the attention module or before the first block and
+are never touched.
+
+Parallel blocks (Phi-1/2 on one shared norm, GPT-NeoX when its config's ``use_parallel_residual`` is true) compute
+``y = x + Attn(N1(x)) + MLP(N2(x))``. ``SAN`` and ``SAN+skip`` are as above; ``SAN+MLP`` feeds the attention output
+to the MLP, ``MLP(N2(Attn(N1(x))))``, as in the paper's SAN+MLP where every path of the network passes through
+attention: the parallel MLP reading ``x`` would be a (non-linear) path around attention, a skip connection by another
+name. The variants of a parallel and a sequential GPT-NeoX are therefore the same; only the unmodified transformer
+differs.
+
+Masks are never touched: a decoder's SAN is a causal SAN, and the sliding-window layers of Gemma-2/3, Mistral, Qwen2
+and Phi-3 and ModernBERT's local layers keep the window their config gives them (at the default 128 tokens Gemma-3's
+512-token window covers the whole causal prefix, so both kinds of its layers attend alike). Grouped key/value heads
+stay grouped, fused projections (Phi-3's ``qkv_proj`` and ``gate_up_proj``, GPT-NeoX's ``query_key_value``,
+ModernBERT's ``Wqkv``) stay fused: a variant changes only how a block combines its branches. The final norm of a
+pre-norm model is outside the blocks and is never applied to the measured residual stream (see
+:mod:`san.rank_collapse.experiment`); residual dropouts are identities in evaluation and are not applied.
 
 The transformers layer objects stay in place (transformers 5 records hidden states and attentions with hooks on
 them); only bound methods of individual module *instances* are overridden, and :func:`restore` removes them again.
@@ -195,31 +215,35 @@ def ablate_mpnet(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> Non
             _override(layer.output, "forward", _dense_dropout_norm_no_skip)
 
 
-# ---------------------------------------------------------------- pre-norm decoders (GPT-2, Llama, Gemma-3)
+# ---------------------------------------------------------------- pre-norm blocks (GPT-2, Llama, Gemma, ...)
 def _maybe(module: nn.Module, name: str | None, x: torch.Tensor) -> torch.Tensor:
     return x if name is None else getattr(module, name)(x)
 
 
-def _pre_norm_block(parts: tuple, attention_skip: bool, mlp: bool) -> Callable:
-    """The forward of a pre-norm (or sandwich-norm) decoder block as a variant (module docstring); the attention
-    receives every keyword the model passes to the block (mask, positions, rotary embeddings, cache flags)."""
+def _pre_norm_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 1.0) -> Callable:
+    """The forward of a pre-norm (or sandwich-norm, or post-sub-block-norm) block as a variant (module docstring):
+    every branch is multiplied by ``scale`` (Granite's ``residual_multiplier``; 1 elsewhere); the attention receives
+    every keyword the model passes to the block (mask, positions, rotary embeddings, cache flags)."""
     norm_a, attn, post_a, norm_m, ffn, post_m = parts
 
+    def branch(x: torch.Tensor) -> torch.Tensor:
+        return x if scale == 1.0 else x * scale
+
     def block(self: nn.Module, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
-        a, _ = getattr(self, attn)(hidden_states=getattr(self, norm_a)(hidden_states), **kwargs)
-        a = _maybe(self, post_a, a)
+        a, _ = getattr(self, attn)(hidden_states=_maybe(self, norm_a, hidden_states), **kwargs)
+        a = branch(_maybe(self, post_a, a))
         h = hidden_states + a if attention_skip else a
         if not mlp:
             return h
-        m = _maybe(self, post_m, getattr(self, ffn)(getattr(self, norm_m)(h)))
+        m = branch(_maybe(self, post_m, getattr(self, ffn)(_maybe(self, norm_m, h))))
         return h + m if attention_skip else m
 
     return block
 
 
-def _gpt2_block(parts: tuple, attention_skip: bool, mlp: bool) -> Callable:
+def _gpt2_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 1.0) -> Callable:
     """GPT2Block's forward as a variant; the model passes cache, mask and cross-attention inputs positionally."""
-    inner = _pre_norm_block(parts, attention_skip, mlp)
+    inner = _pre_norm_block(parts, attention_skip, mlp, scale)
 
     def block(self, hidden_states, cache=None, attention_mask=None, encoder_hidden_states=None, **kwargs):
         if encoder_hidden_states is not None:
@@ -230,14 +254,25 @@ def _gpt2_block(parts: tuple, attention_skip: bool, mlp: bool) -> Callable:
     return block
 
 
-def _ablate_blocks(make: Callable[[tuple, bool, bool], Callable]) -> Callable[..., None]:
-    """The ablation of a pre-norm decoder whose block forward ``make(parts, attention_skip, mlp)`` builds: every
+def branch_scale(model: PreTrainedModel, row: FamilyRow) -> float:
+    """The scalar that multiplies each branch of ``model``'s blocks before the add: its config's value of the row's
+    ``branch_multiplier`` key (Granite's ``residual_multiplier``), 1 for a family without one."""
+    if row.branch_multiplier is None:
+        return 1.0
+    value = getattr(model.config, row.branch_multiplier, None)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"the model's config has no numeric {row.branch_multiplier!r} (got {value!r})")
+    return float(value)
+
+
+def _ablate_blocks(make: Callable[[tuple, bool, bool, float], Callable]) -> Callable[..., None]:
+    """The ablation of a pre-norm model whose block forward ``make(parts, attention_skip, mlp, scale)`` builds: every
     block's forward replaced by its variant (none for the unmodified transformer)."""
 
     def ablate(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
         if attention_skip and mlp:
             return
-        forward = make(row.pre_norm_parts, attention_skip, mlp)
+        forward = make(row.pre_norm_parts, attention_skip, mlp, branch_scale(model, row))
         for layer in operator.attrgetter(row.blocks)(model):
             _override(layer, "forward", forward)
 

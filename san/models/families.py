@@ -58,6 +58,12 @@ class Family:
     def final_norm(self) -> str | None:
         return self.row.final_norm
 
+    def parallel_residual(self, config: PretrainedConfig) -> bool:
+        """Whether the blocks of a model with ``config`` add attention and MLP in parallel: the row's
+        ``parallel_residual``, which is the family's fact or the config key that states it per checkpoint."""
+        flag = self.row.parallel_residual
+        return bool(getattr(config, flag)) if isinstance(flag, str) else flag
+
     @property
     def forward_kwargs(self) -> dict:
         """Keyword arguments of every forward pass on full-length sequences (e.g. no memories)."""

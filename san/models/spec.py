@@ -9,9 +9,14 @@ row here plus its ablation code (and its variants' test in tests/unit/test_famil
 variant from the weights). No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
 
 The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
-position bias) and three pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama and Gemma-3
-with rotary positions, RMSNorm and grouped key/value heads; Gemma-3 also normalises each block's output and
-alternates sliding-window and global layers).
+position bias), the pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama, Qwen2, Qwen3 with
+per-head q/k norms, Mistral, Phi-3 with fused projections and Granite with its branch, embedding and attention
+multipliers, all with rotary positions, RMSNorm and grouped key/value heads), the decoders that also normalise each
+sub-block's output (Gemma-2 and Gemma-3, with norms before and after each sub-block; OLMo-2, with norms after each
+sub-block and none before), the parallel decoders (Phi-1/2: attention and MLP on one shared norm; GPT-NeoX/Pythia:
+parallel or sequential as its config says) and ModernBERT, a pre-norm encoder alternating local and global
+attention. The structural facts that differ between checkpoints of one family (parallel residual, multipliers,
+sliding windows, grouped heads) are read from the model's config, never assumed from the family name.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import ast
 import difflib
 import functools
 import importlib.util
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,8 +63,9 @@ class FamilyRow:
     head_prefixes: tuple[str, ...] = ()
     #: whether attention is causal (a decoder's SAN stays a causal SAN: the mask is never removed)
     causal: bool = False
-    #: attribute names of a pre-norm block: (norm before attention, attention, norm of the attention output or
-    #: None, norm before the MLP, MLP, norm of the MLP output or None); None for post-norm blocks
+    #: attribute names of a block whose norms sit inside its residual branches: (norm before attention or None,
+    #: attention, norm of the attention output or None, norm before the MLP or None, MLP, norm of the MLP output or
+    #: None); None for post-norm blocks (norm after the add)
     pre_norm_parts: tuple[str | None, ...] | None = None
     #: position ids that are never a token's (RoBERTa and MPNet count positions from padding_idx + 1 = 2)
     position_offset: int = 0
@@ -67,10 +74,18 @@ class FamilyRow:
     #: whether the blocks pass hidden states as ``(tokens, sequences, width)`` instead of ``(sequences, tokens,
     #: width)``
     tokens_first: bool = False
-    #: the base model's norm after the last block (decoders), which transformers applies to the last hidden state
+    #: the base model's norm after the last block (pre-norm models), which transformers applies to the last hidden
+    #: state
     final_norm: str | None = None
     #: keyword arguments of every forward pass on full-length sequences (XLNet: no memories)
     forward_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: whether attention and MLP read the same block input and their outputs add in parallel
+    #: (``y = x + Attn(N1(x)) + MLP(N2(x))``): True for every checkpoint of the family, a key of the model's config
+    #: that says so per checkpoint (GPT-NeoX's ``use_parallel_residual``), False for sequential blocks
+    parallel_residual: bool | str = False
+    #: key of the model's config whose scalar multiplies each sub-block's output before it is added to the residual
+    #: stream (Granite's ``residual_multiplier``); the ablations keep it on every branch
+    branch_multiplier: str | None = None
     #: whether ``model.embeddings(input_ids=...)`` gives the embedded prose that the theory and propagation
     #: experiments feed to their own blocks (word + position + token-type embeddings, then LayerNorm)
     prose_embeddings: bool = False
@@ -83,6 +98,12 @@ _GEMMA3_PARTS = (
     "input_layernorm", "self_attn", "post_attention_layernorm", "pre_feedforward_layernorm", "mlp",
     "post_feedforward_layernorm",
 )  # fmt: skip
+#: norms after each sub-block only: the attention and the MLP read the raw residual stream
+_OLMO2_PARTS = (None, "self_attn", "post_attention_layernorm", None, "mlp", "post_feedforward_layernorm")
+#: one shared norm before both sub-blocks
+_PHI_PARTS = ("input_layernorm", "self_attn", None, "input_layernorm", "mlp", None)
+_NEOX_PARTS = ("input_layernorm", "attention", None, "post_attention_layernorm", "mlp", None)
+_MODERNBERT_PARTS = ("attn_norm", "attn", None, "mlp_norm", "mlp", None)
 
 FAMILY_TABLE: dict[str, FamilyRow] = {
     "bert": FamilyRow(
@@ -124,6 +145,50 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         ablation="pre_norm", blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma3ForCausalLM",
         final_norm="norm",
     ),
+    "qwen2": FamilyRow(
+        "models/qwen2/configuration_qwen2.py", "Qwen2Config", "Qwen2Model", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Qwen2ForCausalLM", final_norm="norm",
+    ),
+    "qwen3": FamilyRow(
+        "models/qwen3/configuration_qwen3.py", "Qwen3Config", "Qwen3Model", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Qwen3ForCausalLM", final_norm="norm",
+    ),
+    "mistral": FamilyRow(
+        "models/mistral/configuration_mistral.py", "MistralConfig", "MistralModel", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="MistralForCausalLM", final_norm="norm",
+    ),
+    "phi3": FamilyRow(
+        "models/phi3/configuration_phi3.py", "Phi3Config", "Phi3Model", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Phi3ForCausalLM", final_norm="norm",
+    ),
+    "gemma2": FamilyRow(
+        "models/gemma2/configuration_gemma2.py", "Gemma2Config", "Gemma2Model", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma2ForCausalLM", final_norm="norm",
+    ),
+    "olmo2": FamilyRow(
+        "models/olmo2/configuration_olmo2.py", "Olmo2Config", "Olmo2Model", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_OLMO2_PARTS, lm_class="Olmo2ForCausalLM", final_norm="norm",
+    ),
+    "gpt_neox": FamilyRow(
+        "models/gpt_neox/configuration_gpt_neox.py", "GPTNeoXConfig", "GPTNeoXModel",
+        **{**_DECODER, "head_prefixes": ("embed_out.", "lm_head.")}, ablation="pre_norm", blocks="layers",
+        pre_norm_parts=_NEOX_PARTS, lm_class="GPTNeoXForCausalLM", final_norm="final_layer_norm",
+        parallel_residual="use_parallel_residual",
+    ),
+    "phi": FamilyRow(
+        "models/phi/configuration_phi.py", "PhiConfig", "PhiModel", **_DECODER, ablation="pre_norm", blocks="layers",
+        pre_norm_parts=_PHI_PARTS, lm_class="PhiForCausalLM", final_norm="final_layernorm", parallel_residual=True,
+    ),
+    "granite": FamilyRow(
+        "models/granite/configuration_granite.py", "GraniteConfig", "GraniteModel", **_DECODER, ablation="pre_norm",
+        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="GraniteForCausalLM", final_norm="norm",
+        branch_multiplier="residual_multiplier",
+    ),
+    "modernbert": FamilyRow(
+        "models/modernbert/configuration_modernbert.py", "ModernBertConfig", "ModernBertModel", **_ENCODER,
+        position_key="max_position_embeddings", ablation="pre_norm", blocks="layers",
+        head_prefixes=("head.", "decoder."), pre_norm_parts=_MODERNBERT_PARTS, final_norm="final_norm",
+    ),
 }  # fmt: skip
 
 #: the family names, in table order (the schema's enum of ``models.<name>.family``; a test keeps them in step)
@@ -164,6 +229,25 @@ POSITIVE_KEYS = frozenset(
 _SAVED_KEYS = {"_name_or_path": "str", "model_type": "str", "output_attentions": "bool"}
 
 
+_ARITHMETIC = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Pow: operator.pow,
+    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv,
+}  # fmt: skip
+
+
+def _constant(node: ast.expr) -> Any:
+    """The value of a literal default, or of arithmetic on numeric literals (Mistral's ``4096 * 32``); None for
+    anything else (a call, a name)."""
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        left, right = _constant(node.left), _constant(node.right)
+        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (left, right))
+        return _ARITHMETIC[type(node.op)](left, right) if numbers else None
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return None
+
+
 def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
     """The annotated fields of a class in a Python source file, ``{name: (annotation, default)}``, read from its
     syntax tree (the module is not executed: transformers' config modules import torch)."""
@@ -177,10 +261,7 @@ def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
                 annotation = ast.unparse(stmt.annotation)
                 if "ClassVar" in annotation:
                     continue
-                try:
-                    default = ast.literal_eval(stmt.value) if stmt.value is not None else None
-                except ValueError:
-                    default = None
+                default = _constant(stmt.value) if stmt.value is not None else None
                 fields[stmt.target.id] = (annotation, default)
             return fields
     raise LookupError(f"class {class_name} not found in {source}")

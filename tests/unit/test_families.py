@@ -12,6 +12,24 @@ from functools import partial
 import pytest
 import torch
 import torch.nn.functional as F
+from family_blocks import (
+    F32,
+    TOL,
+    attention,
+    causal_mask,
+    conv1d,
+    gelu_erf,
+    gelu_tanh,
+    heads,
+    identity,
+    lin,
+    ln,
+    perturbed_model,
+    rms_gemma,
+    rms_llama,
+    rotary,
+    rotate,
+)
 
 from san.models.ablations import OVERRIDDEN, VARIANTS, variant, variant_switches
 from san.models.families import FAMILIES
@@ -19,8 +37,6 @@ from san.rank_collapse.experiment import residual_stream
 
 torch.set_num_threads(1)
 N_TOKENS, BATCH = 7, 3
-F32 = torch.float32  # what transformers computes in float32 even in a float64 model
-TOL = {"rtol": 1e-10, "atol": 1e-10}
 
 CONFIGS = {
     "roberta": dict(
@@ -60,16 +76,7 @@ def ids():
 
 
 def tiny(family):
-    """A tiny float64 model whose every parameter is perturbed (zero biases, unit or zero norm weights would let a
-    wrong formula pass)."""
-    config = FAMILIES[family].config_cls(**CONFIGS[family], attn_implementation="eager")
-    torch.manual_seed(0)
-    model = FAMILIES[family].model_cls(config).double().eval()
-    g = torch.Generator().manual_seed(2)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.2 * torch.randn(p.shape, generator=g, dtype=p.dtype))
-    return model
+    return perturbed_model(family, CONFIGS[family])
 
 
 @pytest.fixture(scope="module")
@@ -82,85 +89,6 @@ def run(model, ids):
         return model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True)
 
 
-# ------------------------------------------------------------------------------------------------ building blocks
-def lin(x, mod):
-    y = x @ mod.weight.T
-    return y if mod.bias is None else y + mod.bias
-
-
-def conv1d(x, mod):
-    """GPT-2's Conv1D: weight of shape (in, out)."""
-    return x @ mod.weight + mod.bias
-
-
-def ln(x, mod):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + mod.eps) * mod.weight + mod.bias
-
-
-def rms_llama(x, mod):
-    """``x / sqrt(mean(x^2) + eps) * weight``, the normalisation in float32."""
-    xf = x.to(F32)
-    return mod.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + mod.variance_epsilon)).to(x.dtype)
-
-
-def rms_gemma(x, mod):
-    """``x / sqrt(mean(x^2) + eps) * (1 + weight)``, all in float32."""
-    xf = x.to(F32)
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + mod.eps) * (1.0 + mod.weight.to(F32))).to(x.dtype)
-
-
-def gelu_tanh(x):
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def gelu_erf(x):
-    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
-
-
-def heads(t, head_dim):
-    """(batch, tokens, heads * head_dim) -> (batch, heads, tokens, head_dim)."""
-    b, n, _ = t.shape
-    return t.view(b, n, -1, head_dim).transpose(1, 2)
-
-
-def attention(q, k, v, scaling, mask=None, bias=None, softmax_dtype=torch.float64):
-    """Softmax attention of query heads ``q`` over key/value heads ``k``, ``v`` (fewer when grouped: each run of
-    consecutive query heads shares one key/value head); ``mask`` (tokens, tokens) is True where a query may attend,
-    ``bias`` is added to the scores. Returns (batch, tokens, heads * head_dim)."""
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    scores = (q @ k.transpose(-1, -2)) * scaling
-    if bias is not None:
-        scores = scores + bias
-    if mask is not None:
-        scores = scores.masked_fill(~mask, -math.inf)
-    p = torch.softmax(scores.to(softmax_dtype), dim=-1).to(q.dtype)
-    b, _, n, _ = q.shape
-    return (p @ v).transpose(1, 2).reshape(b, n, -1)
-
-
-def causal_mask(n, window=None):
-    i = torch.arange(n)
-    d = i[:, None] - i[None, :]  # query position minus key position
-    return (d >= 0) & (d < window) if window is not None else d >= 0
-
-
-def rotary(theta, head_dim, n):
-    """cos and sin of the rotary angles ``position * theta^(-2j/head_dim)`` (float32 as in transformers)."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=F32) / head_dim))
-    angles = torch.arange(n, dtype=F32)[:, None] * inv_freq
-    angles = torch.cat([angles, angles], dim=-1)
-    return angles.cos().double(), angles.sin().double()
-
-
-def rotate(x, cos, sin):
-    """Rotary embedding, rotate-half convention: dimension j pairs with j + head_dim/2."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
-
-
 # ------------------------------------------------------------------------------------------------ the variants
 def post_norm_block(x, attn, norm1, mlp, norm2, name):
     """``h = N1(x + Attn(x))``, ``y = N2(h + MLP(h))`` and its variants (module docstring of the ablations)."""
@@ -171,10 +99,6 @@ def post_norm_block(x, attn, norm1, mlp, norm2, name):
         return h
     m = mlp(h)
     return norm2(h + m if skip else m)
-
-
-def identity(x):
-    return x
 
 
 def pre_norm_block(x, norm1, attn, norm2, mlp, name, post_attn=identity, post_mlp=identity):
@@ -476,3 +400,45 @@ def test_every_family_row_names_a_known_ablation_and_its_blocks():
         assert row.ablation in ABLATIONS, name
         assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm")), name
     assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"
+
+
+def test_a_rank_collapse_job_holds_one_copy_of_the_weights(tmp_path, monkeypatch):
+    """``run`` loads each weight set once per dtype, in the dtype asked, and only after the previous copy is gone:
+    the four variants are overrides on one model, never four models (the memory a job needs is one copy of the
+    weights; benchmarks/bench_rank_collapse.py --memory measures it on a 1B model)."""
+    import gc
+    import weakref
+
+    import xarray as xr
+
+    import san.rank_collapse.experiment as experiment
+    from san.models.acquire import materialise_init
+
+    arch = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 32}
+    folders = {w: tmp_path / w for w in ("init", "pretrained")}
+    for seed, folder in enumerate(folders.values()):
+        materialise_init("llama", arch, seed, folder)
+    inputs = {
+        w: xr.Dataset(
+            {"input_ids": (("sample", "token"), torch.randint(5, 90, (2, 6)).numpy())}, attrs={"input_sha256": w}
+        )
+        for w in folders
+    }
+    loaded, load = [], experiment.load_model
+
+    def counting_load(folder, family, dtype):
+        gc.collect()
+        assert not [m for m in loaded if m() is not None], "a second copy of the weights while one is alive"
+        model = load(folder, family, dtype)
+        assert {p.dtype for p in model.parameters()} == {dtype}
+        loaded.append(weakref.ref(model))
+        return model
+
+    monkeypatch.setattr(experiment, "load_model", counting_load)
+    settings = {
+        "variants": list(VARIANTS), "dtype": {"SAN": "float32", "SAN+MLP": "float32"}, "batch_size": 1,
+        "albert_no_mlp": "identity_linears",
+    }  # fmt: skip
+    ds = experiment.run("llama", folders, inputs, settings)
+    assert len(loaded) == 4  # two weight sets x two dtypes
+    assert list(ds["dtype"].values) == ["float32", "float32", "float64", "float64"]
