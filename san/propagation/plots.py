@@ -93,13 +93,23 @@ def plot_qk_variance(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
 
 
 def plot_masks(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
-    """Relative residual against depth on log-log axes, a colour per mask, a panel per normalisation (Wu et al.)."""
-    rows = "input" if "input" in ds.dims else None  # a row per input kind where the sweep varies it
-    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm") + ((rows,) if rows else ()))
-    df = _frame(sub["relative_residual"], "relative residual")
+    """Wu et al.'s Fig. 2 at random init: against depth on log-log axes, a colour per mask (complete, causal, sliding,
+    one-directional sliding), a column per normalisation; top row mu(X) = ||X - 1 mean^T||_F as the paper defines
+    it (absolute: it also falls when the token norms shrink), bottom row the scale-free relative residual (falls only
+    when the tokens become equal); line style: the input kind where the sweep varies it."""
+    style = "input" if "input" in ds.dims else None
+    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm") + ((style,) if style else ()))
+    frames = []
+    for var, label in (("mu", "mu(X)"), ("relative_residual", "relative residual")):
+        if var in sub:
+            df = _frame(sub[var], "value")
+            df["quantity"] = label
+            frames.append(df)
+    df = pd.concat(frames, ignore_index=True)
     g = sns.relplot(
-        data=df, x="layer", y="relative residual", hue="mask", col="norm", row=rows, kind="line", errorbar=("pi", 100),
-        height=_facet_height(sub, "norm", 1.2, 3.0), aspect=1.2,
+        data=df, x="layer", y="value", hue="mask", style=style, col="norm", row="quantity", kind="line",
+        errorbar=("pi", 100), height=_facet_height(sub, "norm", 1.2, 3.0), aspect=1.2,
+        facet_kws={"sharey": "row", "margin_titles": True},
     )  # fmt: skip
     for ax in g.axes.flat:
         ax.set_xscale("log")
