@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import xarray as xr
 
-from san.core.storage import Variable, describe, structured_attr
 from san.core.rng import cpu_generator, randn
+from san.core.storage import Variable, describe, structured_attr
 from san.propagation import construction, theory
 from san.propagation.simulator import resolved_width, simulate
 from san.propagation.spec import FINITE_SIZE, INV_SQRT_DEPTH, PARAMS, branch_weight, grid_points, point_params

@@ -60,7 +60,7 @@ PARAMS: dict[str, Any] = {
 }
 #: the Monte Carlo of the finite-T softmax overlaps (``propagation.finite_size``): draws of T logit pairs, and the
 #: seed of their CPU generator
-FINITE_SIZE = {"draws": 2000, "seed": 0}
+FINITE_SIZE = {"draws": 1000, "seed": 0}
 #: Wu et al.'s LayerNorm construction (``propagation.sweeps.masks.construction``, see ``construction.py``)
 CONSTRUCTION = {"tokens": 8, "width": 8, "rest": 0.1, "perturbation": 0.1, "draws": 64, "seed": 0}
 #: the normalisations of the construction: the paper's sphere normalisation, mean-centred LayerNorm, none
@@ -84,8 +84,9 @@ def check_sweep(
     built = sweep.get("construction") or {}
     if built and (built["tokens"] < 3 or built["width"] < 3):
         raise ConfigError(
-            f"config key '{where}.construction': tokens and width must be at least 3 (a rank-2 configuration of centred "
-            f"tokens in the plane orthogonal to the all-ones vector), got tokens {built['tokens']}, width {built['width']}"
+            f"config key '{where}.construction': tokens and width must be at least 3 (a rank-2 configuration of "
+            f"centred tokens in the plane orthogonal to the all-ones vector), got tokens {built['tokens']}, "
+            f"width {built['width']}"
         )
     both = set(sweep.get("grid", {})) & set(sweep.get("fixed", {}))
     if both:
