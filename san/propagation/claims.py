@@ -123,25 +123,36 @@ NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
 
 
 def _noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
-    """Universal over the depth sweep's grid: every 1/sqrt(L) point keeps its last-layer cosine, mean plus
-    ``spread_sigmas`` standard errors over seeds, below ``collapsed_cosine``."""
-    last = ds["cosine"].isel(layer=-1)
-    inv = last.sel(residual="inv_sqrt_depth")
-    k = t["spread_sigmas"]
-    upper = inv.mean("seed") + k * inv.std("seed", ddof=1).fillna(0.0) / np.sqrt(inv.sizes["seed"])
+    """Universal over model depths and the depth sweep's grid: every 1/sqrt(L) point keeps its last-layer cosine,
+    mean plus ``spread_sigmas`` standard errors over seeds, below ``collapsed_cosine``, at every configured model
+    depth (``final_cosine``; the sweep's own depth where it has no other)."""
+    if "final_cosine" in ds:
+        inv = ds["final_cosine"].sel(residual="inv_sqrt_depth")
+        depths = [int(d) for d in ds.model_depth.values]
+    else:
+        inv = ds["cosine"].isel(layer=-1).sel(residual="inv_sqrt_depth")
+        depths = [int(ds.sizes["layer"] - 1)]
+    k, n = t["spread_sigmas"], inv.sizes["seed"]
+    upper = inv.mean("seed") + (k * inv.std("seed", ddof=1) / np.sqrt(n) if n > 1 else 0.0)
     worst = float(upper.max())
+    by_depth = (
+        ", ".join(f"L = {d}: {float(upper.sel(model_depth=d).max()):.3f}" for d in depths)
+        if "model_depth" in upper.dims
+        else f"L = {depths[0]}: {worst:.3f}"
+    )
+    last = ds["cosine"].isel(layer=-1)
     skip = float(last.sel(residual="skip").mean("seed").min()) if _has(ds, "residual", "skip") else float("nan")
-    depth = ds.sizes["layer"] - 1
     return _claim(
         NOCI,
         "Scaling the residual branches by 1/sqrt(L) prevents rank collapse: tokens stay apart at any depth.",
         "universal",
         "abstract; depth-scaled residual branches",
-        f"at every grid point of the depth sweep (L = {depth}), the 1/sqrt(L) runs' last-layer cosine, mean + {k} "
-        f"standard errors over {ds.sizes['seed']} seeds, < {t['collapsed_cosine']}",
+        f"at every model depth L in {depths} and every grid point of the depth sweep, the 1/sqrt(L) runs' last-layer "
+        f"cosine, mean + {k} standard errors over {n} seeds, < {t['collapsed_cosine']}",
         worst < t["collapsed_cosine"],
         worst,
-        f"last-layer cosine (mean + {k} s.e.): 1/sqrt(L) branches at most {worst:.3f}; a = b = 1 at least {skip:.3f}",
+        f"largest last-layer cosine of the 1/sqrt(L) branches (mean + {k} s.e.) by depth: {by_depth}; a = b = 1 at "
+        f"L = {ds.sizes['layer'] - 1} at least {skip:.3f}",
     )
 
 
@@ -513,7 +524,7 @@ CHECKS = {"depth": _depth_claims, "qk_variance": _qk_claims, "masks": _mask_clai
 #: the grid dimensions each sweep's claims read; any other swept dimension is held at one value (input: the
 #: Gaussian tokens, the papers' setting; otherwise the first value of the grid)
 USES = {
-    "depth": ("residual", "norm", "beta", "width", "seq_len"),
+    "depth": ("residual", "norm", "beta", "width", "seq_len", "model_depth"),
     "qk_variance": ("beta", "seq_len"),
     "masks": ("mask", "norm", "construction_norm", "draw"),
     "sequence_length": ("seq_len", "centred", "residual", "norm"),

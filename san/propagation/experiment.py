@@ -72,6 +72,8 @@ VARIABLES = {
     "construction_ratio": Variable("s_2 / s_1 of the centred tokens, Wu et al.'s LayerNorm construction", "1"),
     "construction_norm": Variable("normalisation of the construction's layers", "1"),
     "draw": Variable("input drawn near the construction's rank-2 equilibrium", "1"),
+    "final_cosine": Variable("last-layer cosine of a model of model_depth layers (1/sqrt(L) residual points)", "1"),
+    "model_depth": Variable("model depth L of the 1/sqrt(L) runs judged over depths", "1"),
 }
 
 
@@ -147,6 +149,30 @@ def _simulate_grid(
     return data, widths
 
 
+def _over_depths(ds: xr.Dataset, sweep_config: Mapping[str, Any], device, prose_embeddings) -> xr.Dataset:
+    """The last-layer cosine of the points with 1/sqrt(L) branches at every model depth of ``depths`` and the
+    sweep's own (Noci et al.'s statement is about any depth): ``final_cosine`` ``(*grid, model_depth, seed)``, NaN
+    at the other points."""
+    grid = dict(sweep_config.get("grid", {}))
+    depth, seeds = int(sweep_config["depth"]), [int(s) for s in sweep_config["seeds"]]
+    depths = sorted({depth, *(int(d) for d in sweep_config["depths"])})
+    shape = tuple(len(v) for v in grid.values())
+    out = np.full((*shape, len(depths), len(seeds)), np.nan)
+    for flat, point in enumerate(grid_points(sweep_config)):
+        idx = np.unravel_index(flat, shape) if shape else ()
+        p = point_params(sweep_config, point)
+        residual = sweep_config["residuals"][p["residual"]]
+        if residual["branch"] != INV_SQRT_DEPTH:
+            continue
+        for j, model_depth in enumerate(depths):
+            if model_depth == depth:
+                out[(*idx, j)] = ds["cosine"][dict(zip(grid, idx, strict=True))].isel(layer=-1).values
+            else:
+                out[(*idx, j)] = simulate(p, residual, model_depth, seeds, device, prose_embeddings)["cosine"][:, -1]
+    ds["final_cosine"] = ((*grid, "model_depth", "seed"), out)
+    return ds.assign_coords(model_depth=depths)
+
+
 def run(
     sweep_name: str,
     sweep_config: Mapping[str, Any],
@@ -170,6 +196,8 @@ def run(
         },
     )
     ds["resolved_width"] = (tuple(grid), widths)
+    if sweep_config.get("depths"):
+        ds = _over_depths(ds, sweep_config, device, prose_embeddings)
     if sweep_config.get("construction"):
         built = construction.run(sweep_config["construction"], depth)
         ds["construction_ratio"] = (("construction_norm", "draw", "layer"), built["ratio"])

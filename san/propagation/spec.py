@@ -81,6 +81,8 @@ def check_sweep(
     where = f"propagation.sweeps.{name}"
     if "construction" in sweep and name != "masks":
         raise ConfigError(f"config key '{where}.construction': only the masks sweep carries Wu et al.'s construction")
+    if "depths" in sweep and name != "depth":
+        raise ConfigError(f"config key '{where}.depths': only the depth sweep judges Noci et al.'s claim over depths")
     built = sweep.get("construction") or {}
     if built and (built["tokens"] < 3 or built["width"] < 3):
         raise ConfigError(

@@ -68,6 +68,19 @@ def test_noci_claim_is_widened_by_the_seed_spread():
     assert _by_paper(claims({"depth": near}, {**T, "spread_sigmas": 0.0})["depth"])["Noci et al. 2022"] is True
 
 
+def test_noci_claim_is_judged_over_the_model_depths():
+    ds = _depth(0.5, 0.2, 0.01, 0.2)
+    final = np.full((2, 1, 2, 2, 2, 3, 4), 0.5)
+    final[1] = np.nan  # only the 1/sqrt(L) points run at the other depths
+    dims = ("residual", "norm", "beta", "width", "seq_len", "model_depth", "seed")
+    ds = ds.assign(final_cosine=(dims, final)).assign_coords(model_depth=[6, 10, 96])
+    assert _by_paper(claims({"depth": ds}, T)["depth"])["Noci et al. 2022"] is True
+    deep = ds.copy(deep=True)
+    deep["final_cosine"][0, ..., -1, :] = 0.95  # collapsed at the deepest model only
+    noci = [c for c in claims({"depth": deep}, T)["depth"] if c["paper"] == "Noci et al. 2022"][0]
+    assert noci["holds"] is False and "L = 96: 0.950" in noci["detail"]
+
+
 def test_agreement_is_a_trend_in_d_and_t():
     # a gap that does not shrink from the smallest to the largest size fails, however small it is
     flat = _by_paper(claims({"depth": _depth(0.5, 0.01, 0.01, 0.2)}, T)["depth"])

@@ -260,6 +260,11 @@ def test_run_dataset_layout():
     ds = run("depth", sweep, "cpu")
     with pytest.raises(spec.ConfigError, match="construction"):
         spec.check_sweep("depth", {**sweep, "construction": dict(spec.CONSTRUCTION)}, spec.DEFAULT_RESIDUALS)
+    deeper = run("depth", {**sweep, "grid": {"residual": ["inv_sqrt_depth", "skip"]}, "depths": [3]}, "cpu")
+    assert deeper["final_cosine"].dims == ("residual", "model_depth", "seed")
+    assert deeper.model_depth.values.tolist() == [2, 3]
+    assert np.isfinite(deeper["final_cosine"].sel(residual="inv_sqrt_depth")).all()
+    assert np.isnan(deeper["final_cosine"].sel(residual="skip")).all()
     masks = {**sweep, "grid": {"norm": ["none"]}, "construction": {**spec.CONSTRUCTION, "draws": 4}}
     built = run("masks", masks, "cpu")
     assert built["construction_ratio"].dims == ("construction_norm", "draw", "layer")
