@@ -174,7 +174,7 @@ def own_start_gaps(ds: xr.Dataset, betas: list) -> xr.DataArray:
         for beta in cos.beta.values:
             at = cos.sel(residual=res, beta=beta)
             curves = np.apply_along_axis(
-                lambda c, b=float(beta): np.abs(c - theory.recursion(c[0], b, depth, **block)).max(),
+                lambda c, b=float(beta), kw=block: np.abs(c - theory.recursion(c[0], b, depth, **kw)).max(),
                 at.get_axis_num("layer"),
                 at.values,
             )
@@ -184,9 +184,9 @@ def own_start_gaps(ds: xr.Dataset, betas: list) -> xr.DataArray:
 
 def _agreement_claim(ds: xr.Dataset, sub: list, t: Mapping[str, Any]) -> dict[str, Any]:
     """A limit statement judged as a trend: the largest subcritical gap to the recursion (over residual scalings,
-    beta and layers; per seed, the recursion from the seed's own input correlation) shrinks from the smallest (d, T) to the largest by more than ``spread_sigmas`` standard errors
-    over seeds. The absolute gap at the largest size is reported beside ``agreement`` (the project's reading of "a
-    few hundredths", not a threshold of the paper)."""
+    beta and layers; per seed, the recursion from the seed's own input correlation) shrinks from the smallest (d, T)
+    to the largest by more than ``spread_sigmas`` standard errors over seeds. The gap at the largest size is reported
+    beside ``agreement`` (the project's reading of "a few hundredths", not a threshold of the paper)."""
     g = own_start_gaps(ds, sub)
     g = g.max([d for d in g.dims if d not in ("width", "seq_len", "seed")])
     small, large = g.isel(width=0, seq_len=0), g.isel(width=-1, seq_len=-1)

@@ -9,6 +9,7 @@ import xarray as xr
 
 from san.propagation.claims import claims
 from san.propagation.spec import INV_SQRT_DEPTH
+from san.propagation.theory import recursion
 
 from helpers import default_config
 
@@ -22,8 +23,11 @@ def _depth(inv_last: float, sub_small: float, sub_large: float, t_drop: float, s
     critical ``0.05 + t_drop`` at the short T (0.05 at the long one); seed spreads of 0.01 on both."""
     dims = ("residual", "norm", "beta", "width", "seq_len", "layer", "seed")
     shape = (2, 1, 2, 2, 2, LAYERS, seeds)
-    theory = np.full(shape[:-1], 0.5)
-    theory[..., 0] = 0.2
+    theory = np.empty(shape[:-1])
+    for i, branch in enumerate(((LAYERS - 1) ** -0.5, 1.0)):
+        for j, beta in enumerate((0.5, 4.0)):
+            block = {"var_v": 0.2, "var_b": 4e-4, "var_w": 0.2, "skip": 1.0, "branch": branch, "mlp": True}
+            theory[i, :, j] = recursion(0.2, beta, LAYERS - 1, **block)[None, None, None, :]
     wiggle = 0.01 * (-1.0) ** np.arange(seeds)
     gap = np.zeros(shape)
     gap[:, :, 0, ..., 1:, :] = sub_large
@@ -32,10 +36,18 @@ def _depth(inv_last: float, sub_small: float, sub_large: float, t_drop: float, s
     gap[:, :, 1, :, 0, 1:, :] += t_drop
     gap[:, :, 1, :, 0, 1:, :] += wiggle  # seed spread of the short-T gap
     cosine = theory[..., None] + gap
-    cosine[0, ..., -1, :] = inv_last + 0.01 * wiggle  # residual inv_sqrt_depth: last-layer cosine
+    cosine[0, :, 1, ..., -1, :] = inv_last + 0.01 * wiggle  # residual inv_sqrt_depth, beta 4: last-layer cosine
     coords = {"residual": ["inv_sqrt_depth", "skip"], "norm": ["post_ln"], "beta": [0.5, 4.0], "width": [8, 64]}
     coords.update(seq_len=[8, 64], layer=np.arange(LAYERS), seed=np.arange(seeds))
-    return xr.Dataset({"cosine": (dims, cosine), "theory_cosine": (dims[:-1], theory)}, coords=coords)
+    ds = xr.Dataset({"cosine": (dims, cosine), "theory_cosine": (dims[:-1], theory)}, coords=coords)
+    ds.attrs.update(
+        fixed=json.dumps({"var_v": 0.2, "var_b": 4e-4, "var_w": 0.2, "mlp": True}),
+        residuals=json.dumps(
+            {"inv_sqrt_depth": {"skip": 1.0, "branch": INV_SQRT_DEPTH}, "skip": {"skip": 1.0, "branch": 1.0}}
+        ),
+        inv_sqrt_depth=INV_SQRT_DEPTH,
+    )
+    return ds
 
 
 def _by_paper(cs: list[dict]) -> dict[str, bool | None]:
@@ -63,7 +75,7 @@ def test_depth_claims_pass_and_fail():
 
 def test_noci_claim_is_widened_by_the_seed_spread():
     near = _depth(0.895, 0.2, 0.01, 0.2)
-    near["cosine"][0, ..., -1, :] = 0.895 + 0.02 * (-1.0) ** np.arange(4)
+    near["cosine"][0, :, 1, ..., -1, :] = 0.895 + 0.02 * (-1.0) ** np.arange(4)
     assert _by_paper(claims({"depth": near}, T)["depth"])["Noci et al. 2022"] is False
     assert _by_paper(claims({"depth": near}, {**T, "spread_sigmas": 0.0})["depth"])["Noci et al. 2022"] is True
 
