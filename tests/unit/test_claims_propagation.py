@@ -234,6 +234,16 @@ def _lengths(centred_long: float) -> xr.Dataset:
     return xr.Dataset({"stable_rank": (("seq_len", "centred", "layer", "seed"), sr)}, coords=coords)
 
 
+def test_rank_collapse_in_width_is_judged_against_the_seed_spread():
+    ds = _lengths(3.6)
+    spread = xr.concat([ds, ds.copy(deep=True)], "seed")
+    # growth with A - 11^T/T: 3x in one seed, 1.2x in the other: 2.1x on average (above 1.5x), s.e. 0.9
+    spread["stable_rank"][1, 1, :, 1] = 6.0
+    spread["stable_rank"][1, 1, :, 0] = 2.4
+    assert claims({"sequence_length": spread}, T)["sequence_length"][0]["holds"] is False
+    assert claims({"sequence_length": spread}, {**T, "spread_sigmas": 0.0})["sequence_length"][0]["holds"] is True
+
+
 @pytest.mark.parametrize(("centred_long", "holds"), [(8.0, True), (2.5, False)])
 def test_rank_collapse_in_width_claim(centred_long, holds):
     assert claims({"sequence_length": _lengths(centred_long)}, T)["sequence_length"][0]["holds"] is holds
