@@ -12,8 +12,7 @@ import seaborn as sns
 import xarray as xr
 
 from san.core.plotting import DOUBLE_IN, figsize, legend_outside, save
-from san.propagation import theory
-from san.propagation.claims import block_kwargs, fixed_params, predicted_critical_beta
+from san.propagation.claims import fixed_params, predicted_critical_beta
 from san.propagation.spec import PARAMS
 
 
@@ -60,31 +59,32 @@ def plot_depth(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
 
 
 def plot_qk_variance(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
-    """Last-layer cosine and attention participation against beta (log x): simulation (mean, min-max over seeds)
-    and theory; the vertical line is the predicted critical beta at this depth."""
+    """Last-layer cosine and attention participation against beta (log x), a colour per sequence length T:
+    simulation (mean, min-max over seeds), dashed the recursion at the same finite T, dotted the infinite-T
+    recursion; the vertical line is the infinite-T critical beta* at this depth (largest T)."""
     depth = int(ds.sizes["layer"] - 1)
+    if "seq_len" not in ds.dims:
+        ds = ds.expand_dims(seq_len=[int({**PARAMS, **fixed_params(ds)}["seq_len"])])
     last = ds.isel(layer=-1)
+    palette = dict(zip(ds.seq_len.values, sns.color_palette(n_colors=ds.sizes["seq_len"]), strict=True))
     fig, axes = plt.subplots(1, 2, figsize=figsize(2, aspect=0.7))
-    df = _frame(last["cosine"], "cosine")
-    sns.lineplot(data=df, x="beta", y="cosine", errorbar=("pi", 100), marker="o", ax=axes[0], label="simulation")
-    p0 = float(ds["cosine"].isel(layer=0).mean())
-    betas = np.geomspace(float(ds.beta.min()), float(ds.beta.max()), 60)
-    th = [theory.recursion(p0, b, depth, **block_kwargs(ds))[-1] for b in betas]
-    axes[0].plot(betas, th, "k--", lw=1, label="G&G recursion")
-    df = _frame(last["attention_overlap"], "overlap")
-    sns.lineplot(data=df, x="beta", y="overlap", errorbar=("pi", 100), marker="o", ax=axes[1], label="simulation")
-    df = _frame(last["theory_overlap"], "overlap")
-    sns.lineplot(
-        data=df, x="beta", y="overlap", errorbar=None, ls="--", color="k", ax=axes[1], label="REM | measured p"
-    )
-    axes[1].axhline(1 / fixed_params(ds)["seq_len"], color="grey", lw=0.8, ls=":", label="1/T (uniform)")
-    crit = predicted_critical_beta(ds)
+    for ax, var, curves in (
+        (axes[0], "cosine", ("finite_cosine", "theory_cosine")),
+        (axes[1], "attention_overlap", ("finite_recursion_overlap", "recursion_overlap")),
+    ):
+        df = _frame(last[var], var)
+        sns.lineplot(data=df, x="beta", y=var, hue="seq_len", palette=palette, errorbar=("pi", 100), marker="o", ax=ax)
+        for seq_len, colour in palette.items():
+            for curve, ls in zip(curves, ("--", ":"), strict=True):
+                if curve in last:
+                    ax.plot(ds.beta, last[curve].sel(seq_len=seq_len), ls=ls, color=colour, lw=1)
+    crit = predicted_critical_beta(ds.isel(seq_len=-1))
     for ax in axes:
         ax.set_xscale("log")
         ax.set_xticks(ds.beta.values, [f"{b:g}" for b in ds.beta.values])
         ax.minorticks_off()
         if np.isfinite(crit):
-            ax.axvline(crit, color="r", lw=0.8, label="predicted critical beta")
+            ax.axvline(crit, color="r", lw=0.8, label="infinite-T beta*")
     axes[0].set_ylabel(f"cosine at layer {depth}")
     axes[1].set_ylabel(f"mean sum_j A_ij^2 at layer {depth}")
     legend_outside(axes[1])
@@ -93,13 +93,23 @@ def plot_qk_variance(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
 
 
 def plot_masks(ds: xr.Dataset, paths: Sequence[str | Path]) -> None:
-    """Relative residual against depth on log-log axes, a colour per mask, a panel per normalisation (Wu et al.)."""
-    rows = "input" if "input" in ds.dims else None  # a row per input kind where the sweep varies it
-    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm") + ((rows,) if rows else ()))
-    df = _frame(sub["relative_residual"], "relative residual")
+    """Wu et al.'s Fig. 2 at random init: against depth on log-log axes, a colour per mask (complete, causal, sliding,
+    one-directional sliding), a column per normalisation; top row mu(X) = ||X - 1 mean^T||_F as the paper defines
+    it (absolute: it also falls when the token norms shrink), bottom row the scale-free relative residual (falls only
+    when the tokens become equal); line style: the input kind where the sweep varies it."""
+    style = "input" if "input" in ds.dims else None
+    sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm") + ((style,) if style else ()))
+    frames = []
+    for var, label in (("mu", "mu(X)"), ("relative_residual", "relative residual")):
+        if var in sub:
+            df = _frame(sub[var], "value")
+            df["quantity"] = label
+            frames.append(df)
+    df = pd.concat(frames, ignore_index=True)
     g = sns.relplot(
-        data=df, x="layer", y="relative residual", hue="mask", col="norm", row=rows, kind="line", errorbar=("pi", 100),
-        height=_facet_height(sub, "norm", 1.2, 3.0), aspect=1.2,
+        data=df, x="layer", y="value", hue="mask", style=style, col="norm", row="quantity", kind="line",
+        errorbar=("pi", 100), height=_facet_height(sub, "norm", 1.2, 3.0), aspect=1.2,
+        facet_kws={"sharey": "row", "margin_titles": True},
     )  # fmt: skip
     for ax in g.axes.flat:
         ax.set_xscale("log")

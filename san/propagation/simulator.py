@@ -34,7 +34,8 @@ DTYPE = torch.float64
 def allowed_keys(seq_len: int, mask: str, window: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """Boolean ``(T, T)`` matrix: query i may attend to key j (Wu et al.'s attention masks, their Sec. 2).
 
-    ``full``: every key; ``causal``: ``j <= i``; ``sliding``: ``|i - j| <= window`` (a local, symmetric band).
+    ``full``: every key; ``causal``: ``j <= i``; ``sliding``: ``|i - j| <= window`` (a local, symmetric band);
+    ``sliding_causal``: ``0 <= i - j <= window`` (the one-directional sliding window).
     """
     i = torch.arange(seq_len, device=device)
     diff = i[:, None] - i[None, :]
@@ -44,6 +45,8 @@ def allowed_keys(seq_len: int, mask: str, window: int, device: torch.device | st
         return diff >= 0
     if mask == "sliding":
         return diff.abs() <= window
+    if mask == "sliding_causal":
+        return (diff >= 0) & (diff <= window)
     raise ValueError(f"unknown mask {mask!r}")
 
 
@@ -217,12 +220,20 @@ def stable_rank_gram(x: torch.Tensor, s2: torch.Tensor | None = None) -> torch.T
     return (s2**2).sum(-1) / s2[..., 0] ** 2
 
 
+def mu(x: torch.Tensor) -> torch.Tensor:
+    """Wu et al.'s ``mu(X) = ||X - 1 gamma_X||_F`` with ``gamma_X = 1^T X / T`` the mean token (absolute: it also
+    shrinks when the token norms shrink, unlike the scale-free relative residual)."""
+    return torch.linalg.matrix_norm(x - x.mean(dim=-2, keepdim=True))
+
+
 def layer_metrics(x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Per-seed metrics of one layer's tokens: mean cosine, the paper's relative residual, stable ranks."""
+    """Per-seed metrics of one layer's tokens: mean cosine, the paper's relative residual, Wu et al.'s mu, stable
+    ranks."""
     s2 = squared_singular_values(x)
     return {
         "cosine": mean_cosine(x),
         "relative_residual": relative_residual(x),
+        "mu": mu(x),
         "stable_rank": stable_rank(x, s2),
         "stable_rank_gram": stable_rank_gram(x, s2),
     }

@@ -21,8 +21,9 @@ SWEEPS = ("depth", "qk_variance", "masks", "sequence_length")
 #: where the normalisation sits: none; post-LN ``x <- LN(a x + b f(x))``; pre-LN ``x <- a x + b f(LN(x))``;
 #: pre-RMSNorm ``x <- a x + b f(RMS(x))``. LayerNorm and RMSNorm carry no affine parameters.
 NORMS = ("none", "post_ln", "pre_ln", "rmsnorm")
-#: attention masks: every key; keys j <= i (causal); keys |i - j| <= window (sliding, symmetric band)
-MASKS = ("full", "causal", "sliding")
+#: attention masks (Wu et al.'s Fig. 2): every key (complete graph); keys j <= i (causal); keys |i - j| <= window
+#: (sliding, symmetric band); keys 0 <= i - j <= window (one-directional sliding window)
+MASKS = ("full", "causal", "sliding", "sliding_causal")
 #: input tokens: Gaussian with a set pairwise correlation; orthonormal rows scaled to norm sqrt(d) (Mind the Gap's
 #: isometric input); the prose embeddings of the rank-collapse experiment (BERT's embedding output)
 INPUTS = ("gaussian", "isometric", "prose")
@@ -57,8 +58,15 @@ PARAMS: dict[str, Any] = {
     "var_w": 0.2,  # MLP weights ~ N(0, var_w / fan_in) (theirs: 0.2)
     "mlp_ratio": 1.0,  # MLP hidden width / d
 }
+#: the Monte Carlo of the finite-T softmax overlaps (``propagation.finite_size``): draws of T logit pairs, and the
+#: seed of their CPU generator
+FINITE_SIZE = {"draws": 1000, "seed": 0}
+#: Wu et al.'s LayerNorm construction (``propagation.sweeps.masks.construction``, see ``construction.py``)
+CONSTRUCTION = {"tokens": 8, "width": 8, "rest": 0.1, "perturbation": 0.1, "draws": 64, "seed": 0}
+#: the normalisations of the construction: the paper's sphere normalisation, mean-centred LayerNorm, none
+CONSTRUCTION_NORMS = ("sphere", "layer_norm", "none")
 #: the metrics stored per layer
-METRICS = ("cosine", "relative_residual", "stable_rank", "stable_rank_gram", "attention_overlap")
+METRICS = ("cosine", "relative_residual", "mu", "stable_rank", "stable_rank_gram", "attention_overlap")
 #: LayerNorm / RMSNorm epsilon (BERT's; float64 runs)
 NORM_EPS = 1e-12
 
@@ -71,6 +79,17 @@ def check_sweep(
     longer than wide, a prose input longer than the ``prose_tokens`` tokens of the rank-collapse input, which the
     simulator would silently cut); raises :class:`ConfigError`."""
     where = f"propagation.sweeps.{name}"
+    if "construction" in sweep and name != "masks":
+        raise ConfigError(f"config key '{where}.construction': only the masks sweep carries Wu et al.'s construction")
+    if "depths" in sweep and name != "depth":
+        raise ConfigError(f"config key '{where}.depths': only the depth sweep judges Noci et al.'s claim over depths")
+    built = sweep.get("construction") or {}
+    if built and (built["tokens"] < 3 or built["width"] < 3):
+        raise ConfigError(
+            f"config key '{where}.construction': tokens and width must be at least 3 (a rank-2 configuration of "
+            f"centred tokens in the plane orthogonal to the all-ones vector), got tokens {built['tokens']}, "
+            f"width {built['width']}"
+        )
     both = set(sweep.get("grid", {})) & set(sweep.get("fixed", {}))
     if both:
         raise ConfigError(f"config key '{where}': {sorted(both)} are both in grid and in fixed")

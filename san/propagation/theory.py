@@ -24,6 +24,13 @@ overlaps, LayerNorm's feature mean negligible); infinite sequence length T with 
 limit; at finite T the softmax never fully spreads, ``sum_j w_j^2 >= 1/T``, and the transition is smoothed);
 exchangeable tokens with one common pairwise correlation; a full mask; independent Gaussian weights in every layer;
 post-LN only. G&G use one residual strength per sub-block with branch weight 1 (``b = 1`` here).
+
+Finite T (:class:`FiniteOverlaps`): the same recursion with the REM limit replaced by the T-key softmax averaged
+exactly (Monte Carlo over Gaussian logits of std ``beta sqrt(log T) sqrt(1 - p)``, two queries' logits correlated by
+p): self overlap ``Y_T = E sum_j w_j^2`` (>= 1/T: the softmax never fully spreads) and cross overlap
+``Y_x = E sum_j w_j w'_j`` between two queries, so ``q_att = p + (1 - p) Y_T`` and ``p_att = p + (1 - p) Y_x``. As
+T grows ``Y_T`` tends to the REM value and ``Y_x`` to 0, the infinite-T update above. No parameter is fitted: the
+finite-T correction is the difference between the two.
 """
 
 from __future__ import annotations
@@ -53,13 +60,41 @@ def relu_kernel(c: float) -> float:
     return (math.sqrt(1.0 - c * c) + c * (math.pi - math.acos(c))) / math.pi
 
 
-def attention_step(p: float, beta: float, var_v: float, var_b: float, skip: float, branch: float = 1.0) -> float:
+class FiniteOverlaps:
+    """The softmax overlaps of T keys at finite T: ``(Y_T, Y_x)`` for ``(beta, p)`` (see the module docstring),
+    averaged over ``normals`` ``(draws, 2, T)`` standard normal draws (the caller draws them from a seeded CPU
+    generator; the same draws for every ``(beta, p)``, so the curve is smooth in both)."""
+
+    def __init__(self, normals: np.ndarray) -> None:
+        self.normals = np.asarray(normals, dtype=float)
+        self.seq_len = int(self.normals.shape[-1])
+
+    def __call__(self, beta: float, p: float) -> tuple[float, float]:
+        if p >= 1.0:
+            return 1.0, 1.0
+        p = max(-1.0, float(p))
+        sigma = beta * math.sqrt(math.log(self.seq_len) * (1.0 - p))
+        g, h = self.normals[:, 0], self.normals[:, 1]
+        w1 = _softmax(sigma * g)
+        w2 = _softmax(sigma * (p * g + math.sqrt(max(0.0, 1.0 - p * p)) * h))
+        return float((w1 * w1).sum(-1).mean()), float((w1 * w2).sum(-1).mean())
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def attention_step(
+    p: float, beta: float, var_v: float, var_b: float, skip: float, branch: float = 1.0, overlaps=None
+) -> float:
     """Correlation after the post-LN attention sub-block (the REM attention update, then LayerNorm); NaN where the
-    sub-block's output vanishes (no skip, no bias and orthogonal tokens)."""
+    sub-block's output vanishes (no skip, no bias and orthogonal tokens). ``overlaps``: a :class:`FiniteOverlaps`
+    for the finite-T update (None: the infinite-T REM limit, cross overlap 0)."""
     if p >= 1.0:
         return 1.0
-    y = attention_overlap(beta, p)
-    p_att, q_att = p, p + (1.0 - p) * y
+    y, y_cross = (attention_overlap(beta, p), 0.0) if overlaps is None else overlaps(beta, p)
+    p_att, q_att = p + (1.0 - p) * y_cross, p + (1.0 - p) * y
     b2, a2 = branch**2, skip**2
     den = b2 * (var_v * q_att + var_b) + a2
     return (b2 * (var_v * p_att + var_b) + a2 * p) / den if den > 0 else math.nan
@@ -85,9 +120,11 @@ def block_step(
     skip: float = 1.0,
     branch: float = 1.0,
     mlp: bool = True,
+    overlaps=None,
 ) -> float:
-    """One post-LN block: attention sub-block, then (if ``mlp``) the MLP sub-block."""
-    p = attention_step(p, beta, var_v, var_b, skip, branch)
+    """One post-LN block: attention sub-block, then (if ``mlp``) the MLP sub-block (``overlaps``: see
+    :func:`attention_step`)."""
+    p = attention_step(p, beta, var_v, var_b, skip, branch, overlaps)
     return mlp_step(p, var_w, var_b, skip, branch) if mlp else p
 
 
@@ -100,10 +137,20 @@ def recursion(p0: float, beta: float, depth: int, **block) -> np.ndarray:
     return np.asarray(out)
 
 
-def overlap_curve(p: np.ndarray, beta: float) -> np.ndarray:
+def overlap_curve(p: np.ndarray, beta: float, overlaps=None) -> np.ndarray:
     """Predicted participation ``Y_l`` of layer l's attention given the correlation ``p_{l-1}`` of its input
-    (NaN at layer 0, which has no attention)."""
-    return np.concatenate([[np.nan], [attention_overlap(beta, float(x)) for x in p[:-1]]])
+    (NaN at layer 0, which has no attention); ``overlaps``: a :class:`FiniteOverlaps` for finite T (None: REM)."""
+    y = [attention_overlap(beta, float(x)) if overlaps is None else overlaps(beta, float(x))[0] for x in p[:-1]]
+    return np.concatenate([[np.nan], y])
+
+
+def critical_statistic(betas: np.ndarray, overlap: np.ndarray, condensed: float) -> float:
+    """The critical beta read off participations at the last layer: above the transition the REM gives
+    ``Y = 1 - beta_c / beta``, so each clearly condensed point (``Y > condensed``) gives ``beta_c = beta (1 - Y)``;
+    the median over those points (NaN if none is condensed). Applied alike to a simulation and to a recursion's
+    predicted ``Y``, so that both are the same statistic."""
+    est = [float(b) * (1.0 - float(y)) for b, y in zip(betas, overlap, strict=True) if y > condensed]
+    return float(np.median(est)) if est else float("nan")
 
 
 def critical_beta_at_depth(p0: float, depth: int, lo: float = 0.05, hi: float = 50.0, **block) -> float:

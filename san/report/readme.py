@@ -220,7 +220,7 @@ def theorem_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     )
 
 
-PROPAGATION_KEYS = ("paper", "statement", "holds", "detail")
+PROPAGATION_KEYS = ("paper", "statement", "kind", "source", "holds", "detail")
 """The keys of each propagation claim that the table prints."""
 
 
@@ -234,9 +234,9 @@ def propagation_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str
             if missing:
                 raise MissingKey(f"summary.json 'propagation.{sweep}' claim {i} has no {missing}, which the README "
                                  f"table 'propagation' needs")  # fmt: skip
-            verdict = {True: "yes", False: "no"}.get(claim["holds"], "undecided")
-            rows.append([claim["paper"], claim["statement"], verdict, claim["detail"]])
-    return markdown(["paper", "statement", "holds here?", "measured"], rows)
+            verdict = {True: "yes", False: "no"}.get(claim["holds"], "not judged")
+            rows.append([claim["paper"], claim["statement"], claim["kind"], claim["source"], verdict, claim["detail"]])
+    return markdown(["paper", "statement", "kind", "source", "holds here?", "measured"], rows)
 
 
 TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {

@@ -95,7 +95,60 @@ def test_masks():
     np.testing.assert_array_equal(sim.allowed_keys(4, "causal", 0).numpy(), np.tril(np.ones((4, 4), bool)))
     band = sim.allowed_keys(5, "sliding", 1).numpy()
     assert band[2].tolist() == [False, True, True, True, False]
+    one_way = sim.allowed_keys(5, "sliding_causal", 1).numpy()
+    assert one_way[2].tolist() == [False, True, True, False, False]
     assert sim.allowed_keys(3, "full", 0).all()
+
+
+def test_mu_is_the_frobenius_norm_of_the_centred_tokens():
+    x = torch.tensor([[[1.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)
+    assert float(sim.mu(x)[0]) == pytest.approx(math.sqrt(2.0))
+    assert float(sim.mu(2 * x)[0]) == pytest.approx(2 * math.sqrt(2.0))  # absolute, unlike the relative residual
+
+
+def _overlaps(seq_len: int, draws: int = 4000):
+    from san.core.rng import cpu_generator, randn
+
+    return theory.FiniteOverlaps(randn((draws, 2, seq_len), cpu_generator(0), torch.float64).numpy())
+
+
+def test_finite_t_overlaps_tend_to_the_rem_limit():
+    # below critical the T-key softmax spreads: about 1/T at beta -> 0; never below 1/T
+    y, y_cross = _overlaps(64)(1e-6, 0.2)
+    assert y == pytest.approx(1 / 64, rel=1e-4) and y_cross == pytest.approx(1 / 64, rel=1e-4)
+    # above critical the participation approaches 1 - beta_c / beta as T grows (from above: a finite softmax is
+    # more condensed than its REM limit)
+    beta, p = 4.0, 0.2
+    rem = theory.attention_overlap(beta, p)
+    gaps = [_overlaps(t, 1000)(beta, p)[0] - rem for t in (16, 256, 2048)]
+    assert gaps[0] > gaps[1] > gaps[2] > 0
+    # the finite-T recursion differs from the infinite-T one, with no fitted parameter
+    block = {"var_v": 0.2, "var_b": 4e-4, "var_w": 0.2, "skip": 1.0, "branch": 1.0, "mlp": True}
+    finite = theory.recursion(0.2, beta, 6, overlaps=_overlaps(128), **block)
+    limit = theory.recursion(0.2, beta, 6, **block)
+    assert abs(finite[-1] - limit[-1]) > 1e-3
+
+
+def test_critical_statistic_reads_the_rem_law():
+    betas = np.array([1.0, 2.0, 4.0, 8.0])
+    y = np.clip(1 - 1.5 / betas, 0, None)
+    assert theory.critical_statistic(betas, y, 0.2) == pytest.approx(1.5)
+    assert np.isnan(theory.critical_statistic(betas, np.zeros(4), 0.2))
+
+
+def test_construction_is_an_attracting_rank2_equilibrium_with_layernorm_only():
+    from san.propagation import construction
+    from san.propagation.claims import staying_fraction
+
+    star = construction.fixed_point(6, 5, 0.1)
+    a, v = construction.causal_uniform(6), construction.value_matrix(5, 0.1)
+    assert float((construction.layer(star, a, v, "sphere") - star).abs().max()) < 1e-10
+    assert float(construction.rank2_ratio(star)) > 0.1
+    cfg = {"tokens": 6, "width": 5, "rest": 0.1, "perturbation": 0.1, "draws": 16, "seed": 0}
+    out = construction.run(cfg, 40)["ratio"][:, :, -1]
+    fractions = dict(zip(construction.NORMS, (staying_fraction(r, 0.1) for r in out), strict=True))
+    assert fractions["sphere"] >= 0.9 and fractions["layer_norm"] >= 0.9
+    assert fractions["none"] == 0.0
 
 
 @pytest.mark.parametrize("mask", spec.MASKS)
@@ -189,6 +242,8 @@ def test_branch_weight_and_spec_schema_in_sync():
     assert tuple(schema["$defs"]["input"]["enum"]) == spec.INPUTS
     assert tuple(schema["properties"]["sweeps"]["propertyNames"]["enum"]) == spec.SWEEPS
     assert set(schema["$defs"]["sweep"]["properties"]["fixed"]["properties"]) == set(spec.PARAMS)
+    assert schema["properties"]["finite_size"]["default"] == spec.FINITE_SIZE
+    assert set(schema["$defs"]["sweep"]["properties"]["construction"]["properties"]) == set(spec.CONSTRUCTION)
     assert schema["properties"]["residuals"]["default"] == spec.DEFAULT_RESIDUALS
 
 
@@ -203,9 +258,21 @@ def test_run_dataset_layout():
         "residuals": spec.DEFAULT_RESIDUALS,
     }
     ds = run("depth", sweep, "cpu")
+    with pytest.raises(spec.ConfigError, match="construction"):
+        spec.check_sweep("depth", {**sweep, "construction": dict(spec.CONSTRUCTION)}, spec.DEFAULT_RESIDUALS)
+    deeper = run("depth", {**sweep, "grid": {"residual": ["inv_sqrt_depth", "skip"]}, "depths": [3]}, "cpu")
+    assert deeper["final_cosine"].dims == ("residual", "model_depth", "seed")
+    assert deeper.model_depth.values.tolist() == [2, 3]
+    assert np.isfinite(deeper["final_cosine"].sel(residual="inv_sqrt_depth")).all()
+    assert np.isnan(deeper["final_cosine"].sel(residual="skip")).all()
+    masks = {**sweep, "grid": {"norm": ["none"]}, "construction": {**spec.CONSTRUCTION, "draws": 4}}
+    built = run("masks", masks, "cpu")
+    assert built["construction_ratio"].dims == ("construction_norm", "draw", "layer")
     assert ds["cosine"].dims == ("norm", "seq_len", "layer", "seed")
     assert ds["cosine"].shape == (2, 2, 3, 2)
     assert np.isfinite(ds["theory_cosine"].sel(norm="post_ln")).all()
     assert np.isnan(ds["theory_cosine"].sel(norm="none")).all()
+    assert np.isfinite(ds["finite_cosine"].sel(norm="post_ln")).all()
+    assert ds["finite_overlap"].dims == ds["cosine"].dims
     for name, var in ds.variables.items():
         assert "long_name" in var.attrs and "units" in var.attrs, name

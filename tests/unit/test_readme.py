@@ -89,7 +89,8 @@ def _summary() -> dict:
     entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
              "last_layer": 12}  # fmt: skip
     group = {"respects": 5, "violates": 0, "undecided": 0, "float_floor": 1}
-    claim = {"paper": "Noci et al. 2022", "statement": "branches scaled", "holds": True, "detail": "cosine 0.3"}
+    claim = {"paper": "Noci et al. 2022", "statement": "branches scaled", "kind": "universal", "source": "abstract",
+             "holds": True, "detail": "cosine 0.3"}  # fmt: skip
     return {
         "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
         "pretrained_collapse": None,
@@ -133,7 +134,7 @@ def test_tables_from_a_summary(tmp_path):
     out = {p.stem: p.read_text() for p in written}
     assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
-    assert "| Noci et al. 2022 | branches scaled | yes | cosine 0.3 |" in out["propagation"]
+    assert "| Noci et al. 2022 | branches scaled | universal | abstract | yes | cosine 0.3 |" in out["propagation"]
     assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
     assert "| adversarial search: largest gamma (256 draws) | 0.11 | <= 1 | yes |" in out["theorem"]
     assert "| negative control skip: largest log10 gamma | 7.2 | > 0 | violated (as it must) |" in out["theorem"]

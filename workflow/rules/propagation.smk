@@ -9,7 +9,11 @@ PROPAGATION_PROSE = PROPAGATION["prose_model"]
 
 
 # One sweep's config slice: its grid, fixed values, depth and seeds, and the residual scalings it uses.
-propagation_slice = lambda w: {**PROPAGATION["sweeps"][w.sweep], "residuals": PROPAGATION["residuals"]}
+propagation_slice = lambda w: {
+    **PROPAGATION["sweeps"][w.sweep],
+    "residuals": PROPAGATION["residuals"],
+    "finite_size": PROPAGATION["finite_size"],
+}
 # The rank-collapse model folder and token ids, only for a sweep with prose input.
 propagation_inputs = lambda w: (
     {
