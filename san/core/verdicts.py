@@ -82,7 +82,9 @@ def collect(
     """The verdict table of a summary: every section's ``verdicts`` rows (and ``extra``: rows of sections that keep
     no ``verdicts`` key of their own), named ``section.key``, split by kind."""
     out: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
-    rows = {name: s.get("verdicts", []) for name, s in sections.items() if isinstance(s, Mapping) and name != "verdicts"}
+    rows = {
+        name: s.get("verdicts", []) for name, s in sections.items() if isinstance(s, Mapping) and name != "verdicts"
+    }
     for name, section_rows in {**rows, **(extra or {})}.items():
         for row in section_rows:
             out[row["kind"]].append({**row, "claim": f"{name}.{row['key']}"})

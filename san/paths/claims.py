@@ -137,8 +137,7 @@ def path_effectiveness_claims(
     beats = V.every(V.judged(d > margin, int(np.isfinite(d))) for d in differences["short_beats_long"].values())
     learn = V.every(V.judged(d > margin, int(np.isfinite(d))) for d in differences["models_learn"].values())
     reach = V.every(
-        V.judged(t["short_share_of_gain"] > most, int(np.isfinite(t["short_share_of_gain"])))
-        for t in per_task.values()
+        V.judged(t["short_share_of_gain"] > most, int(np.isfinite(t["short_share_of_gain"]))) for t in per_task.values()
     )
     caption = "; ".join(
         f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "

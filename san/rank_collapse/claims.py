@@ -74,7 +74,8 @@ def rank_collapse_claims(
         "caption_rows": rows,
         "verdicts": [
             V.entry("pure_collapses", collapses, V.SCIENTIFIC,
-                    f"pure attention at initialisation falls below {threshold:g} by layer {layer} (bidirectional models)"),
+                    f"pure attention at initialisation falls below {threshold:g} by layer {layer} "
+                    "(bidirectional models)"),
             V.entry("skip_survives", survives, V.REGRESSION,
                     f"the skip control: variants with skip connections stay above {floor:g} at the last layer"),
         ],

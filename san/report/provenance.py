@@ -47,6 +47,4 @@ def source_line(record: Mapping[str, Any], what: str = "Source run") -> str:
         raise KeyError(f"the run record lacks {missing} (expected {list(KEYS)})")
     commit = str(record["commit"])
     short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
-    return (
-        f"<sub>{what}: commit {short}, config {record['config_hash']}, {record['date']}, {record['machine']}.</sub>"
-    )
+    return f"<sub>{what}: commit {short}, config {record['config_hash']}, {record['date']}, {record['machine']}.</sub>"

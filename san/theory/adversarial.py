@@ -211,7 +211,10 @@ def run(cfg: Mapping[str, Any], eps: float, iterations: int, floor: float) -> xr
         return out
 
     top = max(grid, key=lambda s: main[s]["best_value"] if np.isfinite(main[s]["best_value"]) else -np.inf)
-    dims, cdims = ("search_tokens", "search_heads", "draw"), ("control", "search_tokens", "search_heads", "control_draw")
+    dims, cdims = (
+        ("search_tokens", "search_heads", "draw"),
+        ("control", "search_tokens", "search_heads", "control_draw"),
+    )
     ds = xr.Dataset(
         {
             "log10_gamma_adversarial": (dims, grid_of(main, "log10_gamma", cfg["draws"])),

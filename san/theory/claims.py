@@ -112,7 +112,7 @@ def adversarial_claims(
     the theorem layer's largest (``controls_detected``, a regression check of the checker)."""
     g = ds["log10_gamma_adversarial"]
     top = _stats(g)["max"]
-    start = ds["log10_gamma_start"] if "log10_gamma_start" in ds else None
+    start = ds.get("log10_gamma_start")
     per_size = {}
     for n, h in _sizes(g):
         at = {"search_tokens": n, "search_heads": h}
@@ -190,7 +190,8 @@ def theorem_claims(
         V.entry("nominal.holds", out["nominal"]["holds"], V.REGRESSION,
                 "random weights respect the proven bound with gamma = 1", out["nominal"]["control"]),
         V.entry("certified_holds_no_ln", out["certified_holds_no_ln"], V.REGRESSION,
-                "the certified bound holds on every random-weight pair (a proven inequality)", out["certified_control"]),
+                "the certified bound holds on every random-weight pair (a proven inequality)",
+                out["certified_control"]),
     ]  # fmt: skip
     if "log10_gamma_adversarial" in ds:
         adv = out["adversarial"] = adversarial_claims(

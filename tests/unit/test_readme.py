@@ -136,7 +136,9 @@ def _summary() -> dict:
         },  # fmt: skip
         "propagation": {"depth": [claim]},
         "verdicts": {
-            "scientific": [{"statement": "gamma <= 1 (adversarial)", "verdict": "holds", "positive_control": control(True)}],
+            "scientific": [
+                {"statement": "gamma <= 1 (adversarial)", "verdict": "holds", "positive_control": control(True)}
+            ],
             "regression": [{"statement": "certified bound", "verdict": "not judged"}],
         },
         "provenance": RUN,
@@ -156,8 +158,14 @@ def test_tables_from_a_summary(tmp_path):
         "| adversarial search: largest gamma (240 draws; n = 2, 4, 8; H = 1, 2; ascent gain 0.8 decades) | scientific "
         "| 0.11 | <= 1 | yes | / 2: does NOT fail: no power at this factor |" in out["theorem"]
     )
-    assert "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | not judged | / 2: fails as it must |" in out["theorem"]
-    assert "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | violated (as it must) |  |" in out["theorem"]
+    assert (
+        "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | not judged | / 2: fails as it must |"
+        in out["theorem"]
+    )
+    assert (
+        "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | violated (as it must) |  |"
+        in out["theorem"]
+    )
     assert "no model" in out["pretrained"].lower()
     assert "| scientific verdict | gamma <= 1 (adversarial) | holds | / 2: does NOT fail" in out["verdicts"]
     assert "| regression check | certified bound | not judged |  |" in out["verdicts"]
