@@ -262,3 +262,17 @@ def test_the_readme_gallery_shows_what_publish_writes():
     text = (ROOT / "README.md").read_text()
     shown = re.findall(r"!\[[^\]]*\]\((docs/figures/[\w-]+\.png)\)", text)
     assert shown == [f"{readme.FIGURES}/{name}.png" for name in readme.GALLERY]
+
+
+def test_a_run_record_names_commit_config_date_and_machine():
+    from datetime import UTC, datetime
+
+    from san.report import provenance
+
+    record = provenance.run_record(provenance.config_hash({"a": 1}), datetime(2026, 1, 2, 3, 4, tzinfo=UTC))
+    assert record["config_hash"] == provenance.config_hash({"a": 1}) != provenance.config_hash({"a": 2})
+    assert record["date"] == "2026-01-02 03:04 UTC" and record["commit"] and record["machine"]
+    line = provenance.source_line({**record, "commit": "0123456789abcdef0123+dirty"})
+    assert line.startswith("<sub>Source run: commit 0123456789ab+dirty, config ") and "2026-01-02 03:04 UTC" in line
+    with pytest.raises(KeyError, match="machine"):
+        provenance.source_line({k: v for k, v in record.items() if k != "machine"})
