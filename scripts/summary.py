@@ -19,7 +19,9 @@ from san.theory import claims as theory
 WINGS = (rank_collapse.claims, circle.claims, paths.claims, theory.claims, propagation_claims)
 
 with job_log(snakemake.log[0]) as log:
-    inputs, params = dict(snakemake.input.items()), dict(snakemake.params.items())
+    # every named input as a list of paths (Snakemake gives a single file as a string)
+    inputs = {k: [v] if isinstance(v, str) else list(v) for k, v in snakemake.input.items()}
+    params = dict(snakemake.params.items())
     claims = {}
     for wing in WINGS:
         claims.update(wing(inputs, params))

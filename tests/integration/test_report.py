@@ -49,7 +49,8 @@ def test_summary_checks_the_claims(built):
     assert kinds["theorem.adversarial.holds"] == "scientific" and kinds["theorem.certified_holds_no_ln"] == "regression"
     assert kinds["path_decomposition.exact"] == "regression" and kinds["rank_collapse.skip_survives"] == "regression"
     assert kinds["paths.short_beats_long"] == "scientific" and any(c.startswith("propagation.") for c in kinds)
-    controls = {v["claim"]: v["positive_control"] for rows in verdicts.values() for v in rows if "positive_control" in v}
+    rows = [v for kind in verdicts.values() for v in kind]
+    controls = {v["claim"]: v["positive_control"] for v in rows if "positive_control" in v}
     assert set(controls) == {"theorem.nominal.holds", "theorem.certified_holds_no_ln", "theorem.adversarial.holds"}
     assert all(v["verdict"] in ("holds", "fails", "not judged") for rows in verdicts.values() for v in rows)
     assert set(summary["provenance"]) == {"commit", "config_hash", "date", "machine"}
