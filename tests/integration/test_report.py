@@ -105,6 +105,10 @@ def test_publish_refreshes_every_document_from_the_run_and_verify_compares_them(
     for doc in readme.documents(root):
         text = doc.read_text()
         doc.write_text(readme.BLOCK.sub(lambda m: m.group(0) if not m.group(2).startswith("bench_") else "", text))
+    figures = built / "results" / "figures"
+    for name in readme.GALLERY:  # the tiny run has no pretrained model: a stand-in for the figure it does not draw
+        if not (figures / f"{name}.png").is_file():
+            shutil.copyfile(figures / "rank_collapse_overview.png", figures / f"{name}.png")
     readme.publish(built / "results", root, None)
     assert readme.verify(root, built / "results") == []
     commit = json.loads((built / "results/summary.json").read_text())["provenance"]["commit"][:12]
