@@ -100,6 +100,27 @@ def path_decomposition_claims(
     }  # fmt: skip
 
 
+def _effectiveness_task(ds: xr.Dataset, short: int) -> dict[str, Any]:
+    """One task's numbers of :func:`path_effectiveness_claims` (mean over repeats, the largest ``n_paths``)."""
+    acc = ds["accuracy"].mean("repeat")
+    n = int(ds["n_paths"].max())
+    by_len = acc.sel(n_paths=n)
+    lengths = by_len["path_length"].values
+    short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
+    full, chance = _f(ds["full_model_accuracy"]), _f(ds["chance_accuracy"])
+    # the paper's "short paths reach most of the accuracy": the share of the full model's gain over chance
+    gain = full - chance
+    return {
+        "full": full,
+        "chance": chance,
+        "n_paths": n,
+        "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
+        "short_best": short_best,
+        "longest": _f(by_len.isel(path_length=-1)),
+        "short_share_of_gain": (short_best - chance) / gain if gain > 0 else float("nan"),
+    }
+
+
 def path_effectiveness_claims(
     results: Mapping[str, xr.Dataset], *, short: int, most: float, margin: float = 0.0
 ) -> dict[str, Any]:
@@ -111,25 +132,7 @@ def path_effectiveness_claims(
     the difference exceeds ``margin`` (accuracy); ``differences`` holds them per task, for :func:`over_seeds` to
     judge against the spread over seeds.
     """
-    per_task: dict[str, Any] = {}
-    for task, ds in results.items():
-        acc = ds["accuracy"].mean("repeat")
-        n = int(ds["n_paths"].max())
-        by_len = acc.sel(n_paths=n)
-        lengths = by_len["path_length"].values
-        short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
-        per_task[task] = {
-            "full": _f(ds["full_model_accuracy"]),
-            "chance": _f(ds["chance_accuracy"]),
-            "n_paths": n,
-            "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
-            "short_best": short_best,
-            "longest": _f(by_len.isel(path_length=-1)),
-        }
-        t = per_task[task]
-        # the paper's "short paths reach most of the accuracy": the share of the full model's gain over chance
-        gain = t["full"] - t["chance"]
-        t["short_share_of_gain"] = (short_best - t["chance"]) / gain if gain > 0 else float("nan")
+    per_task = {task: _effectiveness_task(ds, short) for task, ds in results.items()}
     differences = {
         "short_beats_long": {task: t["short_best"] - t["longest"] for task, t in per_task.items()},
         "models_learn": {task: t["full"] - t["chance"] for task, t in per_task.items()},

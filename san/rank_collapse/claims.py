@@ -88,6 +88,21 @@ def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
     return int(curve["layer"].values[below[0]]) if below.size else None
 
 
+def _pretrained_row(e: Mapping[str, Any]) -> str:
+    """One model's caption row of :func:`pretrained_collapse_claims`: per measure, SAN's first layer below the
+    threshold, its last value and the transformer's."""
+    return (
+        "; ".join(
+            f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
+            f"{e[metric]['san_first_below'] if e[metric]['san_first_below'] is not None else 'never'} of "
+            f"{e['depth']} (last {e[metric]['san_last']:.1e}), transformer last {e[metric]['transformer_last']:.2f}"
+            for metric in METRICS
+            if metric in e and e[metric]["san_last"] is not None and e[metric]["transformer_last"] is not None
+        )
+        + "."
+    )
+
+
 def pretrained_collapse_claims(
     results: Mapping[str, xr.Dataset],
     *,
@@ -128,17 +143,7 @@ def pretrained_collapse_claims(
     collapses = V.judged(
         all(f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)), len(firsts)
     )
-    rows = {
-        name: "; ".join(
-            f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
-            f"{e[metric]['san_first_below'] if e[metric]['san_first_below'] is not None else 'never'} of "
-            f"{e['depth']} (last {e[metric]['san_last']:.1e}), transformer last {e[metric]['transformer_last']:.2f}"
-            for metric in METRICS
-            if metric in e and e[metric]["san_last"] is not None and e[metric]["transformer_last"] is not None
-        )
-        + "."
-        for name, e in per_model.items()
-    }
+    rows = {name: _pretrained_row(e) for name, e in per_model.items()}
     return {
         "threshold": threshold,
         "max_layer_fraction": max_layer_fraction,

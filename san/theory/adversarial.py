@@ -189,6 +189,16 @@ def _worst_vars(worst: list[np.ndarray]) -> dict[str, tuple[tuple[str, ...], np.
     return {name: (dim, arr) for (name, dim), arr in zip(dims.items(), worst, strict=True)}
 
 
+def _on_grid(
+    results: Mapping[tuple[int, int], dict[str, Any]], key: str, draws: int, tokens: list[int], heads: list[int]
+) -> np.ndarray:
+    """``results[(n, H)][key]`` (one value per draw) as an array ``(tokens, heads, draw)``."""
+    out = np.full((len(tokens), len(heads), draws), np.nan)
+    for (n, h), r in results.items():
+        out[tokens.index(n), heads.index(h)] = r[key]
+    return out
+
+
 def run(cfg: Mapping[str, Any], eps: float, iterations: int, floor: float) -> xr.Dataset:
     """The search on the theorem's layer (``cfg['draws']`` draws) and on each of ``cfg['controls']``
     (``cfg['control_draws']`` draws each), at every size of :func:`sizes`. Stored per size and draw: the certified
@@ -198,17 +208,11 @@ def run(cfg: Mapping[str, Any], eps: float, iterations: int, floor: float) -> xr
     dual-ascent steps of ``res``; ``floor``: float floor."""
     grid = sizes(cfg)
     tokens, heads = sorted({n for n, _ in grid}), sorted({h for _, h in grid})
-    shape = (len(tokens), len(heads))
+    grid_of = lambda results, key, draws: _on_grid(results, key, draws, tokens, heads)  # noqa: E731
     main = {s: search(cfg, "theorem", cfg["draws"], s, eps, iterations, floor) for s in grid}
     controls = {
         c: {s: search(cfg, c, cfg["control_draws"], s, eps, iterations, floor) for s in grid} for c in cfg["controls"]
     }
-
-    def grid_of(results: Mapping[tuple[int, int], dict[str, Any]], key: str, draws: int) -> np.ndarray:
-        out = np.full((*shape, draws), np.nan)
-        for (n, h), r in results.items():
-            out[tokens.index(n), heads.index(h)] = r[key]
-        return out
 
     top = max(grid, key=lambda s: main[s]["best_value"] if np.isfinite(main[s]["best_value"]) else -np.inf)
     dims, cdims = (
