@@ -188,7 +188,7 @@ def test_theorem_claims_nominal_verdict_flips_with_a_violation():
 
 def test_every_theorem_check_is_not_judged_on_zero_evidence():
     """Every pair at the float floor: nothing is judged, so neither the nominal nor the certified check passes (the
-    certified check used to fill the missing margins and pass)."""
+    certified check must not fill the missing margins and pass)."""
     from test_theory import _tiny_sweep
 
     ds = _tiny_sweep()
