@@ -9,9 +9,10 @@ works; importing it puts the checkout first on ``sys.path`` so the ``san`` of th
 from __future__ import annotations
 
 import re
+import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,21 +40,61 @@ def rank_collapse_results(cfg: dict) -> list[str]:
     return out + [f"results/attention_products/{m}.nc" for m in (models if products is None else products)]
 
 
-def matmul_rate(m: int, k: int, n: int, repeats: int = 200, dtype=None) -> float:
-    """Single-thread multiply-adds per second of an (m x k) @ (k x n) product in ``dtype`` (default float32), best
-    of 5 rounds."""
+def matmul_rates(m: int, k: int, n: int, repeats: int = 200, dtype=None, rounds: int = 5) -> list[float]:
+    """Single-thread multiply-adds per second of an (m x k) @ (k x n) product in ``dtype`` (default float32), one
+    value per round (warm caches: the operands stay in memory between rounds)."""
     import torch
 
     torch.set_num_threads(1)
     dtype = dtype or torch.float32
     a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
-    best = float("inf")
-    for _ in range(5):
+    rates = []
+    for _ in range(rounds):
         t0 = time.perf_counter()
         for _ in range(repeats):
             a @ b
-        best = min(best, (time.perf_counter() - t0) / repeats)
-    return m * k * n / best
+        rates.append(m * k * n * repeats / (time.perf_counter() - t0))
+    return rates
+
+
+def matmul_rate(m: int, k: int, n: int, repeats: int = 200, dtype=None) -> float:
+    """The best of 5 rounds of :func:`matmul_rates`: the rate an arithmetic floor is computed at."""
+    return max(matmul_rates(m, k, n, repeats, dtype))
+
+
+def alternating_ratio(
+    first: Callable[[], object],
+    second: Callable[[], object],
+    pairs: int = 3,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """The ratio of the time of ``first`` to that of ``second``, measured ``pairs`` times with the order alternating
+    (first-second, then second-first, ...), so that neither always runs on the caches the other left cold or warm:
+    the median ratio and its range over the pairs (``low``, ``high``). ``clock``: ``time.perf_counter`` (wall) or
+    ``time.process_time`` (CPU)."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, got {pairs}")
+    ratios = []
+    for i in range(pairs):
+        times = {}
+        for name, fn in (("a", first), ("b", second)) if i % 2 == 0 else (("b", second), ("a", first)):
+            t0 = clock()
+            fn()
+            times[name] = clock() - t0
+        ratios.append(times["a"] / times["b"])
+    return {"median": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "pairs": pairs}
+
+
+def ratio_cell(ratio: dict[str, float], digits: int = 2) -> str:
+    """A ratio of :func:`alternating_ratio` as a table cell: the median and its range over the pairs."""
+    return (
+        f"{ratio['median']:.{digits}f} ({ratio['low']:.{digits}f}-{ratio['high']:.{digits}f}, {ratio['pairs']} pairs)"
+    )
+
+
+def met(ok: bool | None) -> str:
+    """A target's cell: ``met``, ``NOT met`` or ``-`` (no target)."""
+    return "-" if ok is None else "met" if ok else "NOT met"
 
 
 def last_logged(path: Path, label: str) -> float | None:
@@ -82,11 +123,21 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     return "\n".join(lines) + "\n"
 
 
+def source(name: str, argv: Sequence[str] | None = None) -> str:
+    """The line naming the run a benchmark table comes from: commit, the hash of the benchmark's name and command
+    line (its settings), the date and the machine (:func:`san.report.provenance.source_line`)."""
+    from san.report.provenance import config_hash, run_record, source_line
+
+    settings = {"benchmark": name, "argv": list(sys.argv[1:] if argv is None else argv)}
+    return source_line(run_record(config_hash(settings)), "Source benchmark")
+
+
 def write_table(name: str, header: Sequence[str], rows: Sequence[Sequence[object]], note: str = "") -> Path:
     """Write a benchmark's result table to ``benchmarks/out/<name>.md`` (``note``: one line under it, e.g. the
-    machine) and return the path; the README and ``docs/performance.md`` quote it from its committed copy."""
+    command) followed by the line naming its run (:func:`source`), and return the path; the README and
+    ``docs/performance.md`` quote it from its committed copy (``python -m san.report.readme publish``)."""
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.md"
-    path.write_text(markdown_table(header, rows) + (f"\n{note}\n" if note else ""))
+    path.write_text(markdown_table(header, rows) + (f"\n{note}\n" if note else "") + f"\n{source(name)}\n")
     print(f"wrote {path}")
     return path

@@ -11,8 +11,9 @@ the timestamps of its latest Snakemake log, and prints:
   ``cores`` cores can beat, the achieved wall time and its ratio to the bound;
 - per training job of the path-effectiveness experiment: its arithmetic (multiply-adds from the config,
   ``san.paths.spec.training_macs``, all seeds), the machine's measured single-thread float32 matrix-multiply rate on a
-  product of the training's shape, the time that arithmetic alone would take (the floor) and the share of the
-  measured wall time it is;
+  product of the training's shape (best of 5 rounds on warm caches; the share's range over the rounds beside it), the
+  time that arithmetic alone would take at that rate (the floor, an estimate: real products run on colder caches)
+  and the share of the measured wall time it is;
 - per path evaluation: its exact arithmetic (single-head applications after prefix sharing, on the task's own
   sampled path sets), the floor at the same rate on the job's threads, and the share of the evaluation's measured
   wall time (its log's ``path evaluation in X s``) it is.
@@ -31,7 +32,7 @@ from datetime import datetime
 from pathlib import Path
 
 import torch
-from _common import ROOT, last_logged, matmul_rate, write_table
+from _common import ROOT, last_logged, matmul_rates, write_table
 
 
 def dag(workdir: Path) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int, int]]]:
@@ -165,16 +166,18 @@ def main() -> None:
     config = yaml.safe_load((args.workdir / "config.yaml").read_text())
     slices = check_config(config, args.workdir / "workflow" / "schemas")["paths"]
     print("\npath-effectiveness training: arithmetic against the machine's matrix-multiply rate (one thread)")
-    print(f"{'task':14} {'GMAC':>9} {'rate GMAC/s':>12} {'floor s':>9} {'measured s':>11} {'floor share':>12}")
+    print(f"{'task':14} {'GMAC':>9} {'rate GMAC/s':>12} {'floor s':>9} {'measured s':>11} {'floor share (range)':>22}")
     for name, task in slices.items():
         own = [r for r in rows.get("paths_train", []) if r[0].name == name]
         row = own[0][1] if own else None
         macs = training_macs(task)
         d = task["model"]["dim"]
-        rate = matmul_rate(task["train"]["batch_size"] * 10, d, 3 * d)
+        rates = matmul_rates(task["train"]["batch_size"] * 10, d, 3 * d)
+        rate = max(rates)
         measured = float(row["s"]) if row else float("nan")
         floor = macs / rate
-        print(f"{name:14} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured:11.1f} {floor / measured:12.2f}")
+        print(f"{name:14} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured:11.1f} "
+              f"{share_range(macs, rates, measured):>22}")  # fmt: skip
 
     evaluation = config["paths"]["evaluation"]
     threads = int(config["compute"]["paths_evaluate"]["threads"])
@@ -184,20 +187,26 @@ def main() -> None:
     )
     print(
         f"{'task':14} {'heads/input':>11} {'GMAC':>9} {'rate GMAC/s':>12} {'floor s':>9} {'measured s':>11} "
-        f"{'floor share':>12}"
+        f"{'floor share (range)':>22}"
     )
     for name, task in slices.items():
         heads, macs = evaluation_arithmetic(task, evaluation)
         d, n = task["model"]["dim"], sequences_and_tokens(task)[2]
         dh = d // task["model"]["n_heads"]
-        rate = matmul_rate(n * 16, d, 3 * dh)
-        measured = eval_seconds(args.workdir, name)
-        floor = macs / (rate * threads)
-        share = floor / measured if measured else float("nan")
+        rates = [r * threads for r in matmul_rates(n * 16, d, 3 * dh)]
+        rate = max(rates)
+        measured = eval_seconds(args.workdir, name) or float("nan")
+        floor = macs / rate
         print(
-            f"{name:14} {heads:11d} {macs / 1e9:9.1f} {rate / 1e9:12.1f} {floor:9.1f} {measured or float('nan'):11.1f} "
-            f"{share:12.2f}"
+            f"{name:14} {heads:11d} {macs / 1e9:9.1f} {rate / threads / 1e9:12.1f} {floor:9.1f} {measured:11.1f} "
+            f"{share_range(macs, rates, measured):>22}"
         )
+
+
+def share_range(macs: float, rates: list[float], measured: float) -> str:
+    """The floor's share of a measured time at the best rate, with its range over the rate's rounds."""
+    shares = sorted(macs / r / measured for r in rates)
+    return f"{shares[0]:.2f} ({shares[0]:.2f}-{shares[-1]:.2f})"
 
 
 def write_run_table(n_jobs: int, cores: int, cpu: float, chain: float, bound: float, achieved: float | None) -> None:

@@ -1,79 +1,34 @@
-"""Snakemake entry: check the paper's claims on this run's results; write summary.json and report captions."""
+"""Snakemake entry: check the paper's claims on this run's results; write summary.json and report captions.
+
+Each wing's ``claims(inputs, params)`` decides which of its claims this run's results can speak to; this script
+loops over the wings, adds the verdict table (scientific verdicts apart from regression checks) and the run record."""
 
 import json
 from pathlib import Path
 
-import pandas as pd
-
-from san.circle.claims import circle_claims
+from san.circle import claims as circle
+from san.core import verdicts as V
 from san.core.jobs import job_log
-from san.core.storage import read_netcdf
-from san.paths.claims import over_seeds, path_decomposition_claims, path_effectiveness_claims
-from san.propagation.claims import claims as propagation_claims
-from san.rank_collapse.claims import (
-    attention_product_claims,
-    pretrained_collapse_claims,
-    pretrained_slower_claims,
-    rank_collapse_claims,
-)
+from san.paths import claims as paths
+from san.rank_collapse import claims as rank_collapse
 from san.report.captions import render_captions
-from san.theory.claims import fig2_exponents, theorem_claims
+from san.report.claims import propagation_claims, propagation_verdicts
+from san.report.provenance import run_record
+from san.theory import claims as theory
+
+WINGS = (rank_collapse.claims, circle.claims, paths.claims, theory.claims, propagation_claims)
 
 with job_log(snakemake.log[0]) as log:
-    inp, p = snakemake.input, snakemake.params
-    t = p.thresholds
-    rank_collapse = dict(zip(p.models, map(read_netcdf, inp.rank_collapse), strict=True))
-    fig2 = {
-        m: fig2_exponents(ds["residual_ratio"].sel(variant="SAN"), p.theory["float_floor"], p.theory["limit"])
-        for m, ds in rank_collapse.items()
-    }
-    paths = dict(zip(p.tasks, map(read_netcdf, inp.paths), strict=True))
-    path_cfg = dict(t["paths"])
-    seed_rule = path_cfg.pop("seeds")
-    claims = {
-        "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"], causal=tuple(p.causal))
-        if p.models
-        else None,
-        "pretrained_collapse": pretrained_collapse_claims(
-            rank_collapse,
-            threshold=t["pretrained_collapse"]["threshold"],
-            max_layer_fraction=t["pretrained_collapse"]["max_layer_fraction"],
-            families=p.families,
-        )
-        if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
-        else None,
-        "pretrained_slower": pretrained_slower_claims(
-            rank_collapse,
-            layer=t["rank_collapse"]["layer"],
-            min_factor=t["pretrained_collapse"]["slower_factor"],
-            causal=tuple(p.causal),
-        )
-        if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
-        else None,
-        "attention_products": attention_product_claims(
-            dict(zip(p.attention_product_models, map(read_netcdf, inp.attention_products), strict=True)),
-            **t["attention_products"],
-        )
-        if p.attention_product_models
-        else None,
-        "circle": circle_claims(pd.read_csv(inp.circle), **t["circle"]),
-        "paths": over_seeds(path_effectiveness_claims, paths, **seed_rule, **path_cfg) if p.tasks else None,
-        "path_decomposition": over_seeds(
-            path_decomposition_claims,
-            dict(zip(p.tasks, map(read_netcdf, inp.paths_exact), strict=True)),
-            **seed_rule,
-            **path_cfg,
-            **t["path_decomposition"],
-        )
-        if p.tasks
-        else None,
-        "theorem": theorem_claims(read_netcdf(inp.theorem), t["theorem"], fig2),
-        "propagation": propagation_claims(
-            dict(zip(p.sweeps, map(read_netcdf, inp.propagation), strict=True)), t["propagation"]
-        ),
-    }
+    # every named input as a list of paths (Snakemake gives a single file as a string)
+    inputs = {k: [v] if isinstance(v, str) else list(v) for k, v in snakemake.input.items()}
+    params = dict(snakemake.params.items())
+    claims = {}
+    for wing in WINGS:
+        claims.update(wing(inputs, params))
+    claims["verdicts"] = V.collect(claims, {"propagation": propagation_verdicts(claims["propagation"] or {})})
+    claims["provenance"] = run_record(params["config_hash"])
     Path(snakemake.output.json).write_text(json.dumps(claims, indent=2, sort_keys=True))
     out_dir = Path(snakemake.output.captions[0]).parent
-    written = render_captions(Path(inp.templates[0]).parent, out_dir, claims)
+    written = render_captions(Path(inputs["templates"][0]).parent, out_dir, claims)
     log.info("claims: %s", json.dumps(claims, sort_keys=True)[:2000])
     log.info("wrote %d captions to %s", len(written), out_dir)

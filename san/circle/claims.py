@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from san.core import verdicts as V
 from san.models.spec import PURE_ATTENTION, WITH_SKIP
 
 
-def circle_claims(table: pd.DataFrame, *, pure_fraction_min: float, skip_fraction_max: float) -> dict[str, Any]:
+def circle_claims(
+    table: pd.DataFrame,
+    *,
+    pure_fraction_min: float,
+    skip_fraction_max: float,
+    margin: float = 0.0,
+    sigmas: float = 0.0,
+) -> dict[str, Any]:
     """Fig. 3 claim: pure attention collapses the two sequences; skip connections counteract it. Holds when the
     pure-attention variants collapse in at least ``pure_fraction_min`` of their runs, the skip variants in at most
-    ``skip_fraction_max``, and pure attention more often than skip.
+    ``skip_fraction_max``, and pure attention more often than skip by more than ``margin`` after ``sigmas``
+    standard errors of the difference of the two fractions over the seeds (binomial:
+    ``sqrt(p (1 - p) / n + q (1 - q) / m)``). Not judged without runs of both kinds.
 
     ``table`` is the collapse table of the circle experiment (one row per variant and hidden dimension with the
     number of seeds and of collapsed seeds).
@@ -23,6 +35,12 @@ def circle_claims(table: pd.DataFrame, *, pure_fraction_min: float, skip_fractio
     skip = [counts[v] for v in WITH_SKIP if v in counts]
     pure_c, pure_n = sum(c for c, _ in pure), sum(n for _, n in pure)
     skip_c, skip_n = sum(c for c, _ in skip), sum(n for _, n in skip)
+    p = pure_c / pure_n if pure_n else float("nan")
+    q = skip_c / skip_n if skip_n else float("nan")
+    se = float(np.sqrt(p * (1 - p) / pure_n + q * (1 - q) / skip_n)) if pure_n and skip_n else float("nan")
+    holds = V.judged(
+        p - q - sigmas * se > margin and p >= pure_fraction_min and q <= skip_fraction_max, min(pure_n, skip_n)
+    )
     return {
         "per_variant": {v: {"collapsed": c, "runs": n} for v, (c, n) in counts.items()},
         "pure_collapsed": pure_c,
@@ -31,10 +49,20 @@ def circle_claims(table: pd.DataFrame, *, pure_fraction_min: float, skip_fractio
         "skip_runs": skip_n,
         "pure_fraction_min": pure_fraction_min,
         "skip_fraction_max": skip_fraction_max,
-        "pure_collapses_more": pure_n > 0
-        and skip_n > 0
-        and pure_c / pure_n > skip_c / skip_n
-        and pure_c / pure_n >= pure_fraction_min
-        and skip_c / skip_n <= skip_fraction_max,
+        "margin": margin,
+        "difference": p - q,
+        "difference_se": se,
+        "pure_collapses_more": holds,
         "caption": "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items()),
-    }
+        "verdicts": [
+            V.entry("pure_collapses_more", holds, V.SCIENTIFIC,
+                    f"pure attention collapses in at least {pure_fraction_min:.0%} of its runs, skip variants in at "
+                    f"most {skip_fraction_max:.0%}, pure more often by more than {margin:g} ({sigmas:g} s.e.)"),
+        ],
+    }  # fmt: skip
+
+
+def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The circle wing's section of summary.json: :func:`circle_claims` on ``inputs['circle']`` (the collapse
+    table) with ``params['thresholds']['circle']``."""
+    return {"circle": circle_claims(pd.read_csv(inputs["circle"][0]), **params["thresholds"]["circle"])}

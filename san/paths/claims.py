@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.core import verdicts as V
+
 
 def _f(x: Any) -> float:
     return float(np.asarray(x))
@@ -76,47 +78,70 @@ def path_decomposition_claims(
     )
     errors = [t["reconstruction_error"] for t in per_task.values()]
     gains = [t["short_share_of_gain"] for t in per_task.values()]
+    is_exact = V.every(V.judged(e < exact, int(np.isfinite(e))) for e in errors)
+    # a task whose model does not beat the input-blind level has no gain to share: not judged there
+    carry = V.every(V.judged(g > most, int(np.isfinite(g))) for g in gains)
     return {
         "short": short,
         "tolerance": tolerance,
-        "exact": bool(errors) and max(errors) < exact,
+        "exact": is_exact,
         "max_reconstruction_error": max(errors) if errors else float("nan"),
         "most": most,
         "exact_threshold": exact,
-        "short_carry_most_of_gain": bool(gains) and all(g > most for g in gains),
+        "short_carry_most_of_gain": carry,
         "per_task": per_task,
         "caption": caption,
+        "verdicts": [
+            V.entry("exact", is_exact, V.REGRESSION,
+                    f"the exact decomposition reconstructs every trained model (error below {exact:g}; an identity)"),
+            V.entry("short_carry_most_of_gain", carry, V.SCIENTIFIC,
+                    f"paths of length <= {short} carry more than {most:.0%} of the gain over the input-blind level"),
+        ],
+    }  # fmt: skip
+
+
+def _effectiveness_task(ds: xr.Dataset, short: int) -> dict[str, Any]:
+    """One task's numbers of :func:`path_effectiveness_claims` (mean over repeats, the largest ``n_paths``)."""
+    acc = ds["accuracy"].mean("repeat")
+    n = int(ds["n_paths"].max())
+    by_len = acc.sel(n_paths=n)
+    lengths = by_len["path_length"].values
+    short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
+    full, chance = _f(ds["full_model_accuracy"]), _f(ds["chance_accuracy"])
+    # the paper's "short paths reach most of the accuracy": the share of the full model's gain over chance
+    gain = full - chance
+    return {
+        "full": full,
+        "chance": chance,
+        "n_paths": n,
+        "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
+        "short_best": short_best,
+        "longest": _f(by_len.isel(path_length=-1)),
+        "short_share_of_gain": (short_best - chance) / gain if gain > 0 else float("nan"),
     }
 
 
-def path_effectiveness_claims(results: Mapping[str, xr.Dataset], *, short: int, most: float) -> dict[str, Any]:
+def path_effectiveness_claims(
+    results: Mapping[str, xr.Dataset], *, short: int, most: float, margin: float = 0.0
+) -> dict[str, Any]:
     """Fig. 4 claim: short paths carry most of the model's accuracy, long paths little.
 
     Per task: full-model and chance accuracy, mean accuracy by path length for the largest ``n_paths``, the best
     accuracy reached by paths of length <= ``short`` and by the longest paths; "most" means a share above ``most``
-    of the full model's gain over chance.
+    of the full model's gain over chance. The two comparisons ("short paths beat long", "models learn") hold when
+    the difference exceeds ``margin`` (accuracy); ``differences`` holds them per task, for :func:`over_seeds` to
+    judge against the spread over seeds.
     """
-    per_task: dict[str, Any] = {}
-    for task, ds in results.items():
-        acc = ds["accuracy"].mean("repeat")
-        n = int(ds["n_paths"].max())
-        by_len = acc.sel(n_paths=n)
-        lengths = by_len["path_length"].values
-        short_best = _f(by_len.sel(path_length=[k for k in lengths if 1 <= k <= short]).max())
-        per_task[task] = {
-            "full": _f(ds["full_model_accuracy"]),
-            "chance": _f(ds["chance_accuracy"]),
-            "n_paths": n,
-            "by_length": {int(k): _f(v) for k, v in zip(lengths, by_len.values, strict=True)},
-            "short_best": short_best,
-            "longest": _f(by_len.isel(path_length=-1)),
-        }
-        t = per_task[task]
-        # the paper's "short paths reach most of the accuracy": the share of the full model's gain over chance
-        gain = t["full"] - t["chance"]
-        t["short_share_of_gain"] = (short_best - t["chance"]) / gain if gain > 0 else float("nan")
-    holds = [t["short_best"] > t["longest"] for t in per_task.values()]
-    learned = [t["full"] > t["chance"] for t in per_task.values()]
+    per_task = {task: _effectiveness_task(ds, short) for task, ds in results.items()}
+    differences = {
+        "short_beats_long": {task: t["short_best"] - t["longest"] for task, t in per_task.items()},
+        "models_learn": {task: t["full"] - t["chance"] for task, t in per_task.items()},
+    }
+    beats = V.every(V.judged(d > margin, int(np.isfinite(d))) for d in differences["short_beats_long"].values())
+    learn = V.every(V.judged(d > margin, int(np.isfinite(d))) for d in differences["models_learn"].values())
+    reach = V.every(
+        V.judged(t["short_share_of_gain"] > most, int(np.isfinite(t["short_share_of_gain"]))) for t in per_task.values()
+    )
     caption = "; ".join(
         f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
         f"{t['n_paths']} paths) {t['short_best']:.3f} ({100 * t['short_share_of_gain']:.0f}% of the full model's gain "
@@ -125,13 +150,23 @@ def path_effectiveness_claims(results: Mapping[str, xr.Dataset], *, short: int, 
     )
     return {
         "short": short,
-        "short_beats_long": bool(holds) and all(holds),
-        "short_reach_most": bool(per_task) and all(t["short_share_of_gain"] > most for t in per_task.values()),
+        "short_beats_long": beats,
+        "short_reach_most": reach,
         "most": most,
-        "models_learn": bool(learned) and all(learned),
+        "margin": margin,
+        "models_learn": learn,
+        "differences": differences,
         "per_task": per_task,
         "caption": caption,
-    }
+        "verdicts": [
+            V.entry("models_learn", learn, V.SCIENTIFIC,
+                    f"the trained models beat the input-blind level by more than {margin:g}"),
+            V.entry("short_beats_long", beats, V.SCIENTIFIC,
+                    f"paths of length <= {short} beat the longest paths by more than {margin:g}"),
+            V.entry("short_reach_most", reach, V.SCIENTIFIC,
+                    f"paths of length <= {short} reach more than {most:.0%} of the gain over the input-blind level"),
+        ],
+    }  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -149,16 +184,31 @@ def _seed_slices(ds: xr.Dataset) -> dict[int, xr.Dataset]:
     return {int(s): ds.sel(seed=s) for s in ds["seed"].values}
 
 
-def seed_verdict(holds: list[bool], rule: str, min_share: float) -> bool:
-    """Whether a verdict holds over seeds: ``every_seed``: in every seed; ``share``: in at least ``min_share`` of
-    them. No seed: False."""
-    if not holds:
-        return False
+def seed_verdict(holds: list[V.Verdict], rule: str, min_share: float) -> V.Verdict:
+    """Whether a verdict holds over seeds: ``every_seed``: in every seed (:func:`san.core.verdicts.every`);
+    ``share``: in at least ``min_share`` of the seeds that judged it. No judged seed: not judged (None)."""
     if rule == "every_seed":
-        return all(holds)
+        return V.every(holds)
     if rule == "share":
-        return sum(holds) / len(holds) >= min_share
+        judged = [h for h in holds if h is not None]
+        return V.judged(bool(judged) and sum(judged) / len(judged) >= min_share, len(judged))
     raise ValueError(f"unknown seed rule {rule!r}; expected every_seed or share (config key report.paths.seeds.rule)")
+
+
+def spread_verdict(differences: list[float], margin: float, sigmas: float) -> dict[str, Any]:
+    """A comparison judged against the spread over seeds: the mean of the seeds' differences less ``sigmas``
+    standard errors of that mean (sample standard deviation over the square root of the seed count) must exceed
+    ``margin``. One seed has no spread: its difference alone must exceed the margin. No finite difference: not
+    judged."""
+    d = np.asarray([x for x in differences if np.isfinite(x)], dtype=float)
+    sem = float(d.std(ddof=1) / np.sqrt(d.size)) if d.size > 1 else 0.0
+    mean = float(d.mean()) if d.size else float("nan")
+    return {
+        "mean": mean,
+        "sem": sem,
+        "seeds": int(d.size),
+        "holds": V.judged(bool(mean - sigmas * sem > margin), int(d.size)),
+    }
 
 
 def over_seeds(
@@ -166,29 +216,76 @@ def over_seeds(
     datasets: Mapping[str, xr.Dataset],
     rule: str = "every_seed",
     min_share: float = 1.0,
+    sigmas: float = 0.0,
     **kwargs: Any,
 ) -> dict[str, Any]:
-    """A path claim (``claim(datasets, **kwargs)``, whose boolean entries are its verdicts) reached over seeds.
+    """A path claim (``claim(datasets, **kwargs)``, whose ``verdicts`` rows name its verdicts) reached over seeds.
 
     The numbers and the caption are those of the seed-mean results (:func:`seed_mean`). Every verdict is taken
     task by task and seed by seed (``claim`` on that task's seed alone); it holds when, in every task, it holds by
-    :func:`seed_verdict` over the task's seeds. ``per_seed`` lists every seed's verdicts, ``seed_rule`` the rule.
+    :func:`seed_verdict` over the task's seeds. A comparison verdict (one the claim lists in ``differences``, with
+    its ``margin``) must in addition hold against the spread of its difference over each task's seeds
+    (:func:`spread_verdict`, ``sigmas`` standard errors). ``per_seed`` lists every seed's verdicts, ``spread`` the
+    comparisons' means and standard errors, ``seed_rule`` the rule.
     """
     out = claim({task: seed_mean(ds) for task, ds in datasets.items()}, **kwargs)
-    verdicts = [k for k, v in out.items() if isinstance(v, bool)]
+    verdicts = [row["key"] for row in out["verdicts"]]
     per_seed = {
         task: {seed: claim({task: one}, **kwargs) for seed, one in _seed_slices(ds).items()}
         for task, ds in datasets.items()
     }
+    margin = out.get("margin", 0.0)
+    spread = {
+        key: {
+            task: spread_verdict([c["differences"][key][task] for c in seeds.values()], margin, sigmas)
+            for task, seeds in per_seed.items()
+        }
+        for key in out.get("differences", {})
+    }
     for key in verdicts:
         by_task = [seed_verdict([c[key] for c in seeds.values()], rule, min_share) for seeds in per_seed.values()]
-        out[key] = bool(by_task) and all(by_task)
+        by_task += [s["holds"] for s in spread.get(key, {}).values()]
+        out[key] = V.every(by_task)
+    for row in out["verdicts"]:
+        row["verdict"] = V.label(out[row["key"]])
     out["per_seed"] = {
         task: {str(seed): {k: c[k] for k in verdicts} for seed, c in seeds.items()} for task, seeds in per_seed.items()
     }
-    out["seed_rule"] = {"rule": rule, "min_share": min_share}
-    held = {k: sum(c[k] for seeds in per_seed.values() for c in seeds.values()) for k in verdicts}
+    out["spread"] = spread
+    out["seed_rule"] = {"rule": rule, "min_share": min_share, "sigmas": sigmas}
+    held = {k: sum(c[k] is True for seeds in per_seed.values() for c in seeds.values()) for k in verdicts}
     n = sum(len(seeds) for seeds in per_seed.values())
     out["caption"] += " (means over seeds; verdicts held in " + ", ".join(f"{k}: {held[k]}/{n}" for k in verdicts)
     out["caption"] += " task seeds)"
     return out
+
+
+def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The paths wing's sections of summary.json, over the training seeds (:func:`over_seeds`): Fig. 4's path
+    effectiveness and the exact decomposition; None when the run has no path task.
+
+    ``inputs``: ``paths`` and ``paths_exact`` (one file per task of ``params['tasks']``); ``params['thresholds']``:
+    config ``report`` (``paths``: short, most, margin and the seed rule; ``path_decomposition``)."""
+    if not params["tasks"]:
+        return {"paths": None, "path_decomposition": None}
+    from san.core.storage import read_netcdf
+
+    cfg = dict(params["thresholds"]["paths"])
+    seeds, margin = cfg.pop("seeds"), cfg.pop("margin")
+    tasks = params["tasks"]
+    return {
+        "paths": over_seeds(
+            path_effectiveness_claims,
+            dict(zip(tasks, map(read_netcdf, inputs["paths"]), strict=True)),
+            **seeds,
+            **cfg,
+            margin=margin,
+        ),
+        "path_decomposition": over_seeds(
+            path_decomposition_claims,
+            dict(zip(tasks, map(read_netcdf, inputs["paths_exact"]), strict=True)),
+            **seeds,
+            **cfg,
+            **params["thresholds"]["path_decomposition"],
+        ),
+    }

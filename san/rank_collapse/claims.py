@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
+from san.core import verdicts as V
+from san.models.spec import PURE_ATTENTION, WITH_SKIP
 from san.rank_collapse.spec import METRICS
 
 
@@ -57,19 +58,28 @@ def rank_collapse_claims(
     init = [e["init"] for name, e in per_model.items() if "init" in e and name not in causal]
     pure = [x for e in init for x in e["pure_at_layer"].values()]
     skip = [x for e in init for x in e["skip_at_last"].values()]
+    collapses = V.judged(bool(pure) and max(pure) < threshold, len(pure))
+    survives = V.judged(bool(skip) and min(skip) > floor, len(skip))
     return {
         "layer": layer,
         "threshold": threshold,
         "floor": floor,
-        "pure_collapses": bool(pure) and max(pure) < threshold,
+        "pure_collapses": collapses,
         "pure_max": max(pure) if pure else float("nan"),
-        "skip_survives": bool(skip) and min(skip) > floor,
+        "skip_survives": survives,
         "skip_min": min(skip) if skip else float("nan"),
         "judged": [name for name in per_model if name not in causal],
         "causal": [name for name in per_model if name in causal],
         "per_model": per_model,
         "caption_rows": rows,
-    }
+        "verdicts": [
+            V.entry("pure_collapses", collapses, V.SCIENTIFIC,
+                    f"pure attention at initialisation falls below {threshold:g} by layer {layer} "
+                    "(bidirectional models)"),
+            V.entry("skip_survives", survives, V.REGRESSION,
+                    f"the skip control: variants with skip connections stay above {floor:g} at the last layer"),
+        ],
+    }  # fmt: skip
 
 
 def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
@@ -78,19 +88,36 @@ def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
     return int(curve["layer"].values[below[0]]) if below.size else None
 
 
+def _pretrained_row(e: Mapping[str, Any]) -> str:
+    """One model's caption row of :func:`pretrained_collapse_claims`: per measure, SAN's first layer below the
+    threshold, its last value and the transformer's."""
+    return (
+        "; ".join(
+            f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
+            f"{e[metric]['san_first_below'] if e[metric]['san_first_below'] is not None else 'never'} of "
+            f"{e['depth']} (last {e[metric]['san_last']:.1e}), transformer last {e[metric]['transformer_last']:.2f}"
+            for metric in METRICS
+            if metric in e and e[metric]["san_last"] is not None and e[metric]["transformer_last"] is not None
+        )
+        + "."
+    )
+
+
 def pretrained_collapse_claims(
     results: Mapping[str, xr.Dataset],
     *,
     threshold: float,
     max_layer_fraction: float,
-    families: Mapping[str, str] | None = None,
+    causal: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Today's architectures: in every model with pretrained weights, does pure attention (the SAN variant, mean
     over sequences) fall below ``threshold``, and within how many layers (of how many), by each measure of
     :data:`METRICS`; and does the full transformer stay above it at the last layer. The claim "pure attention
     collapses below the threshold within N layers in every pretrained model" holds with N the largest of the
     per-model first layers (by the paper's measure) and, to count as fast, every model's first layer at most
-    ``max_layer_fraction`` of its depth."""
+    ``max_layer_fraction`` of its depth. The models named in ``causal`` get their rows but stay out of the verdict,
+    as in :func:`rank_collapse_claims` and :func:`pretrained_slower_claims` (one rule for causal decoders); without a
+    judged model the verdict is not judged."""
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
         if "pretrained" not in set(map(str, ds["weights"].values)):
@@ -108,33 +135,30 @@ def pretrained_collapse_claims(
                 if "transformer" in mean["variant"]
                 else None,
             }
-        if families is not None:
-            entry["causal"] = families.get(name) in CAUSAL
+        entry["causal"] = name in causal
         per_model[name] = entry
-    firsts = [e["residual_ratio"]["san_first_below"] for e in per_model.values() if "residual_ratio" in e]
-    depths = [e["depth"] for e in per_model.values() if "residual_ratio" in e]
-    collapses = bool(firsts) and all(
-        f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)
+    judged = {n: e for n, e in per_model.items() if "residual_ratio" in e and not e["causal"]}
+    firsts = [e["residual_ratio"]["san_first_below"] for e in judged.values()]
+    depths = [e["depth"] for e in judged.values()]
+    collapses = V.judged(
+        all(f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)), len(firsts)
     )
-    rows = {
-        name: "; ".join(
-            f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
-            f"{e[metric]['san_first_below'] if e[metric]['san_first_below'] is not None else 'never'} of "
-            f"{e['depth']} (last {e[metric]['san_last']:.1e}), transformer last {e[metric]['transformer_last']:.2f}"
-            for metric in METRICS
-            if metric in e and e[metric]["san_last"] is not None and e[metric]["transformer_last"] is not None
-        )
-        + "."
-        for name, e in per_model.items()
-    }
+    rows = {name: _pretrained_row(e) for name, e in per_model.items()}
     return {
         "threshold": threshold,
         "max_layer_fraction": max_layer_fraction,
         "pure_collapses_in_every_model": collapses,
         "within_layers": max(firsts) if collapses else None,
+        "judged": list(judged),
+        "causal": [n for n, e in per_model.items() if e["causal"]],
         "per_model": per_model,
         "caption_rows": rows,
-    }
+        "verdicts": [
+            V.entry("pure_collapses_in_every_model", collapses, V.SCIENTIFIC,
+                    f"pretrained pure attention falls below {threshold:g} within {max_layer_fraction:g} of the depth "
+                    "(still fast; bidirectional models)"),
+        ],
+    }  # fmt: skip
 
 
 def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: float) -> dict[str, Any]:
@@ -152,6 +176,7 @@ def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: fl
             for w in ds["weights"].values
         }
     shrinks = [v["longest"] <= max_ratio * v["shortest"] for e in per_model.values() for v in e.values()]
+    closer = V.judged(all(shrinks), len(shrinks))
     rows = {
         name: "; ".join(
             f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items()
@@ -160,10 +185,14 @@ def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: fl
     }
     return {
         "max_ratio": max_ratio,
-        "longer_paths_closer_to_rank1": bool(shrinks) and all(shrinks),
+        "longer_paths_closer_to_rank1": closer,
         "per_model": per_model,
         "caption_rows": {name: row + "." for name, row in rows.items()},
-    }
+        "verdicts": [
+            V.entry("longer_paths_closer_to_rank1", closer, V.SCIENTIFIC,
+                    f"the longest attention paths' median rank-1 residual is at most {max_ratio:g} of the shortest's"),
+        ],
+    }  # fmt: skip
 
 
 def pretrained_slower_claims(
@@ -182,10 +211,49 @@ def pretrained_slower_claims(
         init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
         per_model[name] = {"init": init, "pretrained": pre, "factor": pre / init if init > 0 else float("inf")}
     factors = [e["factor"] for e in per_model.values()]
+    slower = V.judged(all(f >= min_factor for f in factors), len(factors))
     return {
         "layer": layer,
         "min_factor": min_factor,
-        "slower_in_every_model": bool(factors) and all(f >= min_factor for f in factors),
+        "slower_in_every_model": slower,
         "smallest_factor": min(factors) if factors else float("nan"),
+        "judged": list(per_model),
+        "causal": [n for n in results if n in causal],
         "per_model": per_model,
+        "verdicts": [
+            V.entry("slower_in_every_model", slower, V.SCIENTIFIC,
+                    f"pretrained pure attention at layer {layer} sits at least {min_factor:g}x above init (slower)"),
+        ],
+    }  # fmt: skip
+
+
+def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The rank-collapse wing's sections of summary.json, each only where this run's results can speak to it (else
+    None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", and the path products.
+
+    ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
+    ``attention_product_models``, ``causal`` (one rule for causal decoders in every verdict) and ``thresholds``
+    (config ``report``)."""
+    from san.core.storage import read_netcdf
+
+    t, causal = params["thresholds"], tuple(params["causal"])
+    results = dict(zip(params["models"], map(read_netcdf, inputs["rank_collapse"]), strict=True))
+    pretrained = any("pretrained" in ds["weights"] for ds in results.values())
+    products = dict(
+        zip(params["attention_product_models"], map(read_netcdf, inputs["attention_products"]), strict=True)
+    )
+    p = t["pretrained_collapse"]
+    return {
+        "rank_collapse": rank_collapse_claims(results, **t["rank_collapse"], causal=causal) if results else None,
+        "pretrained_collapse": pretrained_collapse_claims(
+            results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"], causal=causal
+        )
+        if pretrained
+        else None,
+        "pretrained_slower": pretrained_slower_claims(
+            results, layer=t["rank_collapse"]["layer"], min_factor=p["slower_factor"], causal=causal
+        )
+        if pretrained
+        else None,
+        "attention_products": attention_product_claims(products, **t["attention_products"]) if products else None,
     }

@@ -9,10 +9,13 @@ from typing import Any
 
 import jinja2
 
+from san.core.verdicts import NOT_JUDGED
+
 
 def yes_no(flag: bool | None) -> str:
-    """A verdict as the captions print it; None (the results lack what the claim needs) is not a "no"."""
-    return "not tested" if flag is None else "yes" if flag else "no"
+    """A verdict as the captions print it; None (the results hold no evidence for the claim) is "not judged",
+    neither a yes nor a no (:mod:`san.core.verdicts`)."""
+    return NOT_JUDGED if flag is None else "yes" if flag else "no"
 
 
 def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) -> list[Path]:

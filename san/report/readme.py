@@ -4,18 +4,24 @@ Three steps, each a subcommand of ``python -m san.report.readme``:
 
 1. ``tables RESULTS`` (also the workflow's ``readme_tables`` rule): Markdown tables from a run's
    ``summary.json`` and ``paths/summary.csv`` into ``RESULTS/tables/readme/<name>.md``, one per :data:`TABLES`
-   entry. Each table reads a short, explicit list of keys; a key the summary lacks is an error naming it.
-2. ``publish RESULTS``: copy those tables and the benchmarks' tables (``benchmarks/out/<name>.md``) into the
-   committed snapshot folder ``docs/results/``, and the gallery's figures (:data:`GALLERY`) into ``docs/figures/``
-   at a web-friendly width; then step 3.
+   entry, each ending with the line naming its source run (commit, config hash, date, machine: the summary's
+   ``provenance``). Each table reads a short, explicit list of keys; a key the summary lacks is an error naming it.
+2. ``publish RESULTS``: copy those tables (all from that one run) and the benchmarks' tables
+   (``benchmarks/out/<name>.md``, each naming its own run) into the committed snapshot folder ``docs/results/``,
+   record what each snapshot was made from in :data:`MANIFEST` (the run, and the sha256 of every copied file), and
+   copy the gallery's figures (:data:`GALLERY`) into ``docs/figures/`` at a web-friendly width; then step 3.
 3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``. The tests run the check, so a hand edit of a block
+   fails them.
+4. ``verify [RESULTS]``: every snapshot equals the file it was made from (its hash in :data:`MANIFEST`; with
+   ``RESULTS``, the run's tables themselves) and names its run; the tests run it, so a hand edit of a snapshot
    fails them.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import re
@@ -26,11 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from san.report.captions import yes_no
+from san.report.provenance import source_line
 
 SNAPSHOTS = Path("docs/results")
 """The committed copies of the generated tables, relative to the repository root."""
 FIGURES = Path("docs/figures")
 """The committed copies of the gallery's figures, relative to the repository root."""
+MANIFEST = SNAPSHOTS / "SOURCES.json"
+"""What every snapshot was made from: the run of the results tables and the sha256 of each copied file."""
 DOCUMENTS = ("README.md", "docs/*.md")
 """The files whose generated blocks ``sync`` rewrites (globs relative to the repository root)."""
 BENCHMARK_TABLES = Path("benchmarks/out")
@@ -181,6 +190,14 @@ def circle_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     return markdown(["variant", "collapsed runs"], rows)
 
 
+def _control(control: Mapping[str, Any]) -> str:
+    """A positive control's cell: its factor, its verdict, and whether it failed as it must."""
+    must = {True: "fails as it must", False: "does NOT fail: no power at this factor"}.get(
+        control.get("fails_as_it_must"), "not judged"
+    )
+    return f"/ {fmt(control['factor'])}: {must}"
+
+
 THEOREM_TABLES = (("theorem_pairs", "no (the theorem)"), ("layernorm_pairs", "yes (outside the theorem)"))
 """The theorem summary's pair tables: the theorem's own pairs and, apart, the LayerNorm pairs."""
 
@@ -196,25 +213,35 @@ def theorem_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
             rows.append([ln, kind] + [str(counts[c]) for c in ("respects", "violates", "undecided", "float_floor")])
     pairs = markdown(["LayerNorm", "input", "respect", "violate", "undecided", "at float floor (apart)"], rows)
     adv = lookup(summary, "theorem.adversarial", name)
+    sizes = lookup(summary, "theorem.adversarial.sizes", name)
+    nominal = lookup(summary, "theorem.nominal", name)
+    certified = lookup(summary, "theorem.certified_control", name)
     checks = [
-        ["slack of the nominal bound, no LayerNorm (decades, min / median)",
+        ["slack of the nominal bound, no LayerNorm (decades, min / median)", "",
          f"{fmt(lookup(summary, 'theorem.slack_no_ln.min', name))} / "
-         f"{fmt(lookup(summary, 'theorem.slack_no_ln.median', name))}", "", ""],
-        ["certified bound: smallest margin (decades)", fmt(lookup(summary, "theorem.certified_margin_min_no_ln", name)),
+         f"{fmt(lookup(summary, 'theorem.slack_no_ln.median', name))}", "", "", ""],
+        ["nominal bound, gamma = 1, random weights: violating pairs", "regression", str(nominal["violations"]),
+         f"<= {nominal['threshold']}", yes_no(nominal["holds"]), _control(nominal["control"])],
+        ["certified bound: smallest margin (decades)", "regression",
+         fmt(lookup(summary, "theorem.certified_margin_min_no_ln", name)),
          f">= {fmt(lookup(summary, 'theorem.certified_margin_threshold', name))}",
-         yes_no(lookup(summary, "theorem.certified_holds_no_ln", name))],
-        [f"adversarial search: largest gamma ({adv['draws']} draws)", fmt(adv["gamma_max"]),
-         f"<= {fmt(10 ** adv['threshold_log10_gamma'])}", yes_no(adv["holds"])],
+         yes_no(lookup(summary, "theorem.certified_holds_no_ln", name)), _control(certified)],
+        [f"adversarial search: largest gamma ({adv['draws']} draws; n = {', '.join(map(str, sizes['n']))}; "
+         f"H = {', '.join(map(str, sizes['H']))}; ascent gain {fmt(adv['ascent_gain'])} decades)", "scientific",
+         fmt(adv["gamma_max"]), f"<= {fmt(10 ** adv['threshold_log10_gamma'])}", yes_no(adv["holds"]),
+         _control(adv["control"])],
     ]  # fmt: skip
     for control, c in adv["controls"].items():
-        checks.append([f"negative control {control}: largest log10 gamma", fmt(c["log10_gamma_max"]), "> 0",
-                       "violated (as it must)" if c["violated"] else "NOT violated"])  # fmt: skip
+        checks.append([f"negative control {control}: largest log10 gamma", "regression", fmt(c["log10_gamma_max"]),
+                       f"> {fmt(adv['negative_control_criterion'])}",
+                       {True: "violated (as it must)", False: "NOT violated"}.get(c["violated"], "not judged"),
+                       ""])  # fmt: skip
     fig2 = lookup(summary, "theorem.fig2_exponent", name)
     exponents = [[m, w, fmt(x)] for m, by_weights in fig2.items() for w, x in by_weights.items()]
     return (
         pairs
         + "\n"
-        + markdown(["check", "measured", "threshold", "verdict"], checks)
+        + markdown(["check", "kind", "measured", "threshold", "verdict", "positive control (bound / factor)"], checks)
         + "\n"
         + markdown(["Fig. 2 model", "weights", "SAN exponent"], exponents)
     )
@@ -234,9 +261,21 @@ def propagation_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str
             if missing:
                 raise MissingKey(f"summary.json 'propagation.{sweep}' claim {i} has no {missing}, which the README "
                                  f"table 'propagation' needs")  # fmt: skip
-            verdict = {True: "yes", False: "no"}.get(claim["holds"], "not judged")
+            verdict = yes_no(claim["holds"])
             rows.append([claim["paper"], claim["statement"], claim["kind"], claim["source"], verdict, claim["detail"]])
     return markdown(["paper", "statement", "kind", "source", "holds here?", "measured"], rows)
+
+
+def verdicts_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """Every verdict of the run, the scientific verdicts (findings the run could refute) apart from the regression
+    checks (true by construction: identities, proven inequalities, controls), with each positive control."""
+    name = "verdicts"
+    rows = []
+    for kind, title in (("scientific", "scientific verdict"), ("regression", "regression check")):
+        for v in lookup(summary, f"verdicts.{kind}", name):
+            control = _control(v["positive_control"]) if "positive_control" in v else ""
+            rows.append([title, v["statement"], v["verdict"], control])
+    return markdown(["kind", "claim", "verdict", "positive control (reference / factor)"], rows)
 
 
 TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
@@ -247,6 +286,7 @@ TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
     "circle": circle_table,
     "theorem": theorem_table,
     "propagation": propagation_table,
+    "verdicts": verdicts_table,
 }
 """The tables a run writes for the documents, by block name."""
 
@@ -254,7 +294,8 @@ TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
 def write_tables(summary_json: Path, paths_csv: Path | None, out_dir: Path) -> list[Path]:
     """Write every :data:`TABLES` entry to ``out_dir/<name>.md``; all are built before any is written."""
     summary = json.loads(Path(summary_json).read_text())
-    texts = {name: build(summary, paths_csv) for name, build in TABLES.items()}
+    source = "\n" + source_line(lookup(summary, "provenance", "every table")) + "\n"
+    texts = {name: build(summary, paths_csv) + source for name, build in TABLES.items()}
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
         (out_dir / f"{name}.md").write_text(text)
@@ -321,22 +362,85 @@ def _downscale(image: Any, factor: float) -> Any:
     return np.clip(scaled, 0.0, 1.0)
 
 
+def sha256(path: Path) -> str:
+    """The sha256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+SOURCE_MARK = "<sub>Source"
+"""How the line naming a table's run starts (:func:`san.report.provenance.source_line`)."""
+
+
 def publish(results: Path, root: Path, benchmarks: Path | None = None) -> list[Path]:
-    """Copy a run's tables (and the benchmarks' tables in ``benchmarks``) into the snapshot folder and the gallery
-    figures into ``docs/figures/``, then :func:`sync`. Everything is checked to exist before anything is copied."""
+    """Copy a run's tables (and the benchmarks' tables in ``benchmarks``) into the snapshot folder, record what
+    each was made from in :data:`MANIFEST`, copy the gallery figures into ``docs/figures/``, then :func:`sync`.
+
+    Everything is checked before anything is copied: every table and figure exists, every results table names the
+    run of ``results/summary.json`` (one run for all of them), every benchmark table names its own run."""
     tables = [results / "tables" / "readme" / f"{name}.md" for name in TABLES]
     figures = [results / "figures" / f"{name}.png" for name in GALLERY]
-    missing = [p for p in tables + figures if not p.is_file()]
+    missing = [p for p in tables + figures + [results / "summary.json"] if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"not in the run at {results}: {', '.join(map(str, missing))}")
+    record = lookup(json.loads((results / "summary.json").read_text()), "provenance", "every table")
+    line = source_line(record)
+    foreign = [str(t) for t in tables if line not in t.read_text()]
+    if foreign:
+        raise ValueError(f"tables not written from {results / 'summary.json'} ({line}): {', '.join(foreign)}; "
+                         f"rerun the workflow's readme_tables rule")  # fmt: skip
     bench = sorted(benchmarks.glob("*.md")) if benchmarks is not None and benchmarks.is_dir() else []
+    unnamed = [str(b) for b in bench if SOURCE_MARK not in b.read_text()]
+    if unnamed:
+        raise ValueError(f"benchmark tables that name no run: {', '.join(unnamed)}; rerun those benchmarks")
     (root / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
     (root / FIGURES).mkdir(parents=True, exist_ok=True)
+    manifest_path = root / MANIFEST
+    before = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     for table in tables + bench:
         shutil.copyfile(table, root / SNAPSHOTS / table.name)
     for figure in figures:
         gallery_copy(figure, root / FIGURES / figure.name)
+    manifest = {
+        "run": dict(record),
+        "tables": {t.name: sha256(t) for t in tables},
+        # a benchmark not rerun keeps the entry of the run that wrote its snapshot
+        "benchmarks": {**before.get("benchmarks", {}), **{b.name: sha256(b) for b in bench}},
+    }
+    manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return sync(root)
+
+
+def verify(root: Path, results: Path | None = None) -> list[str]:
+    """What is wrong with the snapshots (empty when nothing): every ``docs/results/*.md`` is a file that
+    :func:`publish` copied (its sha256 in :data:`MANIFEST`), every results table names the manifest's run, every
+    benchmark table names its own; with ``results``, every results table equals that run's table."""
+    manifest_path = root / MANIFEST
+    if not manifest_path.is_file():
+        return [f"{MANIFEST} is missing: publish a run (python -m san.report.readme publish RESULTS)"]
+    manifest = json.loads(manifest_path.read_text())
+    made = {**manifest.get("tables", {}), **manifest.get("benchmarks", {})}
+    problems = []
+    for snap in sorted((root / SNAPSHOTS).glob("*.md")):
+        if snap.name not in made:
+            problems.append(f"{SNAPSHOTS / snap.name} was not published from a run or benchmark")
+        elif sha256(snap) != made[snap.name]:
+            problems.append(f"{SNAPSHOTS / snap.name} differs from the file it was published from (hand-edited?)")
+        elif SOURCE_MARK not in snap.read_text():
+            problems.append(f"{SNAPSHOTS / snap.name} names no source run")
+    line = source_line(manifest["run"]) if "run" in manifest else None
+    for name in manifest.get("tables", {}):
+        snap = root / SNAPSHOTS / name
+        if snap.is_file() and line not in snap.read_text():
+            problems.append(f"{SNAPSHOTS / name} does not name the published run ({line})")
+    for name in TABLES:
+        if f"{name}.md" not in manifest.get("tables", {}):
+            problems.append(f"the run table {name} was not published")
+        if results is not None:
+            source = results / "tables" / "readme" / f"{name}.md"
+            snap = root / SNAPSHOTS / f"{name}.md"
+            if not source.is_file() or not snap.is_file() or source.read_text() != snap.read_text():
+                problems.append(f"{SNAPSHOTS / snap.name} differs from {source}")
+    return problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,7 +454,9 @@ def main(argv: list[str] | None = None) -> int:
     pub.add_argument("--benchmarks", type=Path, default=BENCHMARK_TABLES, help="the benchmarks' tables folder")
     check = sub.add_parser("sync", help="rewrite the documents' generated blocks from docs/results/")
     check.add_argument("--check", action="store_true", help="only report documents out of sync (exit 1)")
-    for p in (pub, check):
+    ver = sub.add_parser("verify", help="check the snapshots against what they were published from (exit 1)")
+    ver.add_argument("results", type=Path, nargs="?", default=None, help="the run to compare the tables with")
+    for p in (pub, check, ver):
         p.add_argument("--root", type=Path, default=Path("."), help="the repository root")
     args = ap.parse_args(argv)
     if args.command == "tables":
@@ -359,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
                                args.results / "tables" / "readme")  # fmt: skip
     elif args.command == "publish":
         written = publish(args.results, args.root, args.benchmarks)
+    elif args.command == "verify":
+        problems = verify(args.root, args.results)
+        print("\n".join(problems), file=sys.stderr)
+        return 1 if problems else 0
     else:
         written = sync(args.root, check=args.check)
         if args.check and written:

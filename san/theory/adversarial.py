@@ -73,12 +73,20 @@ def surrogate(x: torch.Tensor, w: list[torch.Tensor], case: str, eps: float) -> 
     return _log_res_torch(_layer(x, w, case, eps, torch)) - log_c - 3.0 * _log_res_torch(x)
 
 
-def starting_points(cfg: Mapping[str, Any], batch: int, seed: int) -> list[np.ndarray]:
-    """Random starts ``[X, W_Q, W_K, W_V, W_O]``: Gaussian entries (weights ``N(0, 1/fan_in)``), ``X`` and ``W_Q, W_K``
-    each rescaled by ``10^u``, ``u ~ U(-spread, spread)``, and ``X`` shifted by a common token of random size, so the
-    starts cover soft and hard attention and flat and peaked base distributions."""
-    rng = np.random.default_rng(np.random.SeedSequence([cfg["seed"], seed]))
-    n, d, k, h = cfg["tokens"], cfg["width"], cfg["d_qk"], cfg["heads"]
+def sizes(cfg: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """The searched sizes ``(n, H)``: every configured token count ``cfg['tokens']`` with every head count
+    ``cfg['heads']`` (the theorem's constant must hold at each; small sizes are where the bound is tight)."""
+    return [(int(n), int(h)) for n in cfg["tokens"] for h in cfg["heads"]]
+
+
+def starting_points(cfg: Mapping[str, Any], batch: int, seed: int, size: tuple[int, int]) -> list[np.ndarray]:
+    """Random starts ``[X, W_Q, W_K, W_V, W_O]`` of one size ``(n, H)``: Gaussian entries (weights
+    ``N(0, 1/fan_in)``), ``X`` and ``W_Q, W_K`` each rescaled by ``10^u``, ``u ~ U(-spread, spread)``, and ``X``
+    shifted by a common token of random size, so the starts cover soft and hard attention and flat and peaked base
+    distributions. ``seed`` tells the searched layers apart; each size draws from its own stream."""
+    n, h = size
+    rng = np.random.default_rng(np.random.SeedSequence([cfg["seed"], seed, n, h]))
+    d, k = cfg["width"], cfg["d_qk"]
     shapes = [(batch, n, d), (batch, h, d, k), (batch, h, d, k), (batch, h, d, k), (batch, h, k, d)]
     out = [rng.standard_normal(s) / np.sqrt(s[-2] if i else 1.0) for i, s in enumerate(shapes)]
     # a shared token offset 1 m^T of random size: the attention's base distribution q from uniform to peaked
@@ -94,24 +102,28 @@ def starting_points(cfg: Mapping[str, Any], batch: int, seed: int) -> list[np.nd
 
 def ascend(start: list[np.ndarray], case: str, cfg: Mapping[str, Any], eps: float) -> list[np.ndarray]:
     """``cfg['steps']`` Adam steps (learning rate ``cfg['lr']``) of gradient ascent on :func:`surrogate`, all starts
-    at once; a start whose objective turns non-finite keeps its last finite point."""
+    at once. Each start returns its best iterate (the largest finite objective met, the start itself included), not
+    the last one: Adam may step past a maximum, and a start whose objective turns non-finite keeps its best point."""
     params = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in start]
     best = [p.detach().clone() for p in params]
+    best_obj = torch.full((start[0].shape[0],), -torch.inf, dtype=torch.float64)
     opt = torch.optim.Adam(params, lr=cfg["lr"])
-    for _ in range(cfg["steps"]):
+    for step in range(cfg["steps"] + 1):
         opt.zero_grad()
         obj = surrogate(params[0], params[1:], case, eps)
         ok = torch.isfinite(obj)
+        with torch.no_grad():
+            better = ok & (obj > best_obj)
+            best_obj[better] = obj[better]
+            for b, p in zip(best, params, strict=True):
+                b[better] = p[better]
+        if step == cfg["steps"] or not bool(ok.any()):
+            break
         (-obj[ok].sum()).backward()
         with torch.no_grad():
-            for b, p in zip(best, params, strict=True):
-                b[ok] = p[ok]
+            for p in params:
                 p.grad = torch.nan_to_num(p.grad, nan=0.0, posinf=0.0, neginf=0.0)
         opt.step()
-    with torch.no_grad():
-        ok = torch.isfinite(surrogate(params[0], params[1:], case, eps))
-        for b, p in zip(best, params, strict=True):
-            b[ok] = p[ok]
     return [b.numpy() for b in best]
 
 
@@ -120,8 +132,8 @@ def certified_log10_gamma(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rigorous ``log10 gamma`` per candidate ``[X, W_Q, W_K, W_V, W_O]`` (numpy float64): ``log10`` of the certified
     lower end of ``res(layer(X))`` minus ``log10((4 H beta / sqrt(d_qk)) r^3)`` with ``r`` the upper end of
-    ``res(X)``: a lower bound of the ``gamma`` the layer needs. NaN (and ``True`` in the second array) where either
-    residual is below ``floor`` times its matrix's norm (float64 noise)."""
+    ``res(X)``: a lower bound of the ``gamma`` that the layer needs. NaN (and ``True`` in the second array) where
+    either residual is below ``floor`` times its matrix's norm (float64 noise)."""
     x, w = cand[0], list(cand[1:])
     y = _layer(x, w, case, eps, np)
     r_in, r_out = min_residual(x, iterations).upper, min_residual(y, iterations).lower
@@ -135,27 +147,38 @@ def certified_log10_gamma(
     return np.where(at_floor, np.nan, gamma), at_floor
 
 
-def search(cfg: Mapping[str, Any], case: str, draws: int, eps: float, iterations: int, floor: float) -> dict[str, Any]:
-    """``draws`` independent searches of ``cfg['starts']`` starts each on the layer ``case``: per draw, the largest
-    certified ``log10 gamma`` among its starts (NaN when all sit at the float floor); the worst candidate overall;
+def _best_per_draw(gamma: np.ndarray, draws: int) -> np.ndarray:
+    """The largest finite value among each draw's starts (NaN when all sit at the float floor)."""
+    per_draw = gamma.reshape(draws, -1)
+    finite = np.isfinite(per_draw).any(axis=-1)
+    return np.where(finite, np.nanmax(np.where(np.isfinite(per_draw), per_draw, -np.inf), axis=-1), np.nan)
+
+
+def search(
+    cfg: Mapping[str, Any], case: str, draws: int, size: tuple[int, int], eps: float, iterations: int, floor: float
+) -> dict[str, Any]:
+    """``draws`` independent searches of ``cfg['starts']`` starts each on the layer ``case`` at size ``(n, H)``:
+    per draw, the largest certified ``log10 gamma`` among its starts after the ascent and among the starts
+    themselves (the ascent's gain is the difference); the best candidate overall (the largest certified value);
     the number of candidates excluded at the floor."""
-    start = starting_points(cfg, draws * cfg["starts"], CASES.index(case))
+    start = starting_points(cfg, draws * cfg["starts"], CASES.index(case), size)
     cand = ascend(start, case, cfg, eps)
     gamma, at_floor = certified_log10_gamma(cand, case, eps, iterations, floor)
-    per_draw = gamma.reshape(draws, cfg["starts"])
-    finite = np.isfinite(per_draw).any(axis=-1)
-    best = np.where(finite, np.nanmax(np.where(np.isfinite(per_draw), per_draw, -np.inf), axis=-1), np.nan)
-    worst = int(np.nanargmax(np.where(np.isfinite(gamma), gamma, -np.inf)))
+    gamma_start, _ = certified_log10_gamma(start, case, eps, iterations, floor)
+    best = int(np.nanargmax(np.where(np.isfinite(gamma), gamma, -np.inf)))
     return {
-        "log10_gamma": best,
-        "worst": [a[worst] for a in cand],
-        "worst_draw": worst // cfg["starts"],
+        "log10_gamma": _best_per_draw(gamma, draws),
+        "log10_gamma_start": _best_per_draw(gamma_start, draws),
+        "best": [a[best] for a in cand],
+        "best_value": float(gamma[best]),
+        "best_draw": best // cfg["starts"],
         "excluded": int(at_floor.sum()),
     }
 
 
 def _worst_vars(worst: list[np.ndarray]) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
-    """The worst draw's input and weights as variables on their own dimensions (reproducible from the file)."""
+    """The best candidate's input and weights (the draw needing the largest gamma, "worst" for the bound) as
+    variables on their own dimensions (reproducible from the file)."""
     dims = {
         "worst_x": ("worst_token", "worst_feature"),
         "worst_w_q": ("worst_head", "worst_feature", "worst_qk"),
@@ -166,39 +189,68 @@ def _worst_vars(worst: list[np.ndarray]) -> dict[str, tuple[tuple[str, ...], np.
     return {name: (dim, arr) for (name, dim), arr in zip(dims.items(), worst, strict=True)}
 
 
+def _on_grid(
+    results: Mapping[tuple[int, int], dict[str, Any]], key: str, draws: int, tokens: list[int], heads: list[int]
+) -> np.ndarray:
+    """``results[(n, H)][key]`` (one value per draw) as an array ``(tokens, heads, draw)``."""
+    out = np.full((len(tokens), len(heads), draws), np.nan)
+    for (n, h), r in results.items():
+        out[tokens.index(n), heads.index(h)] = r[key]
+    return out
+
+
 def run(cfg: Mapping[str, Any], eps: float, iterations: int, floor: float) -> xr.Dataset:
     """The search on the theorem's layer (``cfg['draws']`` draws) and on each of ``cfg['controls']``
-    (``cfg['control_draws']`` draws each). ``control_violated`` is 1 where a control's largest certified ``gamma``
-    exceeds both 1 and the largest ``gamma`` the theorem's own layer needed: the bound, as the search measures it,
-    fails there. ``eps``: LayerNorm epsilon; ``iterations``: dual-ascent steps of ``res``; ``floor``: float floor."""
-    main = search(cfg, "theorem", cfg["draws"], eps, iterations, floor)
-    ceiling = max(0.0, float(np.nanmax(main["log10_gamma"])))
-    controls = [search(cfg, c, cfg["control_draws"], eps, iterations, floor) for c in cfg["controls"]]
-    violated = [int(np.nanmax(c["log10_gamma"], initial=-np.inf) > ceiling) for c in controls]
+    (``cfg['control_draws']`` draws each), at every size of :func:`sizes`. Stored per size and draw: the certified
+    ``log10 gamma`` after the ascent and at the best start (the ascent's gain); the best candidate of the theorem's
+    layer over all sizes (``worst_*``, its size in the attributes). Whether a control counts as violated is the
+    summary's decision (``report.theorem``), not the search's. ``eps``: LayerNorm epsilon; ``iterations``:
+    dual-ascent steps of ``res``; ``floor``: float floor."""
+    grid = sizes(cfg)
+    tokens, heads = sorted({n for n, _ in grid}), sorted({h for _, h in grid})
+    grid_of = lambda results, key, draws: _on_grid(results, key, draws, tokens, heads)  # noqa: E731
+    main = {s: search(cfg, "theorem", cfg["draws"], s, eps, iterations, floor) for s in grid}
+    controls = {
+        c: {s: search(cfg, c, cfg["control_draws"], s, eps, iterations, floor) for s in grid} for c in cfg["controls"]
+    }
+
+    top = max(grid, key=lambda s: main[s]["best_value"] if np.isfinite(main[s]["best_value"]) else -np.inf)
+    dims, cdims = (
+        ("search_tokens", "search_heads", "draw"),
+        ("control", "search_tokens", "search_heads", "control_draw"),
+    )
     ds = xr.Dataset(
         {
-            "log10_gamma_adversarial": ("draw", main["log10_gamma"]),
-            "log10_gamma_control": (("control", "control_draw"), np.array([c["log10_gamma"] for c in controls])),
-            "control_violated": ("control", np.array(violated, dtype=np.int8)),
-            "control_excluded_at_floor": ("control", np.array([c["excluded"] for c in controls])),
-            **_worst_vars(main["worst"]),
+            "log10_gamma_adversarial": (dims, grid_of(main, "log10_gamma", cfg["draws"])),
+            "log10_gamma_start": (dims, grid_of(main, "log10_gamma_start", cfg["draws"])),
+            "log10_gamma_control": (
+                cdims,
+                np.array([grid_of(controls[c], "log10_gamma", cfg["control_draws"]) for c in cfg["controls"]]),
+            ),
+            "control_excluded_at_floor": (
+                "control",
+                np.array([sum(r["excluded"] for r in controls[c].values()) for c in cfg["controls"]]),
+            ),
+            **_worst_vars(main[top]["best"]),
         },
         coords={
+            "search_tokens": tokens,
+            "search_heads": heads,
             "draw": np.arange(cfg["draws"]),
             "control": list(cfg["controls"]),
             "control_draw": np.arange(cfg["control_draws"]),
         },
     )
     ds["log10_gamma_adversarial"].attrs.update(
-        n=cfg["tokens"],
         d=cfg["width"],
-        H=cfg["heads"],
         d_qk=cfg["d_qk"],
         steps=cfg["steps"],
         starts=cfg["starts"],
         lr=cfg["lr"],
         seed=cfg["seed"],
-        worst_draw=main["worst_draw"],
-        excluded_at_floor=main["excluded"],
+        worst_tokens=top[0],
+        worst_heads=top[1],
+        worst_draw=main[top]["best_draw"],
+        excluded_at_floor=sum(r["excluded"] for r in main.values()),
     )
     return ds

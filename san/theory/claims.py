@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.core import verdicts as V
 from san.theory import bound as B
 from san.theory.spec import VERDICT
 
@@ -40,48 +41,117 @@ def pair_tables(ds: xr.Dataset) -> dict[str, Any]:
     return tables
 
 
-def certified_check(no_ln: xr.DataArray | xr.Dataset, valid: xr.DataArray, margin_min: float) -> dict[str, Any]:
+def _log10_factor(factor: float) -> float:
+    """``log10`` of a positive control's tightening factor (a factor above 1 makes the bound tighter)."""
+    return float(np.log10(factor))
+
+
+def nominal_check(ds: xr.Dataset, valid: xr.DataArray, violations_max: int, factor: float) -> dict[str, Any]:
+    """The nominal bound with ``gamma = 1`` on the random-weight pairs without LayerNorm (a regression check: the
+    theorem proves it): holds when at most ``violations_max`` of the theorem's pairs violate it (the lower end of
+    the measured residual above the bound); not judged without a decidable pair. Its positive control counts the
+    same violations against the bound divided by ``factor``."""
+    no_ln = ds.sel(layernorm=0)
+    decided = int(valid.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_lo = np.log10(no_ln["residual_lower"])
+    violations = int((valid & (log_lo > no_ln["log10_bound"])).sum())
+    tight = int((valid & (log_lo > no_ln["log10_bound"] - _log10_factor(factor))).sum())
+    return {
+        "violations": violations,
+        "decided": decided,
+        "threshold": violations_max,
+        "holds": V.judged(violations <= violations_max, decided),
+        "control": V.control(V.judged(tight <= violations_max, decided), factor, {"violations": tight}),
+    }
+
+
+def certified_check(
+    no_ln: xr.DataArray | xr.Dataset, valid: xr.DataArray, margin_min: float, factor: float = 2.0
+) -> dict[str, Any]:
     """The certified one-layer bound against the certified lower end of the measured residual, on every valid
     (sample, layer) pair without LayerNorm: holds when every margin ``log10(bound / residual)`` is at least
-    ``margin_min``. A pair whose certified bound or residual is missing (NaN) fails: a missing value is never a pass."""
+    ``margin_min``. A pair whose certified bound or residual is missing (NaN) fails: a missing value is never a pass;
+    without any valid pair the check is not judged. Its positive control asks the same of the bound divided by
+    ``factor`` (every margin smaller by ``log10 factor``)."""
     with np.errstate(divide="ignore"):
         margin = no_ln["log10_bound_certified"] - np.log10(no_ln["residual_lower"])
     judged = margin.where(valid)
+    n_valid = int(valid.sum())
     missing = int((valid & ~np.isfinite(margin)).sum())
+    smallest = float(judged.min()) if n_valid > missing else float("nan")
+
+    def check(shift: float) -> V.Verdict:
+        return V.judged(missing == 0 and bool((judged.fillna(np.inf) - shift >= margin_min).all()), n_valid)
+
     return {
-        "certified_margin_min_no_ln": float(judged.min()),
+        "certified_margin_min_no_ln": smallest,
         "certified_margin_threshold": margin_min,
         "certified_missing_no_ln": missing,
-        "certified_holds_no_ln": bool(missing == 0 and bool((judged.fillna(margin_min) >= margin_min).all())),
+        "certified_pairs_no_ln": n_valid,
+        "certified_holds_no_ln": check(0.0),
+        "certified_control": V.control(check(_log10_factor(factor)), factor),
     }
 
 
-def adversarial_claims(ds: xr.Dataset, log10_gamma_max: float) -> dict[str, Any]:
-    """The adversarial search against the bound: the largest certified ``gamma`` one pure-attention layer needed
-    (holds when ``log10 gamma <= log10_gamma_max``; NaN, no measured draw, fails), and the negative controls, which
-    must each be found violating the bound (``controls_detected``): a checker that never says violated is no
-    evidence."""
+def _sizes(g: xr.DataArray) -> list[tuple[int, int]]:
+    return [(int(n), int(h)) for n in g["search_tokens"].values for h in g["search_heads"].values]
+
+
+def adversarial_claims(
+    ds: xr.Dataset, log10_gamma_max: float, *, factor: float = 2.0, negative_control_log10_gamma: float = 0.0
+) -> dict[str, Any]:
+    """The adversarial search against the bound (:mod:`san.theory.adversarial`): the largest certified ``gamma``
+    one pure-attention layer needed over every searched size (holds when ``log10 gamma <= log10_gamma_max``; not
+    judged without a measured draw), per size, with the ascent's gain over its starting draws (decades).
+
+    Positive control: the same comparison against the bound tightened by ``factor`` (``log10 gamma <=
+    log10_gamma_max - log10 factor``) must fail; ``power_factor`` is the tightening the search cannot tell from the
+    bound (``10^(log10_gamma_max - log10 gamma)``). Negative controls (layers outside the theorem) must each be
+    found violating the bound: a control's largest ``log10 gamma`` above both ``negative_control_log10_gamma`` and
+    the theorem layer's largest (``controls_detected``, a regression check of the checker)."""
     g = ds["log10_gamma_adversarial"]
     top = _stats(g)["max"]
-    controls = {
-        str(c): {
-            "log10_gamma_max": _stats(ds["log10_gamma_control"].sel(control=c))["max"],
-            "violated": bool(ds["control_violated"].sel(control=c) == 1),
+    start = ds.get("log10_gamma_start")
+    per_size = {}
+    for n, h in _sizes(g):
+        at = {"search_tokens": n, "search_heads": h}
+        after = _stats(g.sel(at))["max"]
+        before = _stats(start.sel(at))["max"] if start is not None else float("nan")
+        per_size[f"n={n}, H={h}"] = {
+            "n": n,
+            "H": h,
+            "log10_gamma_max": after,
+            "log10_gamma_start_max": before,
+            "ascent_gain": after - before,
+            "draws": int(np.isfinite(g.sel(at)).sum()),
         }
-        for c in ds["control"].values
-    }
+    criterion = max(negative_control_log10_gamma, top) if np.isfinite(top) else negative_control_log10_gamma
+    controls = {}
+    for c in ds["control"].values:
+        worst = _stats(ds["log10_gamma_control"].sel(control=c))["max"]
+        controls[str(c)] = {"log10_gamma_max": worst, "violated": V.judged(worst > criterion, int(np.isfinite(worst)))}
+    draws = int(np.isfinite(g).sum())
+    holds = V.judged(bool(top <= log10_gamma_max), draws)
+    tightened = V.judged(bool(top <= log10_gamma_max - _log10_factor(factor)), draws)
+    start_top = _stats(start)["max"] if start is not None else float("nan")
     return {
         "log10_gamma_max": top,
         "gamma_max": float(10**top),
         "log10_gamma_median": _stats(g)["median"],
         "threshold_log10_gamma": log10_gamma_max,
-        "holds": bool(np.isfinite(top) and top <= log10_gamma_max),
-        "draws": int(np.isfinite(g).sum()),
-        "settings": {
-            k: np.asarray(g.attrs[k]).item() for k in ("n", "d", "H", "d_qk", "steps", "starts") if k in g.attrs
-        },
+        "holds": holds,
+        "control": V.control(tightened, factor),
+        "power_factor": float(10 ** (log10_gamma_max - top)) if draws else float("nan"),
+        "ascent_gain": top - start_top,
+        "log10_gamma_start_max": start_top,
+        "draws": draws,
+        "sizes": {"n": sorted({n for n, _ in _sizes(g)}), "H": sorted({h for _, h in _sizes(g)})},
+        "per_size": per_size,
+        "settings": {k: np.asarray(g.attrs[k]).item() for k in ("d", "d_qk", "steps", "starts") if k in g.attrs},
+        "negative_control_criterion": criterion,
         "controls": controls,
-        "controls_detected": bool(controls) and all(c["violated"] for c in controls.values()),
+        "controls_detected": V.every(c["violated"] for c in controls.values()),
     }
 
 
@@ -103,29 +173,45 @@ def exponent_stats(ds: xr.Dataset) -> dict[str, Any]:
 def theorem_claims(
     ds: xr.Dataset, thresholds: Mapping[str, float], fig2: Mapping[str, xr.DataArray] | None = None
 ) -> dict[str, Any]:
-    """Theorem 2.2 against this run: the pair tables (:func:`pair_tables`), the nominal bound (holds when at most
-    ``nominal_violations_max`` of the theorem's pairs violate it), slack and required ``gamma`` of the random
-    weights, the certified check, the adversarial search and its controls, the exponents and (``fig2``: per model,
-    the output of :func:`fig2_exponents`) those of the Fig. 2 SAN curves. ``thresholds``: config ``report.theorem``."""
+    """Theorem 2.2 against this run: the pair tables (:func:`pair_tables`), the nominal bound on random weights
+    (:func:`nominal_check`), slack and required ``gamma`` of the random weights, the certified check, the
+    adversarial search and its controls, the exponents and (``fig2``: per model, the output of
+    :func:`fig2_exponents`) those of the Fig. 2 SAN curves; ``verdicts`` lists them by kind, each theorem check with
+    its positive control (the bound tightened by ``control_factor``). ``thresholds``: config ``report.theorem``."""
     valid = ds["verdict"].isin([VERDICT["respects"], VERDICT["violates"], VERDICT["undecided"]])
     no_ln = ds.sel(layernorm=0)
+    factor = thresholds["control_factor"]
     out: dict[str, Any] = pair_tables(ds)
-    violations = out["theorem_pairs"]["all"]["violates"]
-    out["nominal"] = {
-        "violations": violations,
-        "threshold": thresholds["nominal_violations_max"],
-        "holds": violations <= thresholds["nominal_violations_max"] and out["theorem_pairs"]["all"]["decided"] > 0,
-    }
+    out["nominal"] = nominal_check(ds, valid.sel(layernorm=0), thresholds["nominal_violations_max"], factor)
     out["slack_no_ln"] = _stats(ds["slack"].where(valid).sel(layernorm=0))
     out["log10_gamma_required_no_ln"] = _stats(ds["log10_gamma_required"].where(valid).sel(layernorm=0))
-    out.update(certified_check(no_ln, valid.sel(layernorm=0), thresholds["certified_margin_min"]))
+    out.update(certified_check(no_ln, valid.sel(layernorm=0), thresholds["certified_margin_min"], factor))
+    verdicts = [
+        V.entry("nominal.holds", out["nominal"]["holds"], V.REGRESSION,
+                "random weights respect the proven bound with gamma = 1", out["nominal"]["control"]),
+        V.entry("certified_holds_no_ln", out["certified_holds_no_ln"], V.REGRESSION,
+                "the certified bound holds on every random-weight pair (a proven inequality)",
+                out["certified_control"]),
+    ]  # fmt: skip
     if "log10_gamma_adversarial" in ds:
-        out["adversarial"] = adversarial_claims(ds, thresholds["log10_gamma_max"])
+        adv = out["adversarial"] = adversarial_claims(
+            ds,
+            thresholds["log10_gamma_max"],
+            factor=factor,
+            negative_control_log10_gamma=thresholds["negative_control_log10_gamma"],
+        )
+        verdicts += [
+            V.entry("adversarial.holds", adv["holds"], V.SCIENTIFIC,
+                    "no searched layer needs gamma above the threshold (adversarial search)", adv["control"]),
+            V.entry("adversarial.controls_detected", adv["controls_detected"], V.REGRESSION,
+                    "the search finds the bound violated on layers outside the theorem (negative controls)"),
+        ]  # fmt: skip
     out.update(exponent_stats(ds))
     if fig2:
         out["fig2_exponent"] = {
             m: {str(w): float(e.sel(weights=w).median()) for w in e["weights"].values} for m, e in fig2.items()
         }
+    out["verdicts"] = verdicts
     return out
 
 
@@ -145,3 +231,19 @@ def fig2_exponents(ratio: xr.DataArray, floor: float, limit: float) -> xr.DataAr
     picked = np.where(deepest >= 0, picked, np.nan)
     dims = [d for d in ratio.transpose(..., "layer").dims if d != "layer"]
     return xr.DataArray(picked, dims=dims, coords={d: ratio[d] for d in dims})
+
+
+def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The theory wing's section of summary.json: :func:`theorem_claims` on ``inputs['theorem']`` with the Fig. 2
+    exponents of every rank-collapse result (``inputs['rank_collapse']``, models ``params['models']``, SAN
+    variant; ``params['theory']``: ``float_floor`` and ``limit``) and ``params['thresholds']['theorem']``."""
+    from san.core.storage import read_netcdf
+
+    floor, limit = params["theory"]["float_floor"], params["theory"]["limit"]
+    fig2 = {
+        m: fig2_exponents(read_netcdf(f)["residual_ratio"].sel(variant="SAN"), floor, limit)
+        for m, f in zip(params["models"], inputs["rank_collapse"], strict=True)
+    }
+    theorem = inputs["theorem"]
+    path = theorem if isinstance(theorem, str) else theorem[0]
+    return {"theorem": theorem_claims(read_netcdf(path), params["thresholds"]["theorem"], fig2)}

@@ -236,7 +236,11 @@ VARIABLES = {
     "log10_gamma_control": Variable(
         "log10 of the largest gamma found for a negative control (certified lower bound)", "1"
     ),
-    "control_violated": Variable("1 where the control needs a gamma above 1 and above the theorem's largest", "1"),
+    "log10_gamma_start": Variable(
+        "log10 of the largest gamma among a draw's starting points, before the ascent (certified lower bound)", "1"
+    ),
+    "search_tokens": Variable("tokens n of the adversarially searched layer", "1"),
+    "search_heads": Variable("heads H of the adversarially searched layer", "1"),
     "control_excluded_at_floor": Variable("candidates of the control excluded at the float64 floor", "1"),
     "draw": Variable("independent draw of the adversarial search (best of its starts)", "1"),
     "control": Variable("negative control: skip (X + SA(X)) or layernorm (LN(SA(X)))", "1"),

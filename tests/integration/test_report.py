@@ -28,6 +28,8 @@ def test_summary_checks_the_claims(built):
         "path_decomposition",
         "theorem",
         "propagation",
+        "verdicts",
+        "provenance",
     }
     rc = summary["rank_collapse"]
     assert rc["pure_collapses"] is True and rc["pure_max"] < 1e-3
@@ -41,6 +43,17 @@ def test_summary_checks_the_claims(built):
     assert theorem["theorem_pairs"]["all"]["violates"] == 0 and theorem["theorem_pairs"]["all"]["respects"] > 0
     assert theorem["certified_holds_no_ln"] is True and theorem["certified_missing_no_ln"] == 0
     assert theorem["adversarial"]["draws"] > 0 and theorem["adversarial"]["controls_detected"] is True
+    assert theorem["adversarial"]["sizes"] == {"n": [2, 4, 8], "H": [1, 2]}
+    verdicts = summary["verdicts"]
+    kinds = {v["claim"]: kind for kind, rows in verdicts.items() for v in rows}
+    assert kinds["theorem.adversarial.holds"] == "scientific" and kinds["theorem.certified_holds_no_ln"] == "regression"
+    assert kinds["path_decomposition.exact"] == "regression" and kinds["rank_collapse.skip_survives"] == "regression"
+    assert kinds["paths.short_beats_long"] == "scientific" and any(c.startswith("propagation.") for c in kinds)
+    rows = [v for kind in verdicts.values() for v in kind]
+    controls = {v["claim"]: v["positive_control"] for v in rows if "positive_control" in v}
+    assert set(controls) == {"theorem.nominal.holds", "theorem.certified_holds_no_ln", "theorem.adversarial.holds"}
+    assert all(v["verdict"] in ("holds", "fails", "not judged") for rows in verdicts.values() for v in rows)
+    assert set(summary["provenance"]) == {"commit", "config_hash", "date", "machine"}
     assert set(summary["propagation"]) == {"depth", "qk_variance", "masks", "sequence_length"}
     assert all(isinstance(c["holds"], bool | None) for cs in summary["propagation"].values() for c in cs)
     runtimes = (built / "results/tables/runtimes.csv").read_text().splitlines()
@@ -74,3 +87,37 @@ def test_the_run_writes_the_documents_tables(built):
         and "| tiny-bert | init | 3 |" in tables["rank_collapse"]
     )
     assert "| sorting |" in tables["paths"] and "| SAN |" in tables["circle"]
+    assert "| scientific verdict |" in tables["verdicts"] and "| regression check |" in tables["verdicts"]
+    commit = json.loads((built / "results/summary.json").read_text())["provenance"]["commit"][:12]
+    assert all(f"<sub>Source run: commit {commit}" in text for text in tables.values()), "every table names its run"
+
+
+def test_publish_refreshes_every_document_from_the_run_and_verify_compares_them(built, tmp_path):
+    """One publish step copies the run's tables into the documents' snapshots, each naming the run; verify finds
+    the snapshots equal to the run's tables, and finds a hand edit."""
+    import shutil
+
+    from san.report import readme
+
+    from helpers import ROOT
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy2(ROOT / "README.md", root / "README.md")
+    shutil.copytree(ROOT / "docs", root / "docs")
+    for snap in (root / readme.SNAPSHOTS).glob("bench_*.md"):
+        snap.unlink()  # benchmarks are published from their own runs; none here
+    for doc in readme.documents(root):
+        text = doc.read_text()
+        doc.write_text(readme.BLOCK.sub(lambda m: m.group(0) if not m.group(2).startswith("bench_") else "", text))
+    figures = built / "results" / "figures"
+    for name in readme.GALLERY:  # the tiny run has no pretrained model: a stand-in for the figure it does not draw
+        if not (figures / f"{name}.png").is_file():
+            shutil.copyfile(figures / "rank_collapse_overview.png", figures / f"{name}.png")
+    readme.publish(built / "results", root, None)
+    assert readme.verify(root, built / "results") == []
+    commit = json.loads((built / "results/summary.json").read_text())["provenance"]["commit"][:12]
+    assert f"<sub>Source run: commit {commit}" in (root / "docs" / "verdicts.md").read_text()
+    snap = root / readme.SNAPSHOTS / "theorem.md"
+    snap.write_text(snap.read_text().replace("| no (the theorem) |", "| no |", 1))
+    assert any("theorem.md" in p for p in readme.verify(root, built / "results"))

@@ -2,15 +2,18 @@
 the config's thresholds."""
 
 import numpy as np
+import pytest
 import xarray as xr
 
-from san.paths.claims import path_decomposition_claims, path_effectiveness_claims
+from san.paths.claims import over_seeds, path_decomposition_claims, path_effectiveness_claims, seed_verdict
 
 from helpers import default_config
 
 REPORT = default_config()["report"]
 #: the thresholds of one seed's claim (the seed rule is applied by ``over_seeds``)
 PATHS = {k: v for k, v in REPORT["paths"].items() if k != "seeds"}
+#: the decomposition's claim takes no accuracy margin
+EXACT = {**{k: v for k, v in PATHS.items() if k != "margin"}, **REPORT["path_decomposition"]}
 
 
 def _sampled(short_acc: float, long_acc: float, full: float = 0.9, chance: float = 0.3) -> xr.Dataset:
@@ -35,6 +38,44 @@ def test_short_paths_reach_most_only_above_the_configured_share():
     assert path_effectiveness_claims({"t": _sampled(0.5, 0.6)}, short=2, most=0.3)["short_reach_most"]
 
 
+def test_short_beats_long_and_models_learn_need_the_configured_margin():
+    """A lead of 0.01 in accuracy is within the margin (0.02): neither comparison holds on it."""
+    assert PATHS["margin"] > 0.01
+    close = path_effectiveness_claims({"t": _sampled(0.41, 0.49, full=0.31, chance=0.30)}, **PATHS)
+    assert close["short_beats_long"] is False and close["models_learn"] is False
+    assert close["differences"]["short_beats_long"]["t"] == pytest.approx(0.01)
+    loose = path_effectiveness_claims({"t": _sampled(0.41, 0.49, full=0.31, chance=0.30)}, **{**PATHS, "margin": 0.0})
+    assert loose["short_beats_long"] is True and loose["models_learn"] is True
+
+
+def _seeded(leads: list[float]) -> xr.Dataset:
+    """One task over seeds: short paths ahead of the longest by ``leads[s]`` in seed ``s``."""
+    return xr.concat([_sampled(0.6 + d, 0.6) for d in leads], dim="seed").assign_coords(seed=range(len(leads)))
+
+
+def test_comparisons_are_judged_against_the_seed_spread():
+    """Every seed ahead by more than the margin, but the mean less two standard errors is not: fails; a steady lead
+    passes; and the seed-by-seed rule alone would have passed the noisy one."""
+    seeds = REPORT["paths"]["seeds"]
+    steady = over_seeds(path_effectiveness_claims, {"t": _seeded([0.30, 0.31, 0.29])}, **seeds, **PATHS)
+    assert steady["short_beats_long"] is True and steady["spread"]["short_beats_long"]["t"]["seeds"] == 3
+    noisy = over_seeds(path_effectiveness_claims, {"t": _seeded([0.025, 0.4, 0.03])}, **seeds, **PATHS)
+    assert all(v["short_beats_long"] for v in noisy["per_seed"]["t"].values())
+    assert noisy["short_beats_long"] is False
+    assert over_seeds(path_effectiveness_claims, {"t": _seeded([0.025, 0.4, 0.03])}, **{**seeds, "sigmas": 0.0},
+                      **PATHS)["short_beats_long"] is True  # fmt: skip
+    rows = {r["key"]: r["verdict"] for r in noisy["verdicts"]}
+    assert rows["short_beats_long"] == "fails" and rows["models_learn"] == "holds"
+
+
+def test_path_claims_are_not_judged_on_zero_evidence():
+    assert path_effectiveness_claims({}, **PATHS)["short_beats_long"] is None
+    assert path_decomposition_claims({}, **EXACT)["exact"] is None
+    no_gain = path_decomposition_claims({"t": _exact(0.8, 1e-14).assign(chance_accuracy=0.95)}, **EXACT)
+    assert no_gain["short_carry_most_of_gain"] is None, "a model below the input-blind level has no gain to share"
+    assert seed_verdict([], "every_seed", 1.0) is None and seed_verdict([None, None], "share", 0.5) is None
+
+
 def _exact(at_two: float, error: float) -> xr.Dataset:
     k = [0, 1, 2, 3]
     trunc = np.array([[0.3, 0.5, at_two, 0.9], [0.3, 0.3, 0.3, 0.4]])
@@ -53,7 +94,7 @@ def _exact(at_two: float, error: float) -> xr.Dataset:
 
 
 def test_exact_decomposition_claims_pass_and_fail():
-    kw = {**PATHS, **REPORT["path_decomposition"]}
+    kw = EXACT
     good = path_decomposition_claims({"t": _exact(0.8, 1e-14)}, **kw)
     assert good["exact"] and good["short_carry_most_of_gain"]
     assert good["per_task"]["t"]["shortest_within_tolerance"] == 3

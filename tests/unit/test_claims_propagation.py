@@ -252,4 +252,4 @@ def test_rank_collapse_in_width_claim(centred_long, holds):
 def test_a_claim_the_results_cannot_test_is_not_printed_as_no():
     from san.report.captions import yes_no
 
-    assert [yes_no(True), yes_no(False), yes_no(None)] == ["yes", "no", "not tested"]
+    assert [yes_no(True), yes_no(False), yes_no(None)] == ["yes", "no", "not judged"]

@@ -3,6 +3,7 @@ thresholds (and one edited threshold flipping a verdict)."""
 
 import numpy as np
 import pandas as pd
+import pytest
 import xarray as xr
 from test_summary import _pretrained, _rank_collapse
 
@@ -44,7 +45,7 @@ def test_pretrained_collapse_is_slower_than_init_only_by_the_configured_factor()
     assert out["slower_in_every_model"] and np.isclose(out["smallest_factor"], 300)
     ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 0.1  # pretrained only 3x above: not slower
     assert not pretrained_slower_claims({"m": ds}, **kw)["slower_in_every_model"]
-    assert not pretrained_slower_claims({"m": ds}, **kw, causal=("m",))["slower_in_every_model"], "nothing judged"
+    assert pretrained_slower_claims({"m": ds}, **kw, causal=("m",))["slower_in_every_model"] is None, "nothing judged"
 
 
 def _products(longest: float) -> xr.Dataset:
@@ -75,3 +76,46 @@ def test_circle_claim_needs_pure_collapse_in_most_runs_and_few_with_skips():
     assert circle_claims(_circle(9, 1), **REPORT["circle"])["pure_collapses_more"]
     assert not circle_claims(_circle(3, 1), **REPORT["circle"])["pure_collapses_more"], "pure collapses too rarely"
     assert not circle_claims(_circle(9, 8), **REPORT["circle"])["pure_collapses_more"], "skips collapse too"
+
+
+def test_the_three_rank_collapse_verdicts_leave_causal_decoders_out_alike():
+    """One rule for causal decoders: a causal model that would fail each verdict changes none of them."""
+    enc = _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])
+    enc["residual_ratio"].loc[{"weights": "init", "variant": ["SAN", "SAN+MLP"]}] = 1e-8
+    enc["residual_ratio"].loc[{"weights": "init", "variant": "SAN", "layer": 0}] = 0.9
+    dec = _pretrained([0.9, 0.9, 0.9, 0.9, 0.9, 0.9])  # never collapses, not slower than init by 10x
+    results, causal = {"enc": enc, "dec": dec}, ("dec",)
+    p = REPORT["pretrained_collapse"]
+    layer = REPORT["rank_collapse"]["layer"]
+    init = rank_collapse_claims(results, **REPORT["rank_collapse"], causal=causal)
+    fast = pretrained_collapse_claims(
+        results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"], causal=causal
+    )
+    slower = pretrained_slower_claims(results, layer=layer, min_factor=p["slower_factor"], causal=causal)
+    assert init["causal"] == fast["causal"] == slower["causal"] == ["dec"]
+    assert init["judged"] == fast["judged"] == slower["judged"] == ["enc"]
+    assert fast["pure_collapses_in_every_model"] is True
+    counted = pretrained_collapse_claims(results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"])
+    assert counted["pure_collapses_in_every_model"] is False, "the decoder alone fails it when counted"
+
+
+def test_claims_on_zero_evidence_are_not_judged():
+    """No model, no product, no run: every verdict says "not judged" (None), never a pass or a fail."""
+    assert rank_collapse_claims({}, **REPORT["rank_collapse"])["pure_collapses"] is None
+    assert rank_collapse_claims({}, **REPORT["rank_collapse"])["skip_survives"] is None
+    kw = {"threshold": 1e-3, "max_layer_fraction": 0.5}
+    assert pretrained_collapse_claims({}, **kw)["pure_collapses_in_every_model"] is None
+    assert attention_product_claims({}, **REPORT["attention_products"])["longer_paths_closer_to_rank1"] is None
+    empty = pd.DataFrame({"variant": ["SAN"], "hidden_dim": [8], "n_seeds": [0], "n_collapsed": [0]})
+    out = circle_claims(empty, **REPORT["circle"])
+    assert out["pure_collapses_more"] is None and out["verdicts"][0]["verdict"] == "not judged"
+
+
+def test_circle_claim_needs_a_margin_beyond_the_seed_spread():
+    """9/10 against 1/10 clears a margin of 0.2 after two binomial standard errors; 6/10 against 4/10 (a 0.2 lead,
+    within the spread) does not, though both fractions meet their thresholds."""
+    cfg = REPORT["circle"]
+    assert circle_claims(_circle(9, 1), **cfg)["pure_collapses_more"] is True
+    close = circle_claims(_circle(6, 4), **cfg)
+    assert close["pure_collapses_more"] is False and close["difference"] == pytest.approx(0.2)
+    assert circle_claims(_circle(6, 4), **{**cfg, "margin": 0.0, "sigmas": 0.0})["pure_collapses_more"] is True

@@ -84,6 +84,14 @@ def test_a_block_without_snapshot_is_an_error(tmp_path):
         readme.sync(root, check=True)
 
 
+RUN = {"commit": "0123456789abcdef", "config_hash": "abcdef012345", "date": "2026-01-01 00:00 UTC", "machine": "m"}
+
+
+def control(verdict: bool) -> dict:
+    """A positive control's record (san.core.verdicts.control)."""
+    return {"factor": 2.0, "verdict": "holds" if verdict else "fails", "fails_as_it_must": not verdict}
+
+
 def _summary() -> dict:
     """A small summary.json with every key the tables read."""
     entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
@@ -113,17 +121,30 @@ def _summary() -> dict:
             "slack_no_ln": {"min": 6.5, "median": 6.6},
             "certified_margin_min_no_ln": 6.2,
             "certified_margin_threshold": 0.0,
-            "certified_holds_no_ln": True,
+            "certified_holds_no_ln": None,
+            "certified_control": control(False),
+            "nominal": {"violations": 0, "threshold": 0, "holds": True, "control": control(True)},
             "adversarial": {
-                "draws": 256,
+                "draws": 240,
                 "gamma_max": 0.11,
                 "threshold_log10_gamma": 0.0,
                 "holds": True,
+                "control": control(True),
+                "ascent_gain": 0.8,
+                "sizes": {"n": [2, 4, 8], "H": [1, 2]},
+                "negative_control_criterion": 0.0,
                 "controls": {"skip": {"log10_gamma_max": 7.2, "violated": True}},
             },
             "fig2_exponent": {"bert": {"init": 3.3}},
         },  # fmt: skip
         "propagation": {"depth": [claim]},
+        "verdicts": {
+            "scientific": [
+                {"statement": "gamma <= 1 (adversarial)", "verdict": "holds", "positive_control": control(True)}
+            ],
+            "regression": [{"statement": "certified bound", "verdict": "not judged"}],
+        },
+        "provenance": RUN,
     }
 
 
@@ -136,9 +157,23 @@ def test_tables_from_a_summary(tmp_path):
     assert "| SAN | 3 / 5 |" in out["circle"]
     assert "| Noci et al. 2022 | branches scaled | universal | abstract | yes | cosine 0.3 |" in out["propagation"]
     assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
-    assert "| adversarial search: largest gamma (256 draws) | 0.11 | <= 1 | yes |" in out["theorem"]
-    assert "| negative control skip: largest log10 gamma | 7.2 | > 0 | violated (as it must) |" in out["theorem"]
+    assert (
+        "| adversarial search: largest gamma (240 draws; n = 2, 4, 8; H = 1, 2; ascent gain 0.8 decades) | scientific "
+        "| 0.11 | <= 1 | yes | / 2: does NOT fail: no power at this factor |" in out["theorem"]
+    )
+    assert (
+        "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | not judged | / 2: fails as it must |"
+        in out["theorem"]
+    )
+    assert (
+        "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | violated (as it must) |  |"
+        in out["theorem"]
+    )
     assert "no model" in out["pretrained"].lower()
+    assert "| scientific verdict | gamma <= 1 (adversarial) | holds | / 2: does NOT fail" in out["verdicts"]
+    assert "| regression check | certified bound | not judged |  |" in out["verdicts"]
+    line = "<sub>Source run: commit 0123456789ab, config abcdef012345, 2026-01-01 00:00 UTC, m.</sub>"
+    assert all(text.rstrip().endswith(line) for text in out.values()), "every table names its run"
 
 
 def test_a_missing_summary_key_names_it_and_writes_nothing(tmp_path):
@@ -173,7 +208,8 @@ def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
         _png(results / "figures" / f"{name}.png", width_in=7.2 if name != "circle" else 3.0)  # 2160 px and 900 px
     bench = tmp_path / "bench_out"
     bench.mkdir()
-    (bench / "bench_run.md").write_text("| jobs |\n| --- |\n| 3 |\n")
+    for snap in (root / readme.SNAPSHOTS).glob("bench_*.md"):  # every benchmark rerun with this run
+        (bench / snap.name).write_text("| jobs |\n| --- |\n| 3 |\n\n<sub>Source benchmark: commit x.</sub>\n")
     changed = readme.publish(results, root, bench)
     assert root / "README.md" in changed
     assert "| bert | init | 12 |" in (root / "README.md").read_text()
@@ -182,6 +218,38 @@ def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
         width = plt.imread(root / readme.FIGURES / f"{name}.png").shape[1]
         assert width == (900 if name == "circle" else readme.GALLERY_WIDTH_PX), (name, width)
     assert readme.sync(root, check=True) == []
+    assert readme.verify(root, results) == [], "the snapshots are the run's tables"
+    # a hand edit of a snapshot (a number, or a table copied from another run) is found
+    snap = root / readme.SNAPSHOTS / "circle.md"
+    snap.write_text(snap.read_text().replace("3 / 5", "4 / 5"))
+    problems = readme.verify(root, results)
+    assert any("circle.md differs from the file it was published from" in p for p in problems)
+    assert any("circle.md differs from" in p and "results" in p for p in problems)
+
+
+def test_publish_refuses_tables_of_another_run_and_unnamed_benchmarks(tmp_path):
+    root = _copy_documents(tmp_path / "repo")
+    results = _results_with_tables(tmp_path / "results")
+    for name in readme.GALLERY:
+        _png(results / "figures" / f"{name}.png", width_in=1.0)
+    other = json.loads((results / "summary.json").read_text())
+    other["provenance"] = {**RUN, "commit": "fedcba9876543210"}
+    (results / "summary.json").write_text(json.dumps(other))
+    with pytest.raises(ValueError, match="tables not written from"):
+        readme.publish(results, root, None)
+    (results / "summary.json").write_text(json.dumps(_summary()))
+    bench = tmp_path / "bench_out"
+    bench.mkdir()
+    (bench / "bench_run.md").write_text("| jobs |\n| --- |\n| 3 |\n")
+    with pytest.raises(ValueError, match="name no run"):
+        readme.publish(results, root, bench)
+    assert not (root / readme.MANIFEST).exists()
+
+
+def test_the_committed_snapshots_are_what_a_run_published():
+    """Every docs/results/*.md is the file publish copied from a run (its sha256 in docs/results/SOURCES.json)
+    and names its run: a hand-edited snapshot, or one from no recorded run, fails here."""
+    assert readme.verify(ROOT) == []
 
 
 def test_publish_refuses_a_run_without_the_gallery(tmp_path):
@@ -197,3 +265,17 @@ def test_the_readme_gallery_shows_what_publish_writes():
     text = (ROOT / "README.md").read_text()
     shown = re.findall(r"!\[[^\]]*\]\((docs/figures/[\w-]+\.png)\)", text)
     assert shown == [f"{readme.FIGURES}/{name}.png" for name in readme.GALLERY]
+
+
+def test_a_run_record_names_commit_config_date_and_machine():
+    from datetime import UTC, datetime
+
+    from san.report import provenance
+
+    record = provenance.run_record(provenance.config_hash({"a": 1}), datetime(2026, 1, 2, 3, 4, tzinfo=UTC))
+    assert record["config_hash"] == provenance.config_hash({"a": 1}) != provenance.config_hash({"a": 2})
+    assert record["date"] == "2026-01-02 03:04 UTC" and record["commit"] and record["machine"]
+    line = provenance.source_line({**record, "commit": "0123456789abcdef0123+dirty"})
+    assert line.startswith("<sub>Source run: commit 0123456789ab+dirty, config ") and "2026-01-02 03:04 UTC" in line
+    with pytest.raises(KeyError, match="machine"):
+        provenance.source_line({k: v for k, v in record.items() if k != "machine"})

@@ -70,7 +70,7 @@ def test_path_effectiveness_claims():
         {"accuracy": (("n_paths", "path_length", "repeat"), acc), "full_model_accuracy": 0.9, "chance_accuracy": 0.3},
         coords={"n_paths": [5, 20], "path_length": [0, 1, 2, 3]},
     )
-    c = path_effectiveness_claims({"sorting": ds}, short=2, most=0.5)
+    c = path_effectiveness_claims({"sorting": ds}, short=2, most=0.5, margin=0.02)
     t = c["per_task"]["sorting"]
     assert t["n_paths"] == 20 and t["short_best"] == 0.8 and t["longest"] == 0.1
     assert c["short_beats_long"] and c["models_learn"] and "full model 0.900" in c["caption"]
@@ -127,16 +127,16 @@ def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
         "slow": _pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]),
         "init-only": _pretrained([0.9, 0.1]).sel(weights=["init"]),
     }
-    out = pretrained_collapse_claims(
-        results, threshold=1e-3, max_layer_fraction=1.0, families={"fast": "bert", "slow": "llama"}
-    )
+    out = pretrained_collapse_claims(results, threshold=1e-3, max_layer_fraction=1.0)
     assert set(out["per_model"]) == {"fast", "slow"}, "models without pretrained weights are left out"
     assert out["per_model"]["fast"]["residual_ratio"]["san_first_below"] == 2
     assert out["per_model"]["slow"]["residual_ratio"]["san_first_below"] == 5
     assert out["per_model"]["slow"]["residual_ratio_frobenius"]["san_first_below"] == 4
     assert out["pure_collapses_in_every_model"] and out["within_layers"] == 5
-    assert out["per_model"]["slow"]["causal"] and not out["per_model"]["fast"]["causal"]
+    causal = pretrained_collapse_claims(results, threshold=1e-3, max_layer_fraction=1.0, causal=("slow",))
+    assert causal["per_model"]["slow"]["causal"] and not causal["per_model"]["fast"]["causal"]
+    assert causal["judged"] == ["fast"] and causal["within_layers"] == 2, "causal decoders stay out of the verdict"
     assert "SAN below at layer 5 of 5" in out["caption_rows"]["slow"]
     never = pretrained_collapse_claims({"flat": _pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0)
-    assert not never["pure_collapses_in_every_model"] and never["within_layers"] is None
+    assert never["pure_collapses_in_every_model"] is False and never["within_layers"] is None
     assert "never" in never["caption_rows"]["flat"]
