@@ -40,7 +40,9 @@ if torch.backends.mkldnn.is_available():
 USE_ONEDNN: bool = _ONEDNN_LINEAR is not None and torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, onednn: bool = True) -> torch.Tensor:
+def linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, onednn: bool = True
+) -> torch.Tensor:
     """``x @ weight.T + bias`` for 2-D ``x`` ``(m, k)`` and ``weight`` ``(n, k)`` (any strides).
 
     With ``onednn``, float32 CPU tensors use oneDNN's matmul (plain float32 arithmetic, no down-conversion) where
@@ -182,8 +184,6 @@ class SANLayerFunction(torch.autograd.Function):
         g_qkv = g_heads.view(3, s_, b, h, n, dh).permute(1, 2, 4, 0, 3, 5).reshape(s_, b * n, 3 * d)  # one copy
         g_w_qkv = seed_linear(g_qkv.transpose(1, 2), x2.transpose(1, 2), onednn=True)  # (S, 3d, d)
         g_b_qkv = g_qkv.sum(1)
-        if s_ == 1:  # through the skip and the projections
-            gx = gr[0].add_(linear(g_qkv[0], w_qkv[0].t()))
-        else:
-            gx = gr.baddbmm_(g_qkv, w_qkv)
+        # through the skip and the projections
+        gx = gr[0].add_(linear(g_qkv[0], w_qkv[0].t())) if s_ == 1 else gr.baddbmm_(g_qkv, w_qkv)
         return gx.view(s_, b, n, d), g_w_qkv, g_b_qkv, g_w_o, g_b_o, g_ln_w, g_ln_b, None, None, None, None, None

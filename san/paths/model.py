@@ -42,8 +42,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from san.core.rng import cpu_generator
 from san.core.attention import softmax_last
+from san.core.rng import cpu_generator
 from san.paths.fused import SANLayerFunction, seed_layer_norm, seed_linear
 
 

@@ -311,12 +311,12 @@ def train(
         losses = (epoch_loss / steps_per_epoch).tolist()
         loop.result.record(losses, lr, time.perf_counter() - t0)
         loop.epoch += 1
-        if on_epoch is not None:
-            on_epoch(loop.epoch - 1, losses, lr, loop.result.seconds[-1])
         if not loop.finite():
             raise FloatingPointError(f"training loss or weights became non-finite at epoch {loop.epoch - 1}: {losses}")
         if checkpoint is not None and time.perf_counter() - saved >= checkpoint.every_seconds:
             checkpoint.save(loop.state())
             saved = time.perf_counter()
+        if on_epoch is not None:
+            on_epoch(loop.epoch - 1, losses, lr, loop.result.seconds[-1])
     model.eval()
     return loop.result

@@ -11,6 +11,7 @@ rule paths_decompose:
         lib=lib(
             "core/attention",
             "core/device",
+            "core/rng",
             "core/text",
             "models/folders",
             "paths/spec",
@@ -18,7 +19,6 @@ rule paths_decompose:
             "paths/model",
             "paths/tasks",
             "paths/decomposition",
-            "paths/ensemble",
             "paths/evaluate",
             "paths/experiment",
             "paths/results",
