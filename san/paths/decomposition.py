@@ -152,22 +152,12 @@ def decompose(model: SAN, inputs: torch.Tensor, mask: torch.Tensor | None = None
     return Decomposition(stack[1:], stack[0], fp.output)
 
 
-def _part_logits(model: SAN, dec: Decomposition) -> tuple[torch.Tensor, torch.Tensor]:
-    """The classifier's linear map of every ``Y_k`` (no bias) ``(L + 1, b, n, classes)`` and its affine map of ``C``
-    ``(b, n, classes)``: by linearity the logits of any partial sum are sums of these."""
-    return dec.parts @ model.classifier.weight[0].T, model.classifier(dec.constant[None])[0]
-
-
-def truncated_logits(model: SAN, dec: Decomposition) -> torch.Tensor:
-    """Logits of ``C + sum_{k<=K} Y_k`` for K = 0..L, ``(L + 1, b, n, classes)`` (the classifier is linear)."""
-    parts, constant = _part_logits(model, dec)
-    return constant + parts.cumsum(0)
-
-
-def single_length_logits(model: SAN, dec: Decomposition) -> torch.Tensor:
-    """Logits of ``C + Y_k`` for k = 0..L, ``(L + 1, b, n, classes)``."""
-    parts, constant = _part_logits(model, dec)
-    return constant + parts
+def length_logits(model: SAN, dec: Decomposition) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits of ``C + sum_{k<=K} Y_k`` for K = 0..L and of ``C + Y_k`` for k = 0..L, each ``(L + 1, b, n,
+    classes)``: the classifier is linear, so they are sums of its linear map of every ``Y_k`` and its affine map
+    of ``C``."""
+    parts, constant = dec.parts @ model.classifier.weight[0].T, model.classifier(dec.constant[None])[0]
+    return constant + parts.cumsum(0), constant + parts
 
 
 def part_norms(dec: Decomposition, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -233,9 +223,8 @@ def summarise(model: SAN, inputs: torch.Tensor, labels: torch.Tensor, mask: torc
         cnorms.append(cn.numpy())
         valid = y >= 0
         full_pred = model.classifier(dec.output[None])[0].argmax(-1)
-        part_logits, constant_logits = _part_logits(model, dec)
-        trunc_pred = (constant_logits + part_logits.cumsum(0)).argmax(-1)
-        single_pred = (constant_logits + part_logits).argmax(-1)
+        truncated, single = length_logits(model, dec)
+        trunc_pred, single_pred = truncated.argmax(-1), single.argmax(-1)
         correct_full += float(((full_pred == y) & valid).sum())
         correct_t += ((trunc_pred == y) & valid).sum((1, 2)).double()
         agree_t += ((trunc_pred == full_pred) & valid).sum((1, 2)).double()
@@ -271,20 +260,12 @@ def _summaries(
 
 
 def run(model: SAN, evs: list[Any], init_model: SAN | None = None, chances: list[float] | None = None) -> xr.Dataset:
-    """Exact path-length decomposition of the trained SAN of every seed, and of its initialisation, each seed on its
-    own evaluation set; a dataset over ``seed``, ``state`` (trained, init), ``path_length`` k, ``max_path_length`` K
-    and ``sample`` (input).
-
-    Args:
-        model: the trained :class:`~san.paths.model.SAN` (each seed copied and cast to float64; not changed).
-        evs: seed i's evaluation set ``evs[i]`` (``inputs``, ``labels`` < 0 not scored, ``mask`` True for real
-            tokens).
-        init_model: the untrained SAN (see :func:`initial_model`); None: only the trained state.
-        chances: every seed's input-blind predictor's accuracy on its set, stored alongside for the claims.
-
-    Each seed is decomposed alone (float64, in chunks of inputs): the dynamic programme runs on one network's
-    frozen attention, and its round-off is that of the seed's own network.
-    """
+    """Exact path-length decomposition of the trained SAN ``model`` of every seed (each seed copied and cast to
+    float64; not changed) and of its untrained ``init_model`` (:func:`initial_model`; None: only the trained state),
+    seed i on its own evaluation set ``evs[i]`` (``inputs``, ``labels`` < 0 not scored, ``mask`` True for real
+    tokens), with the input-blind ``chances[i]`` stored alongside for the claims. A dataset over ``seed``, ``state``
+    (trained, init), ``path_length`` k, ``max_path_length`` K and ``sample`` (input). Each seed is decomposed alone
+    (the dynamic programme runs on one network's frozen attention, in chunks of inputs)."""
     parts = []
     for i, ev in enumerate(evs):
         models = {"trained": model.member(i)} | ({"init": init_model.member(i)} if init_model is not None else {})

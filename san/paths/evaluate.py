@@ -23,6 +23,7 @@ it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -227,6 +228,15 @@ class _PathSetEvaluator:
         return logits.view(s_, self.n_sets, b, n_tok, -1)
 
 
+def _chunks(
+    inputs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None, size: int, device: torch.device
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+    """Consecutive chunks of ``size`` inputs of every seed's set ``(S, N, ...)``, on ``device``."""
+    for start in range(0, inputs.shape[1], size):
+        sl = slice(start, start + size)
+        yield inputs[:, sl].to(device), labels[:, sl].to(device), None if mask is None else mask[:, sl].to(device)
+
+
 @torch.no_grad()
 def path_set_logits(
     model: SAN, inputs: torch.Tensor, path_sets: torch.Tensor | np.ndarray, mask: torch.Tensor | None = None
@@ -247,30 +257,19 @@ def evaluate_path_sets(
     path_sets: torch.Tensor | np.ndarray | None = None,
     memory_mb: float = 32.0,
 ) -> torch.Tensor:
-    """Token accuracy of every seed's network restricted to each set of paths, evaluated in one batched computation.
+    """Token accuracy ``(S, *path_sets.shape[:-2])`` (float64) of every seed's network (a :class:`SAN` of S seeds)
+    restricted to each set of ``path_sets`` ``(..., P, L)`` (:data:`PAD` rows allowed for smaller sets; the same sets
+    for every seed), on every seed's evaluation set ``inputs``, ``labels`` (< 0: not scored), ``mask``, stacked
+    ``(S, N, tokens, ...)``.
 
     All paths of all sets form one prefix tree: shared prefixes are computed once, skips cost nothing, and each
     (layer, head) is one head computation over all tree nodes that take it, for all seeds; each set's sum of final
-    states is a sparse matrix product. The evaluation sets are processed in chunks of inputs sized to ``memory_mb``.
-
-    Args:
-        model: a trained :class:`~san.paths.model.SAN` of S seeds (put in eval mode here).
-        inputs, labels, mask: every seed's evaluation set, stacked ``(S, N, tokens, ...)``; labels < 0 are not scored.
-        path_sets: ``(..., P, L)`` sets of P paths (:data:`PAD` rows allowed for smaller sets), the same for every
-            seed.
-        memory_mb: budget of the per-chunk hidden states.
-
-    Returns:
-        accuracies of shape ``(S, *path_sets.shape[:-2])`` (float64).
+    states is a sparse matrix product. The inputs are processed in chunks sized to the ``memory_mb`` budget.
     """
     ev = _PathSetEvaluator(model, path_sets)
-    chunk = ev.chunk_size(inputs.shape[2], memory_mb)
     correct = torch.zeros(ev.n_seeds, ev.n_sets, dtype=torch.float64, device=ev.device)
     total = torch.zeros(ev.n_seeds, dtype=torch.float64, device=ev.device)
-    for start in range(0, inputs.shape[1], chunk):
-        x = inputs[:, start : start + chunk].to(ev.device)
-        y = labels[:, start : start + chunk].to(ev.device)
-        m = None if mask is None else mask[:, start : start + chunk].to(ev.device)
+    for x, y, m in _chunks(inputs, labels, mask, ev.chunk_size(inputs.shape[2], memory_mb), ev.device):
         pred = ev.logits(x, m).argmax(-1)  # (S, sets, b, n)
         valid = y >= 0
         correct += ((pred == y[:, None]) & valid[:, None]).sum(dim=(2, 3)).double()
@@ -288,10 +287,7 @@ def model_accuracy(
     device = next(model.parameters()).device
     correct = torch.zeros(len(model.seeds), dtype=torch.long, device=device)
     total = torch.zeros_like(correct)
-    for start in range(0, inputs.shape[1], batch_size):
-        x = inputs[:, start : start + batch_size].to(device)
-        y = labels[:, start : start + batch_size].to(device)
-        m = None if mask is None else mask[:, start : start + batch_size].to(device)
+    for x, y, m in _chunks(inputs, labels, mask, batch_size, device):
         valid = y >= 0
         correct += ((model(x, m).argmax(-1) == y) & valid).sum(dim=(1, 2))
         total += valid.sum(dim=(1, 2))

@@ -31,8 +31,7 @@ from san.paths.training import train as fit
 
 @dataclass
 class TrainedTask:
-    """The trained SAN of a task's seeds with their tasks (data and model config, one per seed) and the training's
-    record."""
+    """The trained SAN of a task's seeds, their tasks (data and model config, one per seed), the training's record."""
 
     model: SAN
     tasks: list[Task]
@@ -156,16 +155,6 @@ def run(
     return ds
 
 
-def _coords(cfg: Any, seeds: list[int], evaluation: Mapping[str, Any], epochs: np.ndarray) -> dict[str, Any]:
-    return {
-        "seed": list(seeds),
-        "n_paths": list(evaluation["n_paths"]),
-        "path_length": np.arange(cfg.n_layers + 1),
-        "repeat": np.arange(evaluation["n_repeats"]),
-        "epoch": epochs,
-    }
-
-
 def _dataset(
     cfg: Any,
     seeds: list[int],
@@ -190,7 +179,13 @@ def _dataset(
             "train_loss": (("seed", "epoch"), losses.to_numpy().T),
             "train_lr": (("epoch",), lr.to_numpy()),
         },
-        coords=_coords(cfg, seeds, evaluation, lr.index.to_numpy()),
+        coords={
+            "seed": list(seeds),
+            "n_paths": list(evaluation["n_paths"]),
+            "path_length": np.arange(cfg.n_layers + 1),
+            "repeat": np.arange(evaluation["n_repeats"]),
+            "epoch": lr.index.to_numpy(),
+        },
         attrs={
             "title": "san: path effectiveness of one task (Dong et al. 2021, Fig. 4)",
             "model_config": json.dumps(cfg.to_dict(), sort_keys=True),

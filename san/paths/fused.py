@@ -1,5 +1,4 @@
-"""Hand-written forward and backward of the SAN training step's hot spots (the models of the paper's Fig. 4), for a
-stack of S seeds.
+"""Hand-written forward and backward of the SAN training step's hot spots (the paper's Fig. 4), for S stacked seeds.
 
 The path-effectiveness SANs are tiny (sorting: 30 sequences of 8 tokens, width 48), so a training step costs
 per-operation overhead far more than arithmetic: autograd records a node for every view, permute, softmax part and
@@ -66,12 +65,13 @@ def seed_linear(
     2-D product (:func:`linear`, with ``onednn``), the arithmetic of a lone model, so one seed in a stack computes
     exactly what it computes alone.
     """
-    if batched and x.shape[0] > 1:
-        if bias is None:
-            return torch.bmm(x, weight.transpose(1, 2))
-        return torch.baddbmm(bias[:, None, :], x, weight.transpose(1, 2))
-    outs = [linear(x[i], weight[i], None if bias is None else bias[i], onednn) for i in range(x.shape[0])]
-    return outs[0][None] if len(outs) == 1 else torch.stack(outs)
+    if x.shape[0] == 1:  # squeeze, not select: its backward is a view, not a copy into zeros
+        return linear(x.squeeze(0), weight.squeeze(0), None if bias is None else bias.squeeze(0), onednn).unsqueeze(0)
+    if not batched:
+        return torch.stack([linear(x[i], weight[i], None if bias is None else bias[i], onednn) for i in range(len(x))])
+    if bias is None:
+        return torch.bmm(x, weight.transpose(1, 2))
+    return torch.baddbmm(bias[:, None, :], x, weight.transpose(1, 2))
 
 
 def seed_layer_norm(
@@ -80,11 +80,14 @@ def seed_layer_norm(
     """Every seed's LayerNorm of ``x`` ``(S, m, d)`` with its affine ``weight``, ``bias`` ``(S, d)``: for several
     seeds with ``batched`` the affine-free normalisation of all rows and one per-seed affine map, else each seed's
     ``nn.functional.layer_norm`` (the arithmetic of a lone model)."""
-    if batched and x.shape[0] > 1:
-        xhat = nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
-        return torch.addcmul(bias[:, None, :], xhat, weight[:, None, :])
-    outs = [nn.functional.layer_norm(x[i], x.shape[-1:], weight[i], bias[i], eps) for i in range(x.shape[0])]
-    return outs[0][None] if len(outs) == 1 else torch.stack(outs)
+    if x.shape[0] == 1:
+        return nn.functional.layer_norm(x.squeeze(0), x.shape[-1:], weight.squeeze(0), bias.squeeze(0), eps)[None]
+    if not batched:
+        return torch.stack(
+            [nn.functional.layer_norm(x[i], x.shape[-1:], weight[i], bias[i], eps) for i in range(len(x))]
+        )
+    xhat = nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+    return torch.addcmul(bias[:, None, :], xhat, weight[:, None, :])
 
 
 def softmax_(s: torch.Tensor) -> torch.Tensor:

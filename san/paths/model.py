@@ -14,21 +14,15 @@ or 2-D points (convex hull, circle: a linear map of the coordinates, or two line
 LayerNorm; no position embeddings since the input is a set). Dropout acts while training on the embedding, the
 attention probabilities, the attention output and the classifier input, as in BERT and the authors' code.
 
-**One network on a seed axis.** A :class:`SAN` holds the networks of S seeds of one architecture (S >= 1): every
-weight carries a leading seed dimension, every input and output too (``(S, batch, tokens, ...)``). Seeds share no
-parameter, so the gradient of the sum of their losses is each seed's own gradient and Adam/AdamW, elementwise, update
-each seed as it would alone. Each seed's initial weights are drawn from its own CPU generator
-(:func:`san.core.rng.cpu_generator`), its dropout masks from its own :class:`DropoutMasks`, so a seed's numbers do not
-depend on the device or on the other seeds. While training, several seeds run one batched product per weight
-(``baddbmm``) and the per-step overhead is paid once for all of them; one seed runs the 2-D products of a lone model
-(:func:`san.paths.fused.seed_linear`), and in eval mode every seed does, so a seed's evaluation is that of its network
-alone.
-
-Speed (these models are tiny, so a training step costs overhead, not arithmetic): dropout masks are drawn in bulk
-from numpy's PCG64 generator (:class:`DropoutMasks`), and while training each layer is one autograd node with a
-hand-written backward (:mod:`san.paths.fused`; ``fused = False`` switches to autograd over the explicit formulation of
-:meth:`SANLayer.autograd_forward`, which uses the same masks). In eval mode the layer computes
-:meth:`SeedAttention.forward` (``scaled_dot_product_attention``); the three formulations are tested to agree.
+**One network on a seed axis.** A :class:`SAN` holds the networks of S >= 1 seeds of one architecture: every
+weight, input and output carries a leading seed dimension. Seeds share no parameter, so the gradient of the sum of
+their losses is each seed's own and Adam/AdamW, elementwise, update each seed as it would alone. A seed's weights come
+from its own CPU generator (:func:`san.core.rng.cpu_generator`), its dropout masks from its own :class:`DropoutMasks`
+(numpy's PCG64, in bulk), so its numbers depend neither on the device nor on the other seeds. While training, several
+seeds run one batched product per weight and pay the per-step overhead once; one seed, and every seed in eval mode,
+runs the 2-D products of a lone network (:func:`san.paths.fused.seed_linear`). Each training layer is one autograd
+node with a hand-written backward (:mod:`san.paths.fused`; ``fused = False``: :meth:`SANLayer.autograd_forward`, the
+same masks); in eval mode :meth:`SeedAttention.forward`. The three are tested to agree.
 """
 
 from __future__ import annotations
@@ -40,6 +34,8 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from san.core.attention import softmax_last
@@ -187,6 +183,8 @@ class SeedEmbedding(nn.Module):
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows of seed s's table for ``ids[s]``: ``(S, ...)`` -> ``(S, ..., dim)`` (one lookup for all seeds)."""
         s_, n_entries = self.weight.shape[:2]
+        if s_ == 1:
+            return nn.functional.embedding(ids.squeeze(0), self.weight.squeeze(0)).unsqueeze(0)
         offset = (torch.arange(s_, device=ids.device) * n_entries).view(s_, *[1] * (ids.ndim - 1))
         return nn.functional.embedding(ids + offset, self.weight.flatten(0, 1))
 
@@ -259,9 +257,8 @@ class SeedAttention(nn.Module):
         return self.out(ctx.transpose(1, 2).reshape(s_, b, n, d))
 
     def head_weights(self, head: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Head ``head``'s query-key-value rows ``(S, 3 d_h, d)`` and biases ``(S, 3 d_h)`` and its output columns
-        ``(S, d, d_h)`` (a view for one seed, a contiguous copy for several: the layouts the products of
-        :mod:`san.paths.evaluate` are laid out for)."""
+        """Head ``head``'s query-key-value rows ``(S, 3 d_h, d)``, biases ``(S, 3 d_h)`` and output columns
+        ``(S, d, d_h)`` (one seed: a view, several: a copy; the layouts :mod:`san.paths.evaluate` multiplies)."""
         s_, h, dh, d = self.qkv.weight.shape[0], self.n_heads, self.head_dim, self.dim
         w = self.qkv.weight.view(s_, 3, h, dh, d)[:, :, head].reshape(s_, 3 * dh, d)
         bias = self.qkv.bias.view(s_, 3, h, dh)[:, :, head].reshape(s_, 3 * dh)
@@ -291,21 +288,9 @@ class SANLayer(nn.Module):
             return self.norm(x + self.attn(x, mask))
         if not fused:
             return self.autograd_forward(x, mask, keep_p, keep_o)
-        attn, norm = self.attn, self.norm
-        return SANLayerFunction.apply(
-            x,
-            attn.qkv.weight,
-            attn.qkv.bias,
-            attn.out.weight,
-            attn.out.bias,
-            norm.weight,
-            norm.bias,
-            keep_p,
-            keep_o,
-            mask,
-            attn.n_heads,
-            norm.eps,
-        )
+        a, norm = self.attn, self.norm
+        weights = (a.qkv.weight, a.qkv.bias, a.out.weight, a.out.bias, norm.weight, norm.bias)
+        return SANLayerFunction.apply(x, *weights, keep_p, keep_o, mask, a.n_heads, norm.eps)
 
     def autograd_forward(
         self, x: torch.Tensor, mask: torch.Tensor | None, keep_p: torch.Tensor | None, keep_o: torch.Tensor | None
@@ -327,14 +312,10 @@ class SANLayer(nn.Module):
 
 class SAN(nn.Module):
     """Self-attention networks with skip connections and a per-token classifier (the models of Fig. 4), one per seed
-    of ``seeds``, stacked (see the module docstring).
-
-    ``forward(inputs, mask)`` takes every seed's batch, ``(S, batch, tokens)`` tokens or ``(S, batch, tokens, 2)``
-    points, and returns logits ``(S, batch, tokens, n_classes)``; ``mask`` (bool, ``(S, batch, tokens)``, True for
-    real tokens) hides padding from attention. :meth:`embed` gives ``X_0``, ``layers[l].attn`` the addressable heads
-    of layer ``l`` and ``classifier`` the output map, which is all that path evaluation needs. ``fused`` chooses the
-    training-mode layer (see :meth:`SANLayer.forward`).
-    """
+    of ``seeds``, stacked (see the module docstring). ``forward(inputs, mask)``: every seed's batch, ``(S, batch,
+    tokens)`` tokens or ``(S, batch, tokens, 2)`` points, and padding ``mask`` (True for real tokens) -> logits
+    ``(S, batch, tokens, n_classes)``. :meth:`embed` gives ``X_0``, ``layers[l].attn`` the heads of layer ``l``,
+    ``classifier`` the output map: all that path evaluation needs. ``fused``: see :meth:`SANLayer.forward`."""
 
     def __init__(self, cfg: SANConfig, seeds: list[int]) -> None:
         super().__init__()
@@ -354,10 +335,9 @@ class SAN(nn.Module):
         linear maps, zero biases, unit LayerNorms; PyTorch's default Kaiming-uniform for the value and output maps
         of every head (which the authors kept as raw parameters), so that each head starts with an O(1) gain.
 
-        Seed s draws from ``cpu_generator(s)`` (then the weights move to any device): first the default draws of the
-        ``torch.nn`` constructors of the same layers (``normal_`` of an embedding, ``uniform_`` of a linear map's
-        weight and bias), overwritten, then the draws above, in module order; so a seed's weights are those of the
-        network built from ``torch.nn`` modules after ``torch.manual_seed(s)`` and re-initialised."""
+        Seed s draws from ``cpu_generator(s)``, in module order: the ``torch.nn`` constructors' default draws (then
+        overwritten), then the draws above; so its weights are those of the network built from ``torch.nn`` modules
+        after ``torch.manual_seed(s)`` and re-initialised, on any device."""
         d = self.cfg.dim
         bound = 1.0 / math.sqrt(d)  # kaiming_uniform_(a=sqrt(5)) of a (d, d) map
         for i, seed in enumerate(self.seeds):
@@ -387,12 +367,15 @@ class SAN(nn.Module):
     def step_masks(self, x: torch.Tensor, b: int, n: int) -> list[torch.Tensor] | None:
         """Every dropout mask of one training step of every seed, drawn into one ``(S, total)`` buffer (one
         :meth:`DropoutMasks.fill` per seed): the embedding's ``(S, b n, d)``, then per layer the attention's
-        ``(S, b H, n, n)`` and the output's ``(S, b n, d)``, then the classifier input's. None without dropout."""
+        ``(S, b H, n, n)`` and the output's ``(S, b n, d)``, then the classifier input's (one seed: views of its pool).
+        None without dropout."""
         cfg, p = self.cfg, self.cfg.dropout
         if p == 0.0:
             return None
         d, h = cfg.dim, cfg.n_heads
         shapes = [(b * n, d)] + [(b * h, n, n), (b * n, d)] * cfg.n_layers + [(b * n, d)]
+        if len(self.masks) == 1:  # one seed: views of its pool, asked for one by one (the same stream)
+            return [self.masks[0].mask(torch.Size((1, *sh)), p, x) for sh in shapes]
         sizes = [math.prod(sh) for sh in shapes]
         buf = torch.empty(len(self.masks), sum(sizes), dtype=x.dtype, device=x.device)
         for row, m in zip(buf, self.masks, strict=True):
@@ -424,8 +407,6 @@ class SAN(nn.Module):
 
     def save(self, path: str, metadata: dict[str, str] | None = None) -> None:
         """Write the stacked weights as safetensors with the architecture and the seeds (JSON) in the metadata."""
-        from safetensors.torch import save_file
-
         meta = {"san_config": json.dumps(self.cfg.to_dict(), sort_keys=True), "seeds": json.dumps(self.seeds)}
         state = {k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}
         save_file(state, path, metadata={**meta, **(metadata or {})})
@@ -433,9 +414,6 @@ class SAN(nn.Module):
     @classmethod
     def load(cls, path: str, device: torch.device | str = "cpu") -> tuple[SAN, dict[str, str]]:
         """The network (eval mode) and metadata of a file written by :meth:`save`."""
-        from safetensors import safe_open
-        from safetensors.torch import load_file
-
         with safe_open(path, framework="pt") as fh:
             meta = dict(fh.metadata() or {})
         if "san_config" not in meta or "seeds" not in meta:

@@ -1,13 +1,12 @@
-"""Training of the path-effectiveness SANs (the paper's Fig. 4 settings) with per-epoch loss logging.
+"""Training of the path-effectiveness SANs (the paper's Fig. 4 settings), every seed of a task in one stacked
+network, with per-epoch loss logging.
 
 These models are tiny: a step costs Python and kernel-launch overhead more than arithmetic. The loop therefore
-keeps the whole dataset on the device, draws batches by indexing (no DataLoader), uses the fused Adam/AdamW
-kernels (one kernel for all parameters), sets gradients to None instead
-of zeroing them, and reads the loss back once per epoch instead of once per step. The model draws its dropout
-masks in bulk from numpy and, with ``fused: true`` (the default), runs every layer as one autograd node with a
-hand-written backward and, on AVX-512 CPUs, oneDNN projections (:mod:`san.paths.fused`). ``torch.compile`` is optional
-(``compile: true``): on a CPU it is slower than eager at these sizes, compile time aside
-(see ``benchmarks/bench_paths.py``).
+keeps every seed's dataset on the device, draws batches by indexing (no DataLoader), uses the fused Adam/AdamW
+kernels (one kernel for all parameters), sets gradients to None instead of zeroing them, and reads the loss back
+once per epoch. The model draws its dropout masks in bulk from numpy and, with ``fused: true`` (the default), runs
+every layer as one autograd node with a hand-written backward (:mod:`san.paths.fused`). ``compile: true`` (optional)
+is slower than eager on a CPU at these sizes, compile time aside (``benchmarks/bench_paths.py``).
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ log = logging.getLogger("san")
 
 @dataclass
 class TrainResult:
-    """Per-epoch training record: mean loss over the epoch's batches (one per seed), learning rate used, wall
-    seconds."""
+    """Per-epoch training record: mean loss over the epoch's batches (one per seed), learning rate, wall seconds."""
 
     loss: list[list[float]] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
@@ -91,12 +89,9 @@ def lr_factor(schedule: dict[str, Any], epoch: int, step: int, total_steps: int)
 
 class Learner:
     """A :class:`~san.paths.model.SAN` of S seeds and every seed's training set, stacked: one step trains all seeds.
-
-    ``fused`` (default true) trains every layer as one :class:`~san.paths.fused.SANLayerFunction`, else through
-    autograd op by op (:meth:`~san.paths.model.SANLayer.autograd_forward`, what ``compile: true`` traces). One seed's
-    loss is the mean token cross-entropy of its batch; several seeds' is the sum of those means (its gradient in each
-    seed's weights is that seed's own).
-    """
+    ``fused`` (default true): every layer one :class:`~san.paths.fused.SANLayerFunction`, else autograd op by op
+    (:meth:`~san.paths.model.SANLayer.autograd_forward`, what ``compile: true`` traces). The loss is the sum over
+    seeds of each seed's mean token cross-entropy (its gradient in a seed's weights is that seed's own)."""
 
     def __init__(self, model: SAN, data: list[TaskData], cfg: dict[str, Any], device: torch.device) -> None:
         if len(data) != len(model.seeds) or len({len(d) for d in data}) != 1:
@@ -128,7 +123,7 @@ class Learner:
     def _loss(self, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.model(x, m)
         if self.n_seeds == 1:  # cross_entropy's own mean
-            loss = nn.functional.cross_entropy(logits[0].flatten(0, 1), y[0].flatten(), ignore_index=IGNORE)
+            loss = nn.functional.cross_entropy(logits.flatten(0, 2), y.flatten(), ignore_index=IGNORE)
             return loss, loss.detach().view(1)
         ce = nn.functional.cross_entropy(logits.flatten(0, 2), y.flatten(), ignore_index=IGNORE, reduction="none")
         per_seed = ce.view(len(y), -1).sum(1) / (y != IGNORE).flatten(1).sum(1)
@@ -179,12 +174,10 @@ class Checkpoint:
             return None
         state = torch.load(self.path, map_location="cpu", weights_only=False)
         if state.get("key") != self.key:
-            try:
-                old, new = json.loads(state.get("key") or "{}"), json.loads(self.key)
-                differ = sorted(k for k in new if old.get(k) != new.get(k))
-            except (TypeError, ValueError):  # a key that is not this function's JSON
-                differ = ["key"]
-            log.warning("discarding checkpoint %s: written with another %s", self.path, ", ".join(differ))
+            old, new = str(state.get("key")), json.loads(self.key)
+            old = json.loads(old) if old.startswith("{") else {}
+            differ = ", ".join(k for k in sorted(new) if old.get(k) != new[k])
+            log.warning("discarding checkpoint %s: written with another %s", self.path, differ)
             self.remove()
             return None
         return state
@@ -233,9 +226,9 @@ class _Loop:
         self.result = TrainResult(**state["result"])
 
     def finite(self) -> bool:
-        """Whether the last epoch's losses and every weight are finite (only such a state is checkpointed)."""
-        weights = torch.stack([torch.isfinite(p).all() for p in self.learner.model.parameters()]).all()
-        return all(math.isfinite(v) for v in self.result.loss[-1]) and bool(weights)
+        """Whether the last epoch's losses and every weight (its norm: inf or nan if an entry is) are finite."""
+        norms = torch.stack(torch._foreach_norm(list(self.learner.model.parameters())))
+        return all(math.isfinite(v) for v in self.result.loss[-1]) and bool(norms.isfinite().all())
 
 
 def _epoch(loop: _Loop, cfg: dict[str, Any], n: int, total_steps: int) -> tuple[torch.Tensor, float]:
@@ -280,17 +273,14 @@ def train(
     on_epoch: Callable[[int, list[float], float, float], None] | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> TrainResult:
-    """Train every seed of ``model``, seed i on ``data[i]``, with the settings ``cfg`` (the ``train`` slice of a
-    task's config); seed i's batch order comes from ``cpu_generator(model.seeds[i])`` and its dropout from its own
-    masks, so each seed trains as it would alone.
-
-    Keys: ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
+    """Train every seed of ``model``, seed i on ``data[i]`` (batch order from ``cpu_generator(model.seeds[i])``,
+    dropout from its own masks: as it would alone), with the ``train`` slice ``cfg`` of a task's config. Keys:
+    ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
     ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping; per seed), ``shuffle``, ``compile``
     and ``fused`` (see :class:`Learner`). ``on_epoch(epoch, losses, lr, seconds)`` is called after each epoch
     (``losses``: one per seed). With a ``checkpoint`` the state is saved every ``checkpoint.every_seconds`` of
     training (never a non-finite one) and a run finds and resumes a saved state of its own key, so a killed run
-    continues to the result an uninterrupted run gives.
-    """
+    continues to the result an uninterrupted run gives."""
     t0 = time.perf_counter()
     device = torch.device(device)
     deterministic(device)

@@ -146,8 +146,7 @@ def test_truncated_at_full_length_is_the_model(case: str) -> None:
     with torch.no_grad():
         logits = _forward(model, inputs, mask)
         dec = decomposition.decompose(model, inputs, mask)
-        truncated = decomposition.truncated_logits(model, dec)
-        single = decomposition.single_length_logits(model, dec)
+        truncated, single = decomposition.length_logits(model, dec)
         only_constant = model.classifier(dec.constant[None])[0]
     assert truncated.shape == single.shape == (L + 1, *logits.shape)
     torch.testing.assert_close(truncated[L], logits, atol=TOL, rtol=0)
