@@ -99,6 +99,14 @@ def softmax_(s: torch.Tensor) -> torch.Tensor:
     return p.div_(p.sum(dim=-1, keepdim=True))
 
 
+def _products(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`seed_linear` of the fused layer: a 2-D ``x`` is one seed's own (its weights already taken out of the
+    stack), a 3-D one every seed's."""
+    if x.ndim == 2:
+        return linear(x, weight, bias)
+    return seed_linear(x, weight, bias, onednn=True)
+
+
 class SANLayerFunction(torch.autograd.Function):
     """One training-mode post-LN SAN layer of S stacked seeds, with a hand-written backward (see the module
     docstring).
@@ -107,8 +115,8 @@ class SANLayerFunction(torch.autograd.Function):
     ``b_qkv`` ``(S, 3d)``, ``w_o`` ``(S, d, d)``, ``b_o``, ``ln_w``, ``ln_b`` ``(S, d)``; ``keep_p``
     ``(S, b H, n, n)`` and ``keep_o`` ``(S, b n, d)`` dropout masks (0 or 1/(1-p), any strides) or None;
     ``key_mask`` ``(S, b, n)`` bool, True for real tokens, or None. For several seeds the LayerNorm's affine map is
-    applied per seed after the affine-free normalisation; one seed runs the 2-D products and the affine LayerNorm of
-    a lone model (:func:`seed_linear`).
+    applied per seed after the affine-free normalisation; one seed computes on its own 2-D tensors (the seed
+    dimension taken off once) the 2-D products and the affine LayerNorm of a lone model.
     """
 
     @staticmethod
@@ -129,8 +137,11 @@ class SANLayerFunction(torch.autograd.Function):
     ) -> torch.Tensor:
         s_, b, n, d = x.shape
         h, dh = n_heads, d // n_heads
-        x2 = x.reshape(s_, b * n, d)
-        qkv = seed_linear(x2, w_qkv, b_qkv, onednn=True)  # (S, b n, 3d)
+        lead = (s_,) if s_ > 1 else ()  # one seed: its own 2-D tensors
+        if s_ == 1:
+            w_qkv, b_qkv, w_o, b_o, ln_w, ln_b = (t[0] for t in (w_qkv, b_qkv, w_o, b_o, ln_w, ln_b))
+        x2 = x.reshape(*lead, b * n, d)
+        qkv = _products(x2, w_qkv, b_qkv)  # (S, b n, 3d)
         heads = qkv.view(s_, b, n, 3, h, dh).permute(3, 0, 1, 4, 2, 5).reshape(3, s_ * b * h, n, dh)  # one copy
         q, k, v = heads[0], heads[1], heads[2]
         scale = 1.0 / math.sqrt(dh)
@@ -139,29 +150,28 @@ class SANLayerFunction(torch.autograd.Function):
             s.view(s_, b, h, n, n).masked_fill_(~key_mask[:, :, None, None, :], float("-inf"))
         p = softmax_(s)
         pd = p if keep_p is None else (p.view(keep_p.shape) * keep_p).view(p.shape)
-        c = torch.bmm(pd, v).view(s_, b, h, n, dh).transpose(2, 3).reshape(s_, b * n, d)  # heads concatenated
-        o = seed_linear(c, w_o, b_o, onednn=True)
-        r = x2 + o if keep_o is None else torch.addcmul(x2, o, keep_o)
+        c = torch.bmm(pd, v).view(s_, b, h, n, dh).transpose(2, 3).reshape(*lead, b * n, d)  # heads concatenated
+        o = _products(c, w_o, b_o)
+        r = x2 + o if keep_o is None else torch.addcmul(x2, o, keep_o.view(o.shape))
         if s_ == 1:
-            y, mean, rstd = torch.native_layer_norm(r[0], (d,), ln_w[0], ln_b[0], eps)
+            y, mean, rstd = torch.native_layer_norm(r, (d,), ln_w, ln_b, eps)
             xhat = None
         else:
             xhat, mean, rstd = torch.native_layer_norm(r.view(s_ * b * n, d), (d,), None, None, eps)
             y = torch.addcmul(ln_b[:, None, :], xhat.view(s_, b * n, d), ln_w[:, None, :])
         ctx.save_for_backward(x2, heads, p, pd, c, r, xhat, mean, rstd, w_qkv, w_o, ln_w, ln_b, keep_p, keep_o)
-        ctx.dims = (s_, b, n, d, h, dh, scale)
+        ctx.dims = (s_, b, n, d, h, dh, scale, lead)
         return y.view(s_, b, n, d)
 
     @staticmethod
     def backward(ctx: Any, gy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         x2, heads, p, pd, c, r, xhat, mean, rstd, w_qkv, w_o, ln_w, ln_b, keep_p, keep_o = ctx.saved_tensors
-        s_, b, n, d, h, dh, scale = ctx.dims
+        s_, b, n, d, h, dh, scale, lead = ctx.dims
         q, k, v = heads[0], heads[1], heads[2]
         if s_ == 1:
             gr, g_ln_w, g_ln_b = torch.ops.aten.native_layer_norm_backward(
-                gy.reshape(b * n, d).contiguous(), r[0], (d,), mean, rstd, ln_w[0], ln_b[0], [True, True, True]
+                gy.reshape(b * n, d).contiguous(), r, (d,), mean, rstd, ln_w, ln_b, [True, True, True]
             )
-            gr, g_ln_w, g_ln_b = gr[None], g_ln_w[None], g_ln_b[None]
         else:
             gy = gy.reshape(s_, b * n, d)
             g_ln_w = (gy * xhat.view(s_, b * n, d)).sum(1)
@@ -170,11 +180,10 @@ class SANLayerFunction(torch.autograd.Function):
             gr = torch.ops.aten.native_layer_norm_backward(
                 gxhat, r.view(s_ * b * n, d), (d,), mean, rstd, None, None, [True, False, False]
             )[0].view(s_, b * n, d)
-        go = gr if keep_o is None else gr * keep_o
-        g_w_o = seed_linear(go.transpose(1, 2), c.transpose(1, 2), onednn=True)  # (S, d, d) = go^T c
-        g_b_o = go.sum(1)
-        gc = seed_linear(go, w_o.transpose(1, 2), onednn=True)
-        gc = gc.view(s_, b, n, h, dh).transpose(2, 3).reshape(s_ * b * h, n, dh)
+        go = gr if keep_o is None else gr * keep_o.view(gr.shape)
+        g_w_o = _products(go.transpose(-1, -2), c.transpose(-1, -2))  # (S, d, d) = go^T c
+        g_b_o = go.sum(-2)
+        gc = _products(go, w_o.transpose(-1, -2)).view(s_, b, n, h, dh).transpose(2, 3).reshape(s_ * b * h, n, dh)
         g_heads = torch.empty_like(heads)
         torch.bmm(pd.transpose(1, 2), gc, out=g_heads[2])  # dV
         gp = torch.bmm(gc, v.transpose(1, 2))  # d(pd)
@@ -184,9 +193,12 @@ class SANLayerFunction(torch.autograd.Function):
         gs = gp.sub_((gp * p).sum(dim=-1, keepdim=True)).mul_(p).mul_(scale)
         torch.bmm(gs, k, out=g_heads[0])  # dQ
         torch.bmm(gs.transpose(1, 2), q, out=g_heads[1])  # dK
-        g_qkv = g_heads.view(3, s_, b, h, n, dh).permute(1, 2, 4, 0, 3, 5).reshape(s_, b * n, 3 * d)  # one copy
-        g_w_qkv = seed_linear(g_qkv.transpose(1, 2), x2.transpose(1, 2), onednn=True)  # (S, 3d, d)
-        g_b_qkv = g_qkv.sum(1)
+        g_qkv = g_heads.view(3, s_, b, h, n, dh).permute(1, 2, 4, 0, 3, 5).reshape(*lead, b * n, 3 * d)  # one copy
+        g_w_qkv = _products(g_qkv.transpose(-1, -2), x2.transpose(-1, -2))  # (S, 3d, d)
+        g_b_qkv = g_qkv.sum(-2)
         # through the skip and the projections
-        gx = gr[0].add_(linear(g_qkv[0], w_qkv[0].t())) if s_ == 1 else gr.baddbmm_(g_qkv, w_qkv)
-        return gx.view(s_, b, n, d), g_w_qkv, g_b_qkv, g_w_o, g_b_o, g_ln_w, g_ln_b, None, None, None, None, None
+        gx = gr.add_(linear(g_qkv, w_qkv.t())) if s_ == 1 else gr.baddbmm_(g_qkv, w_qkv)
+        grads = (g_w_qkv, g_b_qkv, g_w_o, g_b_o, g_ln_w, g_ln_b)
+        if s_ == 1:
+            grads = tuple(g.unsqueeze(0) for g in grads)
+        return gx.view(s_, b, n, d), *grads, None, None, None, None, None

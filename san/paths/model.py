@@ -169,6 +169,8 @@ class SeedLinear(nn.Module):
         self.bias = nn.Parameter(torch.empty(n_seeds, d_out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == 1:  # nn.functional.linear of a lone network (its product for contiguous inputs)
+            return nn.functional.linear(x.squeeze(0), self.weight.squeeze(0), self.bias.squeeze(0)).unsqueeze(0)
         out = seed_linear(x.reshape(x.shape[0], -1, x.shape[-1]), self.weight, self.bias, batched=self.training)
         return out.view(*x.shape[:-1], -1)
 
@@ -199,6 +201,9 @@ class SeedLayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[0] == 1:
+            w, b = self.weight.squeeze(0), self.bias.squeeze(0)
+            return nn.functional.layer_norm(x.squeeze(0), x.shape[-1:], w, b, self.eps).unsqueeze(0)
         flat = x.reshape(x.shape[0], -1, x.shape[-1])
         return seed_layer_norm(flat, self.weight, self.bias, self.eps, batched=self.training).view(x.shape)
 
@@ -387,17 +392,17 @@ class SAN(nn.Module):
         return views
 
     def forward(self, inputs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        s_, b, n, d = inputs.shape[0], inputs.shape[1], inputs.shape[2], self.cfg.dim
+        b, n = inputs.shape[1], inputs.shape[2]
         x = self.embed(inputs)
         keeps = self.step_masks(x, b, n) if self.training else None
         if keeps is None:
             for layer in self.layers:
                 x = layer(x, mask, fused=self.fused)
             return self.classifier(x)
-        x = (x.view(s_, b * n, d) * keeps[0]).view(s_, b, n, d)
+        x = x * keeps[0].view(x.shape)
         for i, layer in enumerate(self.layers):
             x = layer(x, mask, keeps[1 + 2 * i], keeps[2 + 2 * i], self.fused)
-        return self.classifier(x.view(s_, b * n, d) * keeps[-1]).view(s_, b, n, -1)
+        return self.classifier(x * keeps[-1].view(x.shape))
 
     def member(self, i: int) -> SAN:
         """Seed ``i``'s network alone, a stack of one (eval mode, a copy of its weights): for references and tests."""
