@@ -13,13 +13,12 @@ buffers that autograd would otherwise keep. The arithmetic is the same as the au
 (:meth:`san.paths.model.SANLayer.autograd_forward`); tests compare both, and the backward with ``gradcheck`` in
 float64.
 
-Products of the seeds' weights (:func:`seed_linear`) are one batched product (``baddbmm``) for several seeds and the
-2-D product of a lone model for one seed: a stack of one computes exactly what a plain single model computes. Matrix
-products of float32 CPU tensors go through oneDNN (:func:`linear`) on CPUs with AVX-512, where PyTorch exposes it,
-because MKL may keep to its AVX2 code there; on AVX2-only CPUs both libraries run AVX2 code and oneDNN's per-call
-overhead makes it the slower one, so MKL is used (the README's performance section has the measurements). The
-choice depends only on the CPU, never on timings, so a machine always computes the same numbers; the arithmetic is
-IEEE float32 either way.
+Products of the seeds' weights (:func:`seed_linear`) are one batched product for several seeds and the 2-D product
+of a lone model for one seed, which computes exactly what a plain single model computes. Matrix products of float32
+CPU tensors go through oneDNN (:func:`linear`) on CPUs with AVX-512, where PyTorch exposes it, because MKL may keep
+to its AVX2 code there; on AVX2-only CPUs both libraries run AVX2 code and oneDNN's per-call overhead makes it the
+slower one, so MKL is used (the README's performance section has the measurements). The choice depends only on the
+CPU, never on timings, so a machine always computes the same numbers; the arithmetic is IEEE float32 either way.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ import math
 from typing import Any
 
 import torch
-from torch import nn
 
 from san.core.attention import softmax_last
 
@@ -59,12 +57,11 @@ def seed_linear(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, onednn: bool = False, batched: bool = True
 ) -> torch.Tensor:
     """Every seed's ``x_s W_s^T + b_s``: ``x`` ``(S, m, k)``, ``weight`` ``(S, n, k)`` (any strides), ``bias``
-    ``(S, n)`` or None; returns ``(S, m, n)``.
-
-    Several seeds with ``batched``: one batched product (``baddbmm``). One seed, or ``batched=False``: each seed's
-    2-D product (:func:`linear`, with ``onednn``), the arithmetic of a lone model, so one seed in a stack computes
-    exactly what it computes alone.
-    """
+    ``(S, n)`` or None; returns ``(S, m, n)``. Several seeds with ``batched``: one batched product (``baddbmm``).
+    One seed, or ``batched=False``: each seed's 2-D product (:func:`linear`, with ``onednn``), the arithmetic of a
+    lone model, so one seed in a stack computes exactly what it computes alone; a 2-D ``x`` is one seed's own."""
+    if x.ndim == 2:
+        return linear(x, weight, bias, onednn)
     if x.shape[0] == 1:  # squeeze, not select: its backward is a view, not a copy into zeros
         return linear(x.squeeze(0), weight.squeeze(0), None if bias is None else bias.squeeze(0), onednn).unsqueeze(0)
     if not batched:
@@ -74,22 +71,6 @@ def seed_linear(
     return torch.baddbmm(bias[:, None, :], x, weight.transpose(1, 2))
 
 
-def seed_layer_norm(
-    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, batched: bool = True
-) -> torch.Tensor:
-    """Every seed's LayerNorm of ``x`` ``(S, m, d)`` with its affine ``weight``, ``bias`` ``(S, d)``: for several
-    seeds with ``batched`` the affine-free normalisation of all rows and one per-seed affine map, else each seed's
-    ``nn.functional.layer_norm`` (the arithmetic of a lone model)."""
-    if x.shape[0] == 1:
-        return nn.functional.layer_norm(x.squeeze(0), x.shape[-1:], weight.squeeze(0), bias.squeeze(0), eps)[None]
-    if not batched:
-        return torch.stack(
-            [nn.functional.layer_norm(x[i], x.shape[-1:], weight[i], bias[i], eps) for i in range(len(x))]
-        )
-    xhat = nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
-    return torch.addcmul(bias[:, None, :], xhat, weight[:, None, :])
-
-
 def softmax_(s: torch.Tensor) -> torch.Tensor:
     """:func:`~san.core.attention.softmax_last` computed in place in ``s`` (the same operations, hence the same
     values; no temporaries for the scores of all seeds)."""
@@ -97,14 +78,6 @@ def softmax_(s: torch.Tensor) -> torch.Tensor:
         return softmax_last(s)
     p = s.sub_(s.amax(dim=-1, keepdim=True)).exp_()
     return p.div_(p.sum(dim=-1, keepdim=True))
-
-
-def _products(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """:func:`seed_linear` of the fused layer: a 2-D ``x`` is one seed's own (its weights already taken out of the
-    stack), a 3-D one every seed's."""
-    if x.ndim == 2:
-        return linear(x, weight, bias)
-    return seed_linear(x, weight, bias, onednn=True)
 
 
 class SANLayerFunction(torch.autograd.Function):
@@ -141,7 +114,7 @@ class SANLayerFunction(torch.autograd.Function):
         if s_ == 1:
             w_qkv, b_qkv, w_o, b_o, ln_w, ln_b = (t[0] for t in (w_qkv, b_qkv, w_o, b_o, ln_w, ln_b))
         x2 = x.reshape(*lead, b * n, d)
-        qkv = _products(x2, w_qkv, b_qkv)  # (S, b n, 3d)
+        qkv = seed_linear(x2, w_qkv, b_qkv, onednn=True)  # (S, b n, 3d)
         heads = qkv.view(s_, b, n, 3, h, dh).permute(3, 0, 1, 4, 2, 5).reshape(3, s_ * b * h, n, dh)  # one copy
         q, k, v = heads[0], heads[1], heads[2]
         scale = 1.0 / math.sqrt(dh)
@@ -151,7 +124,7 @@ class SANLayerFunction(torch.autograd.Function):
         p = softmax_(s)
         pd = p if keep_p is None else (p.view(keep_p.shape) * keep_p).view(p.shape)
         c = torch.bmm(pd, v).view(s_, b, h, n, dh).transpose(2, 3).reshape(*lead, b * n, d)  # heads concatenated
-        o = _products(c, w_o, b_o)
+        o = seed_linear(c, w_o, b_o, onednn=True)
         r = x2 + o if keep_o is None else torch.addcmul(x2, o, keep_o.view(o.shape))
         if s_ == 1:
             y, mean, rstd = torch.native_layer_norm(r, (d,), ln_w, ln_b, eps)
@@ -181,9 +154,14 @@ class SANLayerFunction(torch.autograd.Function):
                 gxhat, r.view(s_ * b * n, d), (d,), mean, rstd, None, None, [True, False, False]
             )[0].view(s_, b * n, d)
         go = gr if keep_o is None else gr * keep_o.view(gr.shape)
-        g_w_o = _products(go.transpose(-1, -2), c.transpose(-1, -2))  # (S, d, d) = go^T c
+        g_w_o = seed_linear(go.transpose(-1, -2), c.transpose(-1, -2), onednn=True)  # (S, d, d) = go^T c
         g_b_o = go.sum(-2)
-        gc = _products(go, w_o.transpose(-1, -2)).view(s_, b, n, h, dh).transpose(2, 3).reshape(s_ * b * h, n, dh)
+        gc = (
+            seed_linear(go, w_o.transpose(-1, -2), onednn=True)
+            .view(s_, b, n, h, dh)
+            .transpose(2, 3)
+            .reshape(s_ * b * h, n, dh)
+        )
         g_heads = torch.empty_like(heads)
         torch.bmm(pd.transpose(1, 2), gc, out=g_heads[2])  # dV
         gp = torch.bmm(gc, v.transpose(1, 2))  # d(pd)
@@ -194,7 +172,7 @@ class SANLayerFunction(torch.autograd.Function):
         torch.bmm(gs, k, out=g_heads[0])  # dQ
         torch.bmm(gs.transpose(1, 2), q, out=g_heads[1])  # dK
         g_qkv = g_heads.view(3, s_, b, h, n, dh).permute(1, 2, 4, 0, 3, 5).reshape(*lead, b * n, 3 * d)  # one copy
-        g_w_qkv = _products(g_qkv.transpose(-1, -2), x2.transpose(-1, -2))  # (S, 3d, d)
+        g_w_qkv = seed_linear(g_qkv.transpose(-1, -2), x2.transpose(-1, -2), onednn=True)  # (S, 3d, d)
         g_b_qkv = g_qkv.sum(-2)
         # through the skip and the projections
         gx = gr.add_(linear(g_qkv, w_qkv.t())) if s_ == 1 else gr.baddbmm_(g_qkv, w_qkv)

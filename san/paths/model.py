@@ -40,7 +40,7 @@ from torch import nn
 
 from san.core.attention import softmax_last
 from san.core.rng import cpu_generator
-from san.paths.fused import SANLayerFunction, seed_layer_norm, seed_linear
+from san.paths.fused import SANLayerFunction, seed_linear
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,9 @@ class SeedEmbedding(nn.Module):
 
 
 class SeedLayerNorm(nn.Module):
-    """One LayerNorm per seed, affine ``weight``, ``bias`` ``(S, dim)`` (see :func:`seed_layer_norm`)."""
+    """One LayerNorm per seed, affine ``weight``, ``bias`` ``(S, dim)``: each seed's ``nn.functional.layer_norm``
+    (one seed, and eval mode), or while training several seeds the affine-free normalisation of all rows and one
+    per-seed affine map."""
 
     def __init__(self, n_seeds: int, dim: int, eps: float) -> None:
         super().__init__()
@@ -201,11 +203,13 @@ class SeedLayerNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.shape[0] == 1:
-            w, b = self.weight.squeeze(0), self.bias.squeeze(0)
-            return nn.functional.layer_norm(x.squeeze(0), x.shape[-1:], w, b, self.eps).unsqueeze(0)
-        flat = x.reshape(x.shape[0], -1, x.shape[-1])
-        return seed_layer_norm(flat, self.weight, self.bias, self.eps, batched=self.training).view(x.shape)
+        s_, w, b, d = x.shape[0], self.weight, self.bias, x.shape[-1:]
+        if s_ == 1:  # squeeze, not select: its backward is a view, not a copy into zeros
+            return nn.functional.layer_norm(x.squeeze(0), d, w.squeeze(0), b.squeeze(0), self.eps).unsqueeze(0)
+        if not self.training:
+            return torch.stack([nn.functional.layer_norm(x[i], d, w[i], b[i], self.eps) for i in range(s_)])
+        xhat = nn.functional.layer_norm(x.reshape(s_, -1, d[0]), d, eps=self.eps)
+        return torch.addcmul(b[:, None, :], xhat, w[:, None, :]).view(x.shape)
 
 
 class TokenEmbedding(nn.Module):
