@@ -9,7 +9,7 @@ from pathlib import Path
 from san.core.device import resolve_device, set_threads
 from san.core.jobs import job_log
 from san.paths.experiment import train, write_training
-from san.paths.training import Checkpoint, training_key
+from san.paths.training import Checkpoint
 
 with job_log(snakemake.log[0]) as log:
     set_threads(snakemake.threads)
@@ -30,9 +30,7 @@ with job_log(snakemake.log[0]) as log:
         eta = timedelta(seconds=round(elapsed[0] / done * (n_epochs - done)))
         log.info("epoch %d/%d: loss by seed %s lr %.3g (%.2f s); ETA %s", done, n_epochs, losses, lr, seconds, eta)
 
-    checkpoint = Checkpoint(
-        Path(snakemake.params.checkpoint), 60.0 * snakemake.params.checkpoint_minutes, training_key(cfg, device)
-    )
+    checkpoint = Checkpoint(Path(snakemake.params.checkpoint), 60.0 * snakemake.params.checkpoint_minutes)
     trained = train(cfg, device, on_epoch, checkpoint)
     log.info("data %s; model %s", json.dumps([t.info for t in trained.tasks]), trained.model.cfg)
     log.info("trained in %.1f s (setup %.1f s)", trained.result.total_seconds, trained.result.setup_seconds)

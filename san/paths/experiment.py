@@ -25,7 +25,7 @@ from san.paths.model import SAN
 from san.paths.results import VARIABLES
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 from san.paths.tasks import Task, TaskData, chance_accuracy, make_task
-from san.paths.training import Checkpoint, TrainResult
+from san.paths.training import Checkpoint, TrainResult, training_key
 from san.paths.training import train as fit
 
 
@@ -57,6 +57,8 @@ def train(
     if len({t.model_config for t in tasks}) != 1:
         raise ValueError(f"the seeds {seeds} of task {task_cfg['task']!r} draw data of different architectures")
     model = SAN(tasks[0].model_config, seeds)
+    if checkpoint is not None and not checkpoint.key:
+        checkpoint.key = training_key(task_cfg, device)
     result = fit(model, [t.train for t in tasks], task_cfg["train"], device, on_epoch, checkpoint)
     return TrainedTask(model, tasks, seeds, result)
 
@@ -64,9 +66,8 @@ def train(
 def write_training(
     trained: TrainedTask, task_cfg: Mapping[str, Any], device: torch.device | str, outputs: Mapping[str, str]
 ) -> None:
-    """The outputs of a training job: ``train_log`` (TSV: loss, learning rate and seconds per epoch and seed),
-    ``data`` (npz: every seed's training and evaluation split) and ``model`` (:meth:`SAN.save`, with the task, its
-    config, every seed's data record, the device and the training time in the metadata)."""
+    """A training job's ``train_log`` (TSV: loss, learning rate, seconds per epoch and seed), ``data`` (npz: every
+    seed's splits) and ``model`` (:meth:`SAN.save`; task, config, data records, device, training time)."""
     result = trained.result
     rows = [
         (epoch, seed, loss[i], result.lr[epoch], result.seconds[epoch])

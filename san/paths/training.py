@@ -160,14 +160,14 @@ def training_key(task_cfg: Any, device: torch.device | str) -> str:
 
 @dataclass
 class Checkpoint:
-    """Where and how often a training saves its state to resume after a kill (outside the job's outputs, so that
-    Snakemake does not delete it when the job fails). ``key`` names the run (:func:`training_key`: config, code,
-    library versions and device): a checkpoint with another key is discarded, so a rerun after an edit of the code
-    starts afresh. ``every_seconds``: seconds of training between two saves (0: after every epoch)."""
+    """Where and how often (``every_seconds`` of training between saves; 0: every epoch) a training saves its state
+    to resume after a kill, outside the job's outputs (Snakemake keeps it when the job fails). ``key`` names the run
+    (:func:`training_key`; empty: :func:`san.paths.experiment.train` sets it once the data, and the modules they
+    import, are built): a checkpoint of another key is discarded, so a rerun after a code edit starts afresh."""
 
     path: Path
     every_seconds: float
-    key: str
+    key: str = ""
 
     def load(self) -> dict[str, Any] | None:
         if not self.path.is_file():

@@ -218,6 +218,15 @@ def test_a_checkpoint_of_other_code_or_libraries_is_discarded(tmp_path, caplog):
     assert not ckpt.path.exists()
 
 
+def test_an_unkeyed_checkpoint_takes_the_trainings_key(tmp_path):
+    cfg = {**SORT, "seeds": [3], "train": {**TRAIN, "epochs": 1}}
+    ckpt = Checkpoint(tmp_path / "run.pt", 0.0)
+    train(cfg, checkpoint=ckpt)
+    key = json.loads(ckpt.key)
+    assert key["config"] == json.loads(json.dumps(cfg)) and key["device"] == "cpu"
+    assert torch.load(ckpt.path, weights_only=False)["key"] == ckpt.key
+
+
 def test_a_non_finite_state_is_never_checkpointed(tmp_path):
     cfg = {**SORT, "seeds": [3], "train": {**TRAIN, "epochs": 3, "lr": float("inf")}}
     ckpt = Checkpoint(tmp_path / "run.pt", 0.0, training_key(cfg, "cpu"))
