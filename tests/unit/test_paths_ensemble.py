@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from san.paths.claims import over_seeds, seed_verdict
 from san.paths.experiment import train
 from san.paths.model import SAN, DropoutMasks
 from san.paths.tasks import make_task
-from san.paths.training import Checkpoint, Learner, training_key
+from san.paths.training import Checkpoint, Learner, deterministic, training_key
 
 torch.set_num_threads(1)
 
@@ -225,6 +226,16 @@ def test_an_unkeyed_checkpoint_takes_the_trainings_key(tmp_path):
     key = json.loads(ckpt.key)
     assert key["config"] == json.loads(json.dumps(cfg)) and key["device"] == "cpu"
     assert torch.load(ckpt.path, weights_only=False)["key"] == ckpt.key
+
+
+def test_cuda_trainings_use_deterministic_algorithms(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on: calls.append(on))
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    deterministic(torch.device("cpu"))
+    assert calls == [] and "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    deterministic(torch.device("cuda", 0))
+    assert calls == [True] and os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
 
 
 def test_a_non_finite_state_is_never_checkpointed(tmp_path):
