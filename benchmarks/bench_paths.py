@@ -9,15 +9,15 @@ Per task it prints:
   ``fused`` (the default: each layer one autograd node with a hand-written backward and, on AVX-512 CPUs,
   oneDNN projections, :mod:`san.paths.fused`), with the extrapolated full training time against the targets
   (convex hull < 140 s, sorting < 8 s on a 2-core CPU, one thread);
-- CPU per seed of an N-seed ensemble (``--seeds N``, default 5; :mod:`san.paths.ensemble`) against one seed
-  trained alone, the same optimiser steps per seed, and the share of the float32 arithmetic floor (the training's
-  multiply-adds at the rate of a large matrix product on this machine) each reaches (targets: ratio <= 1/3 for
-  sorting and sorting_10k, <= 1/2 for convex hull), the lowest ratio reachable while the step's matrix products
-  stay as they are (every product of a step, recorded with its sizes and strides and replayed alone on hot
-  operands, :func:`product_seconds`; the rest of the step taken as free), and the CPU of the path evaluation of
-  the N seeds one by one against all seeds in one batched computation
-  (:func:`~san.paths.evaluate.evaluate_seed_path_sets`; memorisation's evaluation sets subsampled to
-  ``--mem-eval`` sequences); ``--ensemble-only`` prints only this;
+- CPU per seed of N seeds stacked in one SAN (``--seeds N``, default 5; :mod:`san.paths.model`) against one
+  seed trained alone (a stack of one), the same optimiser steps per seed, and the share of the float32 arithmetic
+  floor (the training's multiply-adds at the rate of a large matrix product on this machine) each reaches
+  (targets: ratio <= 1/3 for sorting and sorting_10k, <= 1/2 for convex hull), the lowest ratio reachable while the
+  step's matrix products stay as they are (every product of a step, recorded with its sizes and strides and replayed
+  alone on hot operands, :func:`product_seconds`; the rest of the step taken as free), and the CPU of the path
+  evaluation of the N seeds one by one against all seeds in one batched computation
+  (:func:`~san.paths.evaluate.evaluate_path_sets`; memorisation's evaluation sets subsampled to ``--mem-eval``
+  sequences); ``--ensemble-only`` prints only this;
 - optionally (``--compile``) the same with ``torch.compile``, compile time included;
 - the time of the batched path evaluation of the full protocol (every set size, path length and repeat), of the
   per-path reference (:mod:`san.paths.reference`, which the tests also use: a Python loop over paths, each
@@ -51,77 +51,70 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from san.core.config import validate_config
 from san.paths import fused
-from san.paths.ensemble import EnsembleSAN
-from san.paths.evaluate import evaluate_path_sets, evaluate_seed_path_sets, prefix_tree, sample_path_sets
-from san.paths.experiment import init_model, seed_tasks
-from san.paths.model import SAN, Dropout
+from san.paths.evaluate import evaluate_path_sets, prefix_tree, sample_path_sets
+from san.paths.experiment import seed_tasks, stack_data
+from san.paths.model import SAN
 from san.paths.reference import reference_path_set_accuracy
 from san.paths.spec import IGNORE, SKIP, sequences_and_tokens, task_slices, training_macs
 from san.paths.tasks import TaskData, make_task
-from san.paths.training import lr_factor, make_optimizer, train_ensemble, train_model
+from san.paths.training import Learner, make_optimizer, train
 
 TARGETS_S = {"sorting": 8.0, "convex_hull": 140.0}
 
 
-def make_baseline(model: SAN) -> SAN:
-    """The plain implementation: torch.nn.Dropout everywhere, sdpa attention (with its own dropout)."""
-    for module in list(model.modules()):
-        for child_name, child in list(module.named_children()):
-            if isinstance(child, Dropout):
-                setattr(module, child_name, nn.Dropout(child.p))
-        if hasattr(module, "attention") and hasattr(module, "attn"):
-            module.attention = module.attn.forward  # instance attribute shadows the training path
-    return model
+def baseline_loss(model: SAN, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+    """The plain implementation of a one-seed training step: ``torch.nn.functional.dropout`` everywhere, the
+    eval-mode layer's ``scaled_dot_product_attention`` with its own dropout, autograd for everything."""
+    p = model.cfg.dropout
+    h = nn.functional.dropout(model.embed(x), p)
+    for layer in model.layers:
+        attn = layer.attn
+        s_, b, n, d = h.shape
+        q, k, v = attn.qkv(h).view(s_ * b, n, 3, attn.n_heads, attn.head_dim).permute(2, 0, 3, 1, 4)
+        mask = None if m is None else m.reshape(s_ * b, 1, 1, n)
+        ctx = nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        h = layer.norm(h + nn.functional.dropout(attn.out(ctx.transpose(1, 2).reshape(s_, b, n, d)), p))
+    logits = model.classifier(nn.functional.dropout(h, p))
+    return nn.functional.cross_entropy(logits[0].flatten(0, 1), y[0].flatten(), ignore_index=IGNORE)
 
 
 class Stepper:
-    """Runs training steps of one variant; time is accumulated per call of :meth:`run`."""
+    """Runs training steps of one variant of a one-seed SAN; time is accumulated per call of :meth:`run`."""
 
     def __init__(self, task, train_cfg: dict, variant: str, seed: int = 0) -> None:
-        torch.manual_seed(seed)
-        self.model = SAN(task.model_config)
-        self.model.set_fused(variant == "fused")
-        if variant == "baseline":
-            make_baseline(self.model)
-        self.model.train()
-        cfg = dict(train_cfg)
+        cfg = {**train_cfg, "fused": variant == "fused", "compile": variant == "compile"}
+        t0 = time.perf_counter()
+        self.learner = Learner(SAN(task.model_config, [seed]), [task.train], cfg, torch.device("cpu"))
+        self.setup = time.perf_counter() - t0 if variant == "compile" else 0.0
+        self.model, self.variant = self.learner.model, variant
         if variant == "baseline":
             opt_cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[cfg["optimizer"]]
             self.opt = opt_cls(self.model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"], foreach=True)
         else:
             self.opt = make_optimizer(self.model, cfg, torch.device("cpu"))
-        self.data = task.train
-        self.bs = cfg["batch_size"]
+        self.n, self.bs = len(task.train), cfg["batch_size"]
         self.clip = cfg.get("max_grad_norm")
-        self.order = torch.randperm(len(self.data), generator=torch.Generator().manual_seed(seed))
+        self.order = torch.randperm(self.n, generator=torch.Generator().manual_seed(seed))[None]
         self.pos = 0
-        self.steps_per_epoch = math.ceil(len(self.data) / self.bs)
-
-        def loss_of(x, y, m):
-            return nn.functional.cross_entropy(self.model(x, m).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
-
-        self.loss_fn = loss_of
-        self.setup = 0.0
-        if variant == "compile":
-            t0 = time.perf_counter()
-            self.loss_fn = torch.compile(loss_of, dynamic=False)
-            self.run(2)  # trace forward and backward
-            self.setup = time.perf_counter() - t0
-        self.lr = cfg["lr"] * lr_factor(cfg["schedule"], 0, 0, 1)
+        self.steps_per_epoch = math.ceil(self.n / self.bs)
 
     def run(self, steps: int) -> None:
-        d = self.data
+        lr = self.learner
         for _ in range(steps):
-            if self.pos + self.bs > len(d):
+            if self.pos + self.bs > self.n:
                 self.pos = 0
-            idx = self.order[self.pos : self.pos + self.bs]
+            rows = self.order[:, self.pos : self.pos + self.bs]
             self.pos += self.bs
-            m = None if d.mask is None else d.mask[idx]
-            loss = self.loss_fn(d.inputs[idx], d.labels[idx], m)
+            if self.variant == "baseline":
+                loss = baseline_loss(
+                    self.model, lr.inputs[rows], lr.labels[rows], None if lr.mask is None else lr.mask[rows]
+                )
+            else:
+                loss = lr.loss(rows)[0]
             self.opt.zero_grad(set_to_none=True)
             loss.backward()
             if self.clip is not None:
-                nn.utils.clip_grad_norm_(self.model.parameters(), self.clip, foreach=True)
+                lr.clip(self.clip)
             self.opt.step()
 
 
@@ -154,8 +147,8 @@ def time_training(task, train_cfg: dict, variants: list[str], steps: int, rounds
 def authors_style_accuracy(model: SAN, x, y, sets: np.ndarray, mask) -> np.ndarray:
     """Per-path loop in the style of the authors' code: at a head layer all heads' attention probabilities and
     values are computed and the path's head is kept; then the affine-free LayerNorm, as in the protocol."""
-    eps = model.cfg.layer_norm_eps
-    x0 = model.embed(x)
+    eps, d = model.cfg.layer_norm_eps, model.cfg.dim
+    x0 = model.embed(x[None])[0]
     valid = y >= 0
     flat = sets.reshape(-1, *sets.shape[-2:])
     acc = []
@@ -169,16 +162,17 @@ def authors_style_accuracy(model: SAN, x, y, sets: np.ndarray, mask) -> np.ndarr
                 if head == SKIP:
                     continue
                 attn = model.layers[layer].attn
-                dh = attn.head_dim
-                q, k, v = attn._split(h)  # (b, H, n, d_h): every head, as the authors' query and key maps
+                dh, (b, n, _) = attn.head_dim, h.shape
+                qkv = h @ attn.qkv.weight[0].T + attn.qkv.bias[0]
+                q, k, v = qkv.view(b, n, 3, attn.n_heads, dh).permute(2, 0, 3, 1, 4)  # every head, as the authors
                 scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
                 if mask is not None:
                     scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
                 probs = torch.softmax(scores, dim=-1)  # every head's attention
-                out = probs[:, head] @ v[:, head] @ attn.out.weight[:, head * dh : (head + 1) * dh].T
-                h = nn.functional.layer_norm(out + attn.out.bias, (model.cfg.dim,), eps=eps)
+                out = probs[:, head] @ v[:, head] @ attn.out.weight[0, :, head * dh : (head + 1) * dh].T
+                h = nn.functional.layer_norm(out + attn.out.bias[0], (d,), eps=eps)
             total = total + h
-        pred = model.classifier(nn.functional.layer_norm(total, (model.cfg.dim,), eps=eps)).argmax(-1)
+        pred = model.classifier(nn.functional.layer_norm(total, (d,), eps=eps)[None])[0].argmax(-1)
         acc.append(int(((pred == y) & valid).sum()) / int(valid.sum()))
     return np.asarray(acc).reshape(sets.shape[:-2])
 
@@ -194,8 +188,7 @@ def best_of(n: int, fn):
 
 
 def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool) -> dict[str, float]:
-    torch.manual_seed(0)
-    model = SAN(task.model_config).eval()
+    model = SAN(task.model_config, [0]).eval()
     cfg = task.model_config
     ev = task.eval
     sl = slice(None) if n_inputs is None else slice(0, n_inputs)
@@ -203,7 +196,8 @@ def time_evaluation(task, eval_cfg: dict, n_inputs: int | None, reference: bool)
     m = None if ev.mask is None else ev.mask[sl]
     sets = sample_path_sets(cfg.n_layers, cfg.n_heads, eval_cfg["n_paths"], eval_cfg["n_repeats"], eval_cfg["seed"])
     # every method: best of two runs (the first may pay for cold caches and allocations)
-    t_batched, batched = best_of(2, lambda: evaluate_path_sets(model, x, y, m, sets, eval_cfg["memory_mb"]).numpy())
+    mb, m1 = eval_cfg["memory_mb"], None if m is None else m[None]
+    t_batched, batched = best_of(2, lambda: evaluate_path_sets(model, x[None], y[None], m1, sets, mb)[0].numpy())
     out = {"inputs": len(x), "sets": int(np.prod(sets.shape[:3])), "batched_s": t_batched}
     # arithmetic bound of the speed-up: single-head computations of the per-path loop vs the prefix tree
     paths = real_paths(sets)
@@ -244,8 +238,9 @@ def bench_seeds(tcfg: dict, n_seeds: int) -> tuple[list[int], list]:
 
 
 def time_ensemble(tcfg: dict, seeds: list[int], tasks: list, steps: int, rounds: int) -> dict[str, float]:
-    """CPU seconds per optimiser step of one seed trained alone and of the ensemble of ``seeds`` (their ``tasks``,
-    :func:`bench_seeds`), the same ``steps`` steps per seed; the fastest of ``rounds`` alternating rounds."""
+    """CPU seconds per optimiser step of one seed trained alone (a stack of one) and of the stack of ``seeds``
+    (their ``tasks``, :func:`bench_seeds`), the same ``steps`` steps per seed; the fastest of ``rounds`` alternating
+    rounds."""
     bs = tcfg["train"]["batch_size"]
     data = [_subset(t.train, steps * bs) for t in tasks]
     steps = math.ceil(len(data[0]) / bs)  # fewer when the training set is smaller
@@ -253,10 +248,10 @@ def time_ensemble(tcfg: dict, seeds: list[int], tasks: list, steps: int, rounds:
     single = ensemble = float("inf")
     for _ in range(rounds):
         t0 = time.process_time()
-        train_model(init_model(tasks[0], seeds[0]), data[0], cfg, seeds[0])
+        train(SAN(tasks[0].model_config, seeds[:1]), data[:1], cfg)
         single = min(single, time.process_time() - t0)
         t0 = time.process_time()
-        train_ensemble(EnsembleSAN(tasks[0].model_config, seeds), data, cfg)
+        train(SAN(tasks[0].model_config, seeds), data, cfg)
         ensemble = min(ensemble, time.process_time() - t0)
     return {"single_step": single / steps, "ensemble_step": ensemble / steps}
 
@@ -310,28 +305,29 @@ def time_products(tcfg: dict, seeds: list[int], tasks: list) -> dict[str, float]
     bs = tcfg["train"]["batch_size"]
     data = [_subset(t.train, bs) for t in tasks]
     cfg = {**tcfg["train"], "epochs": 1}
-    single = product_seconds(lambda: train_model(init_model(tasks[0], seeds[0]), data[0], cfg, seeds[0]))
-    ensemble = product_seconds(lambda: train_ensemble(EnsembleSAN(tasks[0].model_config, seeds), data, cfg))
+    single = product_seconds(lambda: train(SAN(tasks[0].model_config, seeds[:1]), data[:1], cfg))
+    ensemble = product_seconds(lambda: train(SAN(tasks[0].model_config, seeds), data, cfg))
     return {"single": single, "ensemble": ensemble}
 
 
 def time_seed_evaluation(seeds: list[int], tasks: list, eval_cfg: dict, n_inputs: int | None) -> dict[str, float]:
-    """CPU seconds of the path evaluation (the full protocol) of the models of ``seeds``, each on its own evaluation
-    set: seed by seed (:func:`~san.paths.evaluate.evaluate_path_sets`) and all seeds in one batched computation
-    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`); the results must be equal."""
-    models = [init_model(t, s).eval() for t, s in zip(tasks, seeds, strict=True)]
+    """CPU seconds of the path evaluation (the full protocol) of the networks of ``seeds``, each on its own
+    evaluation set: seed by seed (each seed's network alone, :meth:`SAN.member`) and all seeds of the stack in one
+    batched computation (:func:`~san.paths.evaluate.evaluate_path_sets`); the results must be equal."""
+    model = SAN(tasks[0].model_config, seeds).eval()
     evs = [t.eval if n_inputs is None else _subset(t.eval, n_inputs) for t in tasks]
-    cfg, mb = models[0].cfg, eval_cfg["memory_mb"]
+    cfg, mb = model.cfg, eval_cfg["memory_mb"]
     sets = sample_path_sets(cfg.n_layers, cfg.n_heads, eval_cfg["n_paths"], eval_cfg["n_repeats"], eval_cfg["seed"])
+    one = lambda t: None if t is None else t[None]  # noqa: E731
     t0 = time.process_time()
-    pairs = zip(models, evs, strict=True)
-    loop = torch.stack([evaluate_path_sets(m, e.inputs, e.labels, e.mask, sets, mb) for m, e in pairs])
+    loop = torch.cat(
+        [evaluate_path_sets(model.member(i), e.inputs[None], e.labels[None], one(e.mask), sets, mb) for i, e in
+         enumerate(evs)]
+    )  # fmt: skip
     loop_s = time.process_time() - t0
-    stack = lambda f: None if f(evs[0]) is None else torch.stack([f(e) for e in evs])  # noqa: E731
+    ev = stack_data(evs)
     t0 = time.process_time()
-    batched = evaluate_seed_path_sets(
-        models, stack(lambda e: e.inputs), stack(lambda e: e.labels), stack(lambda e: e.mask), sets, mb
-    )
+    batched = evaluate_path_sets(model, ev.inputs, ev.labels, ev.mask, sets, mb)
     batched_s = time.process_time() - t0
     if not torch.equal(loop, batched):
         raise AssertionError("seed-batched path evaluation differs from the seed-by-seed one")
@@ -425,7 +421,7 @@ def main() -> None:
     for name in tasks:
         tcfg = copy.deepcopy(slices[name])
         t0 = time.perf_counter()
-        task = make_task(tcfg["task"], tcfg)
+        task = make_task(tcfg["task"], {**tcfg, "seed": tcfg["seeds"][0]})
         data_s = time.perf_counter() - t0
         timing = time_training(task, tcfg["train"], variants, args.steps, args.rounds)
         n_eval = args.mem_eval if tcfg["task"] == "memorization" else None

@@ -24,27 +24,27 @@ import yaml
 from _common import ROOT
 
 from san.core.config import validate_config
-from san.paths.decomposition import initial_model, run_seeds
-from san.paths.experiment import init_model, seed_data, seed_tasks
-from san.paths.model import SAN, load_seeds
+from san.paths.decomposition import initial_model, run
+from san.paths.experiment import seed_data, seed_tasks
+from san.paths.model import SAN
 from san.paths.spec import task_slices
 from san.paths.tasks import chance_accuracy
 
 TARGET_S = 60.0
 
 
-def load_task(results: Path, name: str, tcfg: dict) -> tuple[list[SAN], list[int], list, list, str]:
-    """The stored models (one per seed) and data of a task, or (without them) their initialisations and freshly
-    built data."""
+def load_task(results: Path, name: str, tcfg: dict) -> tuple[SAN, list, list, str]:
+    """The stored SAN (every seed) and data of a task, or (without them) its initialisation and freshly built
+    data."""
     folder = results / "paths" / name
     if (folder / "model.safetensors").is_file() and (folder / "data.npz").is_file():
-        models, seeds, _ = load_seeds(str(folder / "model.safetensors"))
+        model, _ = SAN.load(str(folder / "model.safetensors"))
         with np.load(folder / "data.npz") as arrays:
-            trains, evs = seed_data(arrays, seeds)
-        return models, seeds, trains, evs, "stored"
-    tasks, seeds = seed_tasks(tcfg), list(tcfg["seeds"])
-    models = [init_model(t, s).eval() for t, s in zip(tasks, seeds, strict=True)]
-    return models, seeds, [t.train for t in tasks], [t.eval for t in tasks], "initialisation"
+            trains, evs = seed_data(arrays, model.seeds)
+        return model, trains, evs, "stored"
+    tasks = seed_tasks(tcfg)
+    model = SAN(tasks[0].model_config, list(tcfg["seeds"])).eval()
+    return model, [t.train for t in tasks], [t.eval for t in tasks], "initialisation"
 
 
 def main() -> None:
@@ -64,14 +64,13 @@ def main() -> None:
     print(f"{'task':<14}{'weights':<16}{'seeds':>6}{'inputs':>8}{'tokens':>9}{'L':>3}{'H':>3}{'d':>5}{'CPU s':>9}"
           f"{'per seed':>9}{'wall s':>9}  ok")  # fmt: skip
     for name in args.tasks or cfg["paths"]["tasks"]:
-        models, seeds, trains, evs, source = load_task(Path(args.results), name, copy.deepcopy(slices[name]))
+        model, trains, evs, source = load_task(Path(args.results), name, copy.deepcopy(slices[name]))
+        seeds, c = model.seeds, model.cfg
         best_cpu = best_wall = float("inf")
         for _ in range(args.rounds):
             c0, t0 = time.process_time(), time.perf_counter()
-            c = models[0].cfg
             chances = [chance_accuracy(t.labels, ev.labels, c.n_classes) for t, ev in zip(trains, evs, strict=True)]
-            inits = [initial_model(m, s) for m, s in zip(models, seeds, strict=True)]
-            ds = run_seeds(models, seeds, evs, inits, chances)
+            ds = run(model, evs, initial_model(model), chances)
             best_cpu = min(best_cpu, time.process_time() - c0)
             best_wall = min(best_wall, time.perf_counter() - t0)
         ev, per_seed = evs[0], best_cpu / len(seeds)

@@ -2,12 +2,14 @@
 every result file variable by variable (``python -m san.core.compare``): the check of a refactoring.
 
     python benchmarks/same_numbers.py A B [--config tests/config/tiny.yaml] [--workdir DIR] [--cores 2]
+        [--targets T ...]
 
 ``A`` and ``B`` are each a commit (any name git resolves; it is checked out into a temporary worktree) or a folder
 holding a checkout (e.g. ``.`` for this working tree, uncommitted changes included). Each version's workflow
 (Snakefile, workflow/, scripts/, san/, config files) is copied into ``DIR/a`` and ``DIR/b``, its own ``config.yaml``
 overlaid with ``--config`` (a partial config: mappings merged, values replaced, dotted keys under ``replace``
-replaced whole), and run with its own library. Exit status 0 when every result both runs hold is identical.
+replaced whole), and run with its own library, to ``--targets`` (files or target rules; default: the whole
+workflow). Exit status 0 when every result both runs hold is identical.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def checkout(version: str, scratch: Path) -> Path:
     return dest
 
 
-def run_version(source: Path, dest: Path, overlay: dict, cores: str) -> Path:
+def run_version(source: Path, dest: Path, overlay: dict, cores: str, targets: list[str]) -> Path:
     """Copy ``source``'s workflow to ``dest``, write its config.yaml with ``overlay`` laid over it, run it."""
     if dest.exists():
         shutil.rmtree(dest)
@@ -48,7 +50,7 @@ def run_version(source: Path, dest: Path, overlay: dict, cores: str) -> Path:
     config = overlay_config(yaml.safe_load((source / "config.yaml").read_text()), overlay)
     (dest / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     env = dict(os.environ, PYTHONPATH=str(dest), OMP_NUM_THREADS="1")
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", cores], cwd=dest, env=env, check=True)
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", cores, *targets], cwd=dest, env=env, check=True)
     return dest / "results"
 
 
@@ -59,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=ROOT / "tests" / "config" / "tiny.yaml")
     parser.add_argument("--workdir", type=Path, help="where the two runs are kept (default: a temporary folder)")
     parser.add_argument("--cores", default="2")
+    parser.add_argument("--targets", nargs="*", default=[], help="Snakemake targets (default: the whole workflow)")
     args = parser.parse_args(argv)
     overlay = yaml.safe_load(args.config.read_text())
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="same_numbers_"))
     workdir.mkdir(parents=True, exist_ok=True)
     results = [
-        run_version(checkout(v, workdir), workdir / side, overlay, args.cores)
+        run_version(checkout(v, workdir), workdir / side, overlay, args.cores, args.targets)
         for v, side in ((args.a, "a"), (args.b, "b"))
     ]
     return compare([str(r) for r in results])

@@ -79,10 +79,19 @@ def job_device(compute: Mapping[str, Any], threads: int, train: bool = False) ->
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         if train:
-            torch.use_deterministic_algorithms(True)
-            torch.backends.cudnn.benchmark = False
+            deterministic(device)
     log.info("device %s (%s), %d CPU threads", device, compute.get("key", "device"), torch.get_num_threads())
     return device
+
+
+def deterministic(device: torch.device) -> None:
+    """On CUDA, deterministic algorithms (cuBLAS with a fixed workspace, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``, set
+    before the first CUDA product; cuDNN without benchmarking), so that a rerun or a resumed training gives the same
+    numbers there too. Nothing on the CPU, whose kernels are deterministic already."""
+    if device.type == "cuda":
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cudnn.benchmark = False
 
 
 def resolve_dtype(name: str) -> torch.dtype:

@@ -42,8 +42,7 @@ from san.core.storage import describe
 from san.paths.results import VARIABLES
 
 if TYPE_CHECKING:
-    from san.core.attention import MultiHeadSelfAttention
-    from san.paths.model import SAN
+    from san.paths.model import SAN, SeedAttention
 
 log = logging.getLogger("san")
 
@@ -85,40 +84,40 @@ def frozen_pass(model: SAN, inputs: torch.Tensor, mask: torch.Tensor | None = No
     """Run the model (eval mode) layer by layer and record ``X_0``, every ``P_h``, every LayerNorm ``sigma`` and
     the final hidden state (each layer as :class:`~san.core.attention.MultiHeadSelfAttention` computes it, with
     the queries, keys and values projected once)."""
-    x = model.embed(inputs)
+    x = model.embed(inputs[None])[0]
     embedding, probs, sigma = x, [], []
     for layer in model.layers:
         attn = layer.attn
         b, n, d = x.shape
-        q, k, v = attn.qkv(x).view(b, n, 3, attn.n_heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (b, H, n, dh)
+        q, k, v = attn.qkv(x[None])[0].view(b, n, 3, attn.n_heads, attn.head_dim).permute(2, 0, 3, 1, 4)  # (b,H,n,dh)
         scores = q @ k.transpose(-1, -2) / math.sqrt(attn.head_dim)
         if mask is not None:
             scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
         p = torch.softmax(scores, dim=-1)
-        z = x + attn.out((p @ v).transpose(1, 2).reshape(b, n, d))
+        z = x + attn.out((p @ v).transpose(1, 2).reshape(1, b, n, d))[0]
         probs.append(p)
         sigma.append(torch.sqrt(z.var(-1, unbiased=False, keepdim=True) + layer.norm.eps))
-        x = layer.norm(z)
+        x = layer.norm(z[None])[0]
     return FrozenPass(embedding, probs, sigma, x)
 
 
-def attention_constant(attn: MultiHeadSelfAttention) -> torch.Tensor:
+def attention_constant(attn: SeedAttention) -> torch.Tensor:
     """The per-token constant that attention adds whatever its input: ``b_O + sum_h W^O_h b_{V,h}`` ``(d,)``
     (value biases pass row-stochastic attention unchanged)."""
     d = attn.dim
-    return attn.out.bias + attn.out.weight @ attn.qkv.bias[2 * d :]
+    return attn.out.bias[0] + attn.out.weight[0] @ attn.qkv.bias[0, 2 * d :]
 
 
-def frozen_attention(parts: torch.Tensor, probs: torch.Tensor, attn: MultiHeadSelfAttention) -> torch.Tensor:
+def frozen_attention(parts: torch.Tensor, probs: torch.Tensor, attn: SeedAttention) -> torch.Tensor:
     """The linear part of multi-head attention with frozen ``P_h``: ``sum_h P_h Y W^V_h W^O_h`` for each of a stack
     of parts ``(P, b, n, d)`` (no biases), with ``probs`` ``(b, H, n, n)``. The parts share one product with each
     ``P_h`` (they are laid side by side in its columns)."""
     p, b, n, d = parts.shape
     heads, dh = attn.n_heads, attn.head_dim
-    v = (parts @ attn.qkv.weight[2 * d :].T).view(p, b, n, heads, dh).permute(1, 3, 2, 0, 4)  # (b, H, n, P, dh)
+    v = (parts @ attn.qkv.weight[0, 2 * d :].T).view(p, b, n, heads, dh).permute(1, 3, 2, 0, 4)  # (b, H, n, P, dh)
     ctx = probs @ v.reshape(b, heads, n, p * dh)
     ctx = ctx.view(b, heads, n, p, dh).permute(3, 0, 2, 1, 4).reshape(p, b, n, d)
-    return ctx @ attn.out.weight.T
+    return ctx @ attn.out.weight[0].T
 
 
 def frozen_norm_(parts: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -147,28 +146,18 @@ def decompose(model: SAN, inputs: torch.Tensor, mask: torch.Tensor | None = None
         if constant_live:
             stack[0] += through[0]
         stack[0] += attention_constant(layer.attn)
-        frozen_norm_(stack[: depth + 3], layer.norm.weight / sigma)
-        stack[0] += layer.norm.bias
+        frozen_norm_(stack[: depth + 3], layer.norm.weight[0] / sigma)
+        stack[0] += layer.norm.bias[0]
         constant_live = constant_live or bool(stack[0].any())
     return Decomposition(stack[1:], stack[0], fp.output)
 
 
-def _part_logits(model: SAN, dec: Decomposition) -> tuple[torch.Tensor, torch.Tensor]:
-    """The classifier's linear map of every ``Y_k`` (no bias) ``(L + 1, b, n, classes)`` and its affine map of ``C``
-    ``(b, n, classes)``: by linearity the logits of any partial sum are sums of these."""
-    return dec.parts @ model.classifier.weight.T, model.classifier(dec.constant)
-
-
-def truncated_logits(model: SAN, dec: Decomposition) -> torch.Tensor:
-    """Logits of ``C + sum_{k<=K} Y_k`` for K = 0..L, ``(L + 1, b, n, classes)`` (the classifier is linear)."""
-    parts, constant = _part_logits(model, dec)
-    return constant + parts.cumsum(0)
-
-
-def single_length_logits(model: SAN, dec: Decomposition) -> torch.Tensor:
-    """Logits of ``C + Y_k`` for k = 0..L, ``(L + 1, b, n, classes)``."""
-    parts, constant = _part_logits(model, dec)
-    return constant + parts
+def length_logits(model: SAN, dec: Decomposition) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits of ``C + sum_{k<=K} Y_k`` for K = 0..L and of ``C + Y_k`` for k = 0..L, each ``(L + 1, b, n,
+    classes)``: the classifier is linear, so they are sums of its linear map of every ``Y_k`` and its affine map
+    of ``C``."""
+    parts, constant = dec.parts @ model.classifier.weight[0].T, model.classifier(dec.constant[None])[0]
+    return constant + parts.cumsum(0), constant + parts
 
 
 def part_norms(dec: Decomposition, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -180,14 +169,12 @@ def part_norms(dec: Decomposition, mask: torch.Tensor | None) -> tuple[torch.Ten
     return torch.linalg.vector_norm(parts, dim=(-2, -1)), torch.linalg.vector_norm(constant, dim=(-2, -1))
 
 
-def initial_model(trained: SAN, seed: int) -> SAN:
-    """The untrained SAN of a trained one: its architecture built after ``torch.manual_seed(seed)``, exactly as
-    ``scripts/paths_train.py`` seeds the initialisation; the global RNG state is left as it was."""
+def initial_model(trained: SAN) -> SAN:
+    """The untrained SAN of a trained one (every seed): its architecture built from the seeds' own generators, as the
+    training builds it."""
     from san.paths.model import SAN
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return SAN(trained.cfg).eval()
+    return SAN(trained.cfg, trained.seeds).eval()
 
 
 def _chunks(n_inputs: int, per_input_bytes: int) -> Iterator[slice]:
@@ -235,10 +222,9 @@ def summarise(model: SAN, inputs: torch.Tensor, labels: torch.Tensor, mask: torc
         norms.append(pn.T.numpy())
         cnorms.append(cn.numpy())
         valid = y >= 0
-        full_pred = model.classifier(dec.output).argmax(-1)
-        part_logits, constant_logits = _part_logits(model, dec)
-        trunc_pred = (constant_logits + part_logits.cumsum(0)).argmax(-1)
-        single_pred = (constant_logits + part_logits).argmax(-1)
+        full_pred = model.classifier(dec.output[None])[0].argmax(-1)
+        truncated, single = length_logits(model, dec)
+        trunc_pred, single_pred = truncated.argmax(-1), single.argmax(-1)
         correct_full += float(((full_pred == y) & valid).sum())
         correct_t += ((trunc_pred == y) & valid).sum((1, 2)).double()
         agree_t += ((trunc_pred == full_pred) & valid).sum((1, 2)).double()
@@ -273,44 +259,23 @@ def _summaries(
     return summaries
 
 
-def run(
-    model: SAN,
-    inputs: torch.Tensor,
-    labels: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    init_model: SAN | None = None,
-    chance: float | None = None,
-) -> xr.Dataset:
-    """Exact path-length decomposition of a trained SAN and of its initialisation on one evaluation set.
-
-    Args:
-        model: the trained :class:`~san.paths.model.SAN` (copied and cast to float64; not changed).
-        inputs, labels, mask: the task's evaluation set (labels < 0 are not scored; mask True for real tokens).
-        init_model: the untrained SAN (see :func:`initial_model`); None: only the trained state.
-        chance: the input-blind predictor's accuracy on the same set, stored alongside for the claims.
-
-    Returns:
-        a dataset over ``state`` (trained, init), ``path_length`` k, ``max_path_length`` K and ``sample`` (input).
-    """
-    models = {"trained": model} | ({"init": init_model} if init_model is not None else {})
-    ds = _dataset(_summaries(models, inputs, labels, mask), model.cfg.n_layers, len(inputs))
-    ds.attrs.update(n_heads=model.cfg.n_heads)
-    if chance is not None:
-        ds["chance_accuracy"] = ((), float(chance))
-    return describe(ds, VARIABLES)
-
-
-def run_seeds(
-    models: list[SAN], seeds: list[int], evs: list[Any], inits: list[SAN | None], chances: list[float | None]
-) -> xr.Dataset:
-    """:func:`run` for the models of several seeds, each on its own evaluation set (``evs[i]``: ``inputs``,
-    ``labels``, ``mask``), stacked on a ``seed`` dimension."""
-    parts = [
-        run(m, ev.inputs, ev.labels, ev.mask, init_model=init, chance=chance)
-        for m, ev, init, chance in zip(models, evs, inits, chances, strict=True)
-    ]
+def run(model: SAN, evs: list[Any], init_model: SAN | None = None, chances: list[float] | None = None) -> xr.Dataset:
+    """Exact path-length decomposition of the trained SAN ``model`` of every seed (each seed copied and cast to
+    float64; not changed) and of its untrained ``init_model`` (:func:`initial_model`; None: only the trained state),
+    seed i on its own evaluation set ``evs[i]`` (``inputs``, ``labels`` < 0 not scored, ``mask`` True for real
+    tokens), with the input-blind ``chances[i]`` stored alongside for the claims. A dataset over ``seed``, ``state``
+    (trained, init), ``path_length`` k, ``max_path_length`` K and ``sample`` (input). Each seed is decomposed alone
+    (the dynamic programme runs on one network's frozen attention, in chunks of inputs)."""
+    parts = []
+    for i, ev in enumerate(evs):
+        models = {"trained": model.member(i)} | ({"init": init_model.member(i)} if init_model is not None else {})
+        ds = _dataset(_summaries(models, ev.inputs, ev.labels, ev.mask), model.cfg.n_layers, len(ev.inputs))
+        ds.attrs.update(n_heads=model.cfg.n_heads)
+        if chances is not None:
+            ds["chance_accuracy"] = ((), float(chances[i]))
+        parts.append(ds)
     ds = xr.concat(parts, dim="seed", combine_attrs="override")
-    ds.coords["seed"] = ("seed", list(seeds))
+    ds.coords["seed"] = ("seed", list(model.seeds))
     return describe(ds, VARIABLES)
 
 

@@ -13,14 +13,17 @@ Protocol of the paper's experiment (the authors' ``no_sub_path`` evaluation), fo
 3. the final states of all paths of the set are summed, normalised by an affine-free LayerNorm and classified.
 
 Paths are encoded as int arrays of length L with :data:`SKIP` (-1) or a head index per layer; :data:`PAD` (-2)
-rows stand for "no path" in padded batches of sets. :func:`evaluate_path_sets` evaluates every path of every set
-in one batched computation over a prefix tree (paths that share their first layers share that computation);
-:func:`reference_path_set_logits` is the slow, obviously-correct loop over paths used to test it.
+rows stand for "no path" in padded batches of sets. :func:`evaluate_path_sets` evaluates every path of every set,
+every seed of a :class:`~san.paths.model.SAN` on its own inputs, in one batched computation over a prefix tree (paths
+that share their first layers share that computation; every head computation is one product over the seeds);
+:func:`san.paths.reference.reference_path_set_logits` is the slow, obviously-correct loop over paths used to test
+it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,9 +32,10 @@ import torch
 from torch import nn
 
 from san.core.attention import softmax_last
+from san.paths.fused import seed_linear
 from san.paths.spec import PAD, SKIP
 
-if TYPE_CHECKING:  # only the interface is used: layers[l].attn, embed, classifier, cfg
+if TYPE_CHECKING:  # only the interface is used: layers[l].attn, embed, classifier, cfg, seeds
     from san.paths.model import SAN
 
 
@@ -131,17 +135,19 @@ class _HeadGroup:
 
 
 class _PathSetEvaluator:
-    """The batched computation shared by :func:`path_set_logits` and :func:`evaluate_path_sets`.
+    """The batched computation shared by :func:`path_set_logits` and :func:`evaluate_path_sets`, for every seed of a
+    :class:`~san.paths.model.SAN`.
 
     Every distinct prefix that ends with a head gets one row of a state buffer (row 0: the embedding); a prefix
     ending with a skip reuses its parent's row, so skips cost neither compute nor copies. Rows are numbered level by
     level and, within a level, head by head, so that all nodes of a level taking head h are one contiguous block
-    computed by a single ``head_forward(x, h)`` call on their gathered parent rows.
+    computed by one head computation on their gathered parent rows, for all seeds at once (weights stacked on the
+    seed dimension; one seed computes the 2-D products of :meth:`MultiHeadSelfAttention.head_forward`).
     """
 
     def __init__(self, model: SAN, path_sets: torch.Tensor | np.ndarray) -> None:
         model.eval()
-        self.model = model
+        self.model, self.n_seeds = model, len(model.seeds)
         self.device = next(model.parameters()).device
         path_sets = torch.as_tensor(path_sets, dtype=torch.long)
         self.batch_shape = path_sets.shape[:-2]
@@ -176,88 +182,39 @@ class _PathSetEvaluator:
             check_invariants=True,
         )
         self.counts = counts.coalesce().to(self.device)
+        self.heads = {(g.layer, g.head): model.layers[g.layer].attn.head_weights(g.head) for g in self.groups}
 
     def chunk_size(self, n_tok: int, memory_mb: float) -> int:
-        """Inputs per chunk so that the state buffer and the largest head computation fit in ``memory_mb``
-        (a budget of a few tens of MiB keeps the working set in cache)."""
+        """Inputs per chunk (of every seed) so that the state buffer and the largest head computation of all seeds
+        fit in ``memory_mb`` (a budget of a few tens of MiB keeps the working set in cache)."""
         d = self.model.cfg.dim
         widest = max([1, self.n_sets, *(g.stop - g.start for g in self.groups)])
         per_input = 4 * n_tok * (self.n_rows * d + widest * (3 * d + n_tok) + self.n_sets * d)
-        return max(1, int(memory_mb * 2**20 // per_input))
-
-    def logits(self, x: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        """Logits ``(sets, batch, tokens, classes)`` of every set on a batch of inputs."""
-        model, cfg = self.model, self.model.cfg
-        b, n_tok, dim = x.shape[0], x.shape[1], cfg.dim
-        emb = model.embed(x)
-        states = emb.new_empty(self.n_rows, b, n_tok, dim)
-        states[0] = emb
-        for g in self.groups:
-            attn = model.layers[g.layer].attn
-            xs = states.index_select(0, g.parent_rows).flatten(0, 1)  # (nodes * b, n, d)
-            mm = None if m is None else m.repeat(len(g.parent_rows), 1)
-            out = attn.head_forward(xs, g.head, mm) + attn.out.bias
-            states[g.start : g.stop] = _normalise(out, cfg.layer_norm_eps).view(-1, b, n_tok, dim)
-        sums = torch.sparse.mm(self.counts, states.view(self.n_rows, -1)).view(self.n_sets, b, n_tok, dim)
-        return model.classifier(_normalise(sums, cfg.layer_norm_eps))
-
-
-def _head_weights(models: list[SAN], layer: int, head: int) -> tuple[torch.Tensor, ...]:
-    """One head's query-key-value rows ``(S, 3 d_h, d)`` and biases ``(S, 3 d_h)``, its output columns
-    ``(S, d, d_h)`` and the output bias ``(S, d)`` of every model, stacked on a seed dimension."""
-    attns = [m.layers[layer].attn for m in models]
-    h, dh, d = attns[0].n_heads, attns[0].head_dim, attns[0].dim
-    return (
-        torch.stack([a.qkv.weight.view(3, h, dh, d)[:, head].reshape(3 * dh, d) for a in attns]),
-        torch.stack([a.qkv.bias.view(3, h, dh)[:, head].reshape(3 * dh) for a in attns]),
-        torch.stack([a.out.weight[:, head * dh : (head + 1) * dh] for a in attns]),
-        torch.stack([a.out.bias for a in attns]),
-    )
-
-
-class _SeedPathSetEvaluator(_PathSetEvaluator):
-    """:class:`_PathSetEvaluator` for S models of one architecture (one per training seed) at once, each on its own
-    inputs: the same prefix tree, every head computation one batched product over the seeds (weights stacked on a
-    seed dimension), so a set of seeds pays the per-operation overhead once. The arithmetic is that of
-    :class:`_PathSetEvaluator` with ``bmm`` in place of ``mm`` (equal to float rounding)."""
-
-    def __init__(self, models: list[SAN], path_sets: torch.Tensor | np.ndarray) -> None:
-        super().__init__(models[0], path_sets)
-        if len({m.cfg for m in models}) != 1:
-            raise ValueError("models evaluated together must share one architecture")
-        for m in models:
-            m.eval()
-        self.models = models
-        self.heads = {(g.layer, g.head): _head_weights(models, g.layer, g.head) for g in self.groups}
-        self.classifier = (
-            torch.stack([m.classifier.weight for m in models]),
-            torch.stack([m.classifier.bias for m in models]),
-        )
-
-    def chunk_size(self, n_tok: int, memory_mb: float) -> int:
-        return max(1, super().chunk_size(n_tok, memory_mb) // len(self.models))  # the budget shared by the seeds
+        return max(1, max(1, int(memory_mb * 2**20 // per_input)) // self.n_seeds)
 
     def _heads(self, xs: torch.Tensor, g: _HeadGroup, m: torch.Tensor | None) -> torch.Tensor:
         """``P_h X W^V_h W^O_h + 1 b_O^T`` of head ``g.head`` of layer ``g.layer`` of every seed, as
         :meth:`~san.core.attention.MultiHeadSelfAttention.head_forward` plus the output bias: ``xs``
         ``(S, rows, n, d)``, ``m`` ``(S rows, n)`` or None."""
-        w, bias, w_o, b_o = self.heads[(g.layer, g.head)]
+        w, bias, w_o = self.heads[(g.layer, g.head)]
+        b_o = self.model.layers[g.layer].attn.out.bias
         s_, rows, n, d = xs.shape
         dh = w.shape[1] // 3
-        qkv = torch.baddbmm(bias[:, None, :], xs.view(s_, rows * n, d), w.transpose(1, 2))
-        q, k, v = qkv.view(s_ * rows, n, 3, dh).unbind(2)
+        q, k, v = seed_linear(xs.view(s_, rows * n, d), w, bias).view(s_ * rows, n, 3, dh).unbind(2)
         scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
         if m is not None:
             scores = scores.masked_fill(~m[:, None, :], float("-inf"))
         ctx = (softmax_last(scores) @ v).view(s_, rows * n, dh)
-        return torch.baddbmm(b_o[:, None, :], ctx, w_o.transpose(1, 2)).view(s_, rows, n, d)
+        if s_ == 1:  # head_forward's product, then the bias
+            return (seed_linear(ctx, w_o) + b_o[:, None, :]).view(s_, rows, n, d)
+        return seed_linear(ctx, w_o, b_o).view(s_, rows, n, d)
 
-    def seed_logits(self, x: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        """Logits ``(S, sets, batch, tokens, classes)`` of every set, every seed's model on its own batch of
-        inputs ``x[s]``."""
-        cfg, eps = self.model.cfg, self.model.cfg.layer_norm_eps
-        s_, b, n_tok, dim = x.shape[0], x.shape[1], x.shape[2], cfg.dim
-        emb = torch.stack([model.embed(xi) for model, xi in zip(self.models, x, strict=True)])
+    def logits(self, x: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
+        """Logits ``(S, sets, batch, tokens, classes)`` of every set, every seed's network on its own batch of inputs
+        ``x[s]`` (``m[s]``: its padding mask)."""
+        model, eps = self.model, self.model.cfg.layer_norm_eps
+        s_, b, n_tok, dim = x.shape[0], x.shape[1], x.shape[2], model.cfg.dim
+        emb = model.embed(x)
         states = emb.new_empty(s_, self.n_rows, b, n_tok, dim)
         states[:, 0] = emb
         for g in self.groups:
@@ -266,46 +223,29 @@ class _SeedPathSetEvaluator(_PathSetEvaluator):
             out = _normalise(self._heads(xs, g, mm), eps)
             states[:, g.start : g.stop] = out.view(s_, -1, b, n_tok, dim)
         sums = torch.stack([torch.sparse.mm(self.counts, st.view(self.n_rows, -1)) for st in states])
-        w, bias = self.classifier
         hidden = _normalise(sums.view(s_, -1, dim), eps)
-        return torch.baddbmm(bias[:, None, :], hidden, w.transpose(1, 2)).view(s_, self.n_sets, b, n_tok, -1)
+        logits = seed_linear(hidden, model.classifier.weight, model.classifier.bias)
+        return logits.view(s_, self.n_sets, b, n_tok, -1)
 
 
-@torch.no_grad()
-def evaluate_seed_path_sets(
-    models: list[SAN],
-    inputs: torch.Tensor,
-    labels: torch.Tensor,
-    mask: torch.Tensor | None = None,
-    path_sets: torch.Tensor | np.ndarray | None = None,
-    memory_mb: float = 32.0,
-) -> torch.Tensor:
-    """:func:`evaluate_path_sets` of S models of one architecture (the seeds of a task), model s on its own
-    evaluation set ``inputs[s]``, ``labels[s]``, ``mask[s]`` (stacked: every seed's set of the same shape), all
-    seeds in one batched computation (:class:`_SeedPathSetEvaluator`). Returns ``(S, *path_sets.shape[:-2])``."""
-    ev = _SeedPathSetEvaluator(models, path_sets)
-    chunk = ev.chunk_size(inputs.shape[2], memory_mb)
-    correct = torch.zeros(len(models), ev.n_sets, dtype=torch.float64, device=ev.device)
-    total = torch.zeros(len(models), dtype=torch.float64, device=ev.device)
-    for start in range(0, inputs.shape[1], chunk):
-        x = inputs[:, start : start + chunk].to(ev.device)
-        y = labels[:, start : start + chunk].to(ev.device)
-        m = None if mask is None else mask[:, start : start + chunk].to(ev.device)
-        pred = ev.seed_logits(x, m).argmax(-1)  # (S, sets, b, n)
-        valid = y >= 0
-        correct += ((pred == y[:, None]) & valid[:, None]).sum(dim=(2, 3)).double()
-        total += valid.sum(dim=(1, 2)).double()
-    return (correct / total[:, None]).cpu().reshape(len(models), *ev.batch_shape)
+def _chunks(
+    inputs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None, size: int, device: torch.device
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+    """Consecutive chunks of ``size`` inputs of every seed's set ``(S, N, ...)``, on ``device``."""
+    for start in range(0, inputs.shape[1], size):
+        sl = slice(start, start + size)
+        yield inputs[:, sl].to(device), labels[:, sl].to(device), None if mask is None else mask[:, sl].to(device)
 
 
 @torch.no_grad()
 def path_set_logits(
     model: SAN, inputs: torch.Tensor, path_sets: torch.Tensor | np.ndarray, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Logits of the model restricted to each set of paths, ``(*sets, batch, tokens, classes)``, in one batch."""
+    """Logits of every seed's network restricted to each set of paths, ``(S, *sets, batch, tokens, classes)``, in
+    one batch (``inputs`` ``(S, batch, tokens, ...)``: every seed's inputs)."""
     ev = _PathSetEvaluator(model, path_sets)
     out = ev.logits(inputs.to(ev.device), None if mask is None else mask.to(ev.device))
-    return out.reshape(*ev.batch_shape, *out.shape[1:])
+    return out.reshape(ev.n_seeds, *ev.batch_shape, *out.shape[2:])
 
 
 @torch.no_grad()
@@ -317,49 +257,38 @@ def evaluate_path_sets(
     path_sets: torch.Tensor | np.ndarray | None = None,
     memory_mb: float = 32.0,
 ) -> torch.Tensor:
-    """Token accuracy of the model restricted to each set of paths, evaluated in one batched computation.
+    """Token accuracy ``(S, *path_sets.shape[:-2])`` (float64) of every seed's network (a :class:`SAN` of S seeds)
+    restricted to each set of ``path_sets`` ``(..., P, L)`` (:data:`PAD` rows allowed for smaller sets; the same sets
+    for every seed), on every seed's evaluation set ``inputs``, ``labels`` (< 0: not scored), ``mask``, stacked
+    ``(S, N, tokens, ...)``.
 
     All paths of all sets form one prefix tree: shared prefixes are computed once, skips cost nothing, and each
-    (layer, head) is one ``head_forward`` call over all tree nodes that take it; each set's sum of final states is
-    a sparse matrix product. The evaluation set is processed in chunks of inputs sized to ``memory_mb``.
-
-    Args:
-        model: a trained :class:`~san.paths.model.SAN` (put in eval mode here).
-        inputs, labels, mask: the evaluation set; labels < 0 are not scored.
-        path_sets: ``(..., P, L)`` sets of P paths (:data:`PAD` rows allowed for smaller sets).
-        memory_mb: budget of the per-chunk hidden states.
-
-    Returns:
-        accuracies of shape ``path_sets.shape[:-2]`` (float64).
+    (layer, head) is one head computation over all tree nodes that take it, for all seeds; each set's sum of final
+    states is a sparse matrix product. The inputs are processed in chunks sized to the ``memory_mb`` budget.
     """
     ev = _PathSetEvaluator(model, path_sets)
-    chunk = ev.chunk_size(inputs.shape[1], memory_mb)
-    correct = torch.zeros(ev.n_sets, dtype=torch.float64, device=ev.device)
-    total = 0
-    for start in range(0, inputs.shape[0], chunk):
-        x = inputs[start : start + chunk].to(ev.device)
-        y = labels[start : start + chunk].to(ev.device)
-        m = None if mask is None else mask[start : start + chunk].to(ev.device)
-        pred = ev.logits(x, m).argmax(-1)  # (sets, b, n)
+    correct = torch.zeros(ev.n_seeds, ev.n_sets, dtype=torch.float64, device=ev.device)
+    total = torch.zeros(ev.n_seeds, dtype=torch.float64, device=ev.device)
+    for x, y, m in _chunks(inputs, labels, mask, ev.chunk_size(inputs.shape[2], memory_mb), ev.device):
+        pred = ev.logits(x, m).argmax(-1)  # (S, sets, b, n)
         valid = y >= 0
-        correct += ((pred == y) & valid).sum(dim=(1, 2)).double()
-        total += int(valid.sum())
-    return (correct / total).cpu().reshape(ev.batch_shape)
+        correct += ((pred == y[:, None]) & valid[:, None]).sum(dim=(2, 3)).double()
+        total += valid.sum(dim=(1, 2)).double()
+    return (correct / total[:, None]).cpu().reshape(ev.n_seeds, *ev.batch_shape)
 
 
 @torch.no_grad()
 def model_accuracy(
     model: SAN, inputs: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None, batch_size: int = 256
-) -> float:
-    """Token accuracy of the full model (all paths: the normal forward pass) on an evaluation set."""
+) -> np.ndarray:
+    """Token accuracy of every seed's full network (all paths: the normal forward pass) on its own evaluation set
+    (``inputs`` ``(S, N, tokens, ...)``), ``(S,)``."""
     model.eval()
     device = next(model.parameters()).device
-    correct = total = 0
-    for start in range(0, inputs.shape[0], batch_size):
-        x = inputs[start : start + batch_size].to(device)
-        y = labels[start : start + batch_size].to(device)
-        m = None if mask is None else mask[start : start + batch_size].to(device)
+    correct = torch.zeros(len(model.seeds), dtype=torch.long, device=device)
+    total = torch.zeros_like(correct)
+    for x, y, m in _chunks(inputs, labels, mask, batch_size, device):
         valid = y >= 0
-        correct += int(((model(x, m).argmax(-1) == y) & valid).sum())
-        total += int(valid.sum())
-    return correct / total
+        correct += ((model(x, m).argmax(-1) == y) & valid).sum(dim=(1, 2))
+        total += valid.sum(dim=(1, 2))
+    return np.array([c / t for c, t in zip(correct.tolist(), total.tolist(), strict=True)])

@@ -1,8 +1,9 @@
 """Path effectiveness (the paper's Fig. 4): train one task's SAN, and evaluate it with sampled paths of each length.
 
-:func:`train` builds the task's data and SAN from its config slice, seeds the initialisation and trains it, so the
-library alone reproduces a training job; :func:`run` evaluates the trained model on the task's evaluation set with
-sets of sampled paths of every length (the authors' protocol, :mod:`san.paths.evaluate`) and returns Fig. 4's data.
+:func:`train` builds the data of every seed of a task and their SAN (one network stacked on a seed axis) from the
+task's config slice and trains it, so the library alone reproduces a training job (:func:`write_training` writes its
+outputs); :func:`run` evaluates the trained network of every seed on its own evaluation set with sets of sampled
+paths of every length (the authors' protocol, :mod:`san.paths.evaluate`) and returns Fig. 4's data.
 """
 
 from __future__ import annotations
@@ -19,63 +20,28 @@ import torch
 import xarray as xr
 
 from san.core.storage import describe
-from san.paths.ensemble import EnsembleSAN
-from san.paths.evaluate import (
-    evaluate_path_sets,
-    evaluate_seed_path_sets,
-    model_accuracy,
-    prefix_tree,
-    sample_path_sets,
-)
+from san.paths.evaluate import evaluate_path_sets, model_accuracy, prefix_tree, sample_path_sets
 from san.paths.model import SAN
 from san.paths.results import VARIABLES
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 from san.paths.tasks import Task, TaskData, chance_accuracy, make_task
-from san.paths.training import Checkpoint, TrainResult, train_ensemble, train_model
+from san.paths.training import Checkpoint, TrainResult, training_key
+from san.paths.training import train as fit
 
 
 @dataclass
 class TrainedTask:
-    """The trained SANs of a task's seeds with their tasks (data and model config, one per seed) and the
-    training's record."""
+    """The trained SAN of a task's seeds, their tasks (data and model config, one per seed), the training's record."""
 
-    models: list[SAN]
+    model: SAN
     tasks: list[Task]
     seeds: list[int]
     result: TrainResult
 
 
-def init_model(task: Task, seed: int) -> SAN:
-    """The task's SAN at initialisation: torch's global generator seeded with the task's ``seed``, then built."""
-    torch.manual_seed(seed)
-    return SAN(task.model_config)
-
-
 def seed_tasks(task_cfg: Mapping[str, Any], tokenizer: Any = None) -> list[Task]:
     """The task (data and architecture) of every seed in ``task_cfg["seeds"]``: a seed draws its own data."""
     return [make_task(task_cfg["task"], {**task_cfg, "seed": s}, tokenizer) for s in task_cfg["seeds"]]
-
-
-def _train_one_by_one(
-    tasks: list[Task], task_cfg: Mapping[str, Any], device: torch.device | str, on_epoch: Any
-) -> tuple[list[SAN], TrainResult]:
-    """Seeds trained one after the other (``fused: false`` or ``compile: true``: the autograd formulation has no
-    seed dimension); the record's per-seed losses and summed seconds merged."""
-    models, merged = [], TrainResult()
-    for i, (task, seed) in enumerate(zip(tasks, task_cfg["seeds"], strict=True)):
-        models.append(init_model(task, seed))
-        result = train_model(models[-1], task.train, task_cfg["train"], seed=seed, device=device)
-        merged.setup_seconds += result.setup_seconds
-        for e, (loss, lr, sec) in enumerate(zip(result.loss, result.lr, result.seconds, strict=True)):
-            if i == 0:
-                merged.record(loss, lr, sec)
-            else:
-                merged.loss[e] += loss
-                merged.seconds[e] += sec
-    if on_epoch is not None:
-        for e, (loss, lr, sec) in enumerate(zip(merged.loss, merged.lr, merged.seconds, strict=True)):
-            on_epoch(e, loss, lr, sec)
-    return models, merged
 
 
 def train(
@@ -84,25 +50,47 @@ def train(
     on_epoch: Callable[[int, list[float], float, float], None] | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> TrainedTask:
-    """Build the data and SANs of one task's seeds from its config slice (:func:`san.paths.spec.task_slices`) and
-    train them (each seed drives its data, initialisation, batch order and dropout).
+    """Build the data and the SAN of one task's seeds from its config slice (:func:`san.paths.spec.task_slices`) and
+    train them as one stacked network (:func:`san.paths.training.train`; each seed drives its data,
+    initialisation, batch order and dropout). ``checkpoint``: see :class:`~san.paths.training.Checkpoint`."""
+    tasks, seeds = seed_tasks(task_cfg), list(task_cfg["seeds"])
+    if len({t.model_config for t in tasks}) != 1:
+        raise ValueError(f"the seeds {seeds} of task {task_cfg['task']!r} draw data of different architectures")
+    model = SAN(tasks[0].model_config, seeds)
+    if checkpoint is not None and not checkpoint.key:
+        checkpoint.key = training_key(task_cfg, device)
+    result = fit(model, [t.train for t in tasks], task_cfg["train"], device, on_epoch, checkpoint)
+    return TrainedTask(model, tasks, seeds, result)
 
-    One seed: :func:`~san.paths.training.train_model`. Several seeds: one :class:`~san.paths.ensemble.EnsembleSAN`
-    trained in one batched run (:func:`~san.paths.training.train_ensemble`), each seed's initialisation, data, batch
-    order and dropout those of its single-seed run; with ``fused: false`` or ``compile: true`` one after the other
-    (no checkpoint then). ``checkpoint``: see :class:`~san.paths.training.Checkpoint`.
-    """
-    tasks, seeds, tcfg = seed_tasks(task_cfg), list(task_cfg["seeds"]), task_cfg["train"]
-    if len(seeds) == 1:
-        model = init_model(tasks[0], seeds[0])
-        result = train_model(model, tasks[0].train, tcfg, seeds[0], device, on_epoch, checkpoint)
-        return TrainedTask([model], tasks, seeds, result)
-    if not tcfg.get("fused", True) or tcfg.get("compile"):
-        models, result = _train_one_by_one(tasks, task_cfg, device, on_epoch)
-        return TrainedTask(models, tasks, seeds, result)
-    ensemble = EnsembleSAN(tasks[0].model_config, seeds)
-    result = train_ensemble(ensemble, [t.train for t in tasks], tcfg, device, on_epoch, checkpoint)
-    return TrainedTask([ensemble.member(i) for i in range(len(seeds))], tasks, seeds, result)
+
+def write_training(
+    trained: TrainedTask, task_cfg: Mapping[str, Any], device: torch.device | str, outputs: Mapping[str, str]
+) -> None:
+    """A training job's ``train_log`` (TSV: loss, learning rate, seconds per epoch and seed), ``data`` (npz: every
+    seed's splits) and ``model`` (:meth:`SAN.save`; task, config, data records, device, training time)."""
+    result = trained.result
+    rows = [
+        (epoch, seed, loss[i], result.lr[epoch], result.seconds[epoch])
+        for epoch, loss in enumerate(result.loss)
+        for i, seed in enumerate(trained.seeds)
+    ]
+    pd.DataFrame(rows, columns=["epoch", "seed", "loss", "lr", "seconds"]).to_csv(
+        outputs["train_log"], sep="\t", index=False, float_format="%.8g"
+    )
+    arrays = {}
+    for seed, task in zip(trained.seeds, trained.tasks, strict=True):
+        arrays |= task.train.to_numpy(f"seed{seed}_train") | task.eval.to_numpy(f"seed{seed}_eval")
+    np.savez(outputs["data"], **arrays)
+    trained.model.save(
+        outputs["model"],
+        metadata={
+            "task": task_cfg["task"],
+            "config": json.dumps(task_cfg, sort_keys=True),
+            "data": json.dumps({str(s): t.info for s, t in zip(trained.seeds, trained.tasks, strict=True)}),
+            "device": str(device),
+            "train_seconds": f"{result.total_seconds:.3f}",
+        },
+    )
 
 
 def seed_data(arrays: Mapping[str, Any], seeds: list[int]) -> tuple[list[TaskData], list[TaskData]]:
@@ -113,22 +101,12 @@ def seed_data(arrays: Mapping[str, Any], seeds: list[int]) -> tuple[list[TaskDat
     )
 
 
-def _evaluate_seeds(
-    models: list[SAN], evs: list[TaskData], sets: np.ndarray, memory_mb: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Full-model accuracy ``(seed,)`` and path-set accuracy ``(seed, n_paths, path_length, repeat)`` of every
-    seed's model on its own evaluation set, with the same path sets: all seeds in one batched evaluation
-    (:func:`~san.paths.evaluate.evaluate_seed_path_sets`) when there are several of one shape, else seed by seed
-    (the same numbers either way)."""
-    full = np.array([model_accuracy(m, ev.inputs, ev.labels, ev.mask) for m, ev in zip(models, evs, strict=True)])
-    if len(evs) > 1 and len({(ev.inputs.shape, ev.mask is None) for ev in evs}) == 1:
-        mask = None if evs[0].mask is None else torch.stack([ev.mask for ev in evs])
-        inputs, labels = torch.stack([ev.inputs for ev in evs]), torch.stack([ev.labels for ev in evs])
-        return full, evaluate_seed_path_sets(models, inputs, labels, mask, sets, memory_mb).numpy()
-    pairs = zip(models, evs, strict=True)
-    return full, np.stack(
-        [evaluate_path_sets(m, ev.inputs, ev.labels, ev.mask, sets, memory_mb).numpy() for m, ev in pairs]
-    )
+def stack_data(data: list[TaskData]) -> TaskData:
+    """Every seed's split stacked on a leading seed dimension (all of one shape; mask: all or none)."""
+    if len({(d.inputs.shape, d.mask is None) for d in data}) != 1:
+        raise ValueError("the seeds' evaluation sets differ in shape or padding; a SAN evaluates its seeds together")
+    mask = None if data[0].mask is None else torch.stack([d.mask for d in data])
+    return TaskData(torch.stack([d.inputs for d in data]), torch.stack([d.labels for d in data]), mask)
 
 
 def _log_sets(log: Any, sets: np.ndarray, n_heads: int) -> None:
@@ -144,7 +122,7 @@ def _log_sets(log: Any, sets: np.ndarray, n_heads: int) -> None:
 
 
 def run(
-    models: list[SAN],
+    model: SAN,
     seeds: list[int],
     trains: list[TaskData],
     evs: list[TaskData],
@@ -156,7 +134,7 @@ def run(
     length (all repeats; the same sets for every seed), the full model's accuracy, the input-blind chance level, the
     sampled paths, the share and count of paths of each length and the training curves. ``evaluation`` is the
     ``paths.evaluation`` config slice; the time of the path evaluation goes into the ``eval_seconds`` attribute."""
-    cfg = models[0].cfg
+    cfg = model.cfg
     sets = sample_path_sets(
         cfg.n_layers, cfg.n_heads, evaluation["n_paths"], evaluation["n_repeats"], evaluation["seed"]
     )
@@ -164,26 +142,18 @@ def run(
     if log is not None:
         _log_sets(log, sets, cfg.n_heads)
     t0 = time.perf_counter()
-    full, acc = _evaluate_seeds(models, evs, sets, evaluation["memory_mb"])
+    ev = stack_data(evs)
+    full = model_accuracy(model, ev.inputs, ev.labels, ev.mask)
+    acc = evaluate_path_sets(model, ev.inputs, ev.labels, ev.mask, sets, evaluation["memory_mb"]).numpy()
     eval_seconds = time.perf_counter() - t0
     if log is not None:
         log.info("full model accuracy by seed %s, chance %s", np.round(full, 4).tolist(), np.round(chance, 4).tolist())
-        log.info("path evaluation of %d seed(s) in %.1f s", len(models), eval_seconds)
+        log.info("path evaluation of %d seed(s) in %.1f s", len(seeds), eval_seconds)
         for i, n in enumerate(evaluation["n_paths"]):
             log.info("n_paths=%d: mean accuracy by path length %s", n, np.round(acc[:, i].mean((0, -1)), 4).tolist())
     ds = _dataset(cfg, seeds, evaluation, sets, acc, full, chance, train_log)
     ds.attrs.update(eval_seconds=eval_seconds, n_eval_inputs=len(evs[0]), n_eval_tokens=int((evs[0].labels >= 0).sum()))
     return ds
-
-
-def _coords(cfg: Any, seeds: list[int], evaluation: Mapping[str, Any], epochs: np.ndarray) -> dict[str, Any]:
-    return {
-        "seed": list(seeds),
-        "n_paths": list(evaluation["n_paths"]),
-        "path_length": np.arange(cfg.n_layers + 1),
-        "repeat": np.arange(evaluation["n_repeats"]),
-        "epoch": epochs,
-    }
 
 
 def _dataset(
@@ -210,7 +180,13 @@ def _dataset(
             "train_loss": (("seed", "epoch"), losses.to_numpy().T),
             "train_lr": (("epoch",), lr.to_numpy()),
         },
-        coords=_coords(cfg, seeds, evaluation, lr.index.to_numpy()),
+        coords={
+            "seed": list(seeds),
+            "n_paths": list(evaluation["n_paths"]),
+            "path_length": np.arange(cfg.n_layers + 1),
+            "repeat": np.arange(evaluation["n_repeats"]),
+            "epoch": lr.index.to_numpy(),
+        },
         attrs={
             "title": "san: path effectiveness of one task (Dong et al. 2021, Fig. 4)",
             "model_config": json.dumps(cfg.to_dict(), sort_keys=True),

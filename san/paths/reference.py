@@ -1,6 +1,7 @@
 """The path-effectiveness evaluation written literally (the paper's Fig. 4 protocol, Eq. 1 one head at a time): a
-plain loop over paths and layers, slow and obviously correct. The tests hold the batched evaluation
-(:mod:`san.paths.evaluate`) against it and ``benchmarks/bench_paths.py`` times both; the workflow never runs it."""
+plain loop over paths and layers, slow and obviously correct, on one seed's network (a :class:`SAN` of one seed, e.g.
+:meth:`SAN.member`). The tests hold the batched evaluation (:mod:`san.paths.evaluate`) against it and
+``benchmarks/bench_paths.py`` times both; the workflow never runs it."""
 
 from __future__ import annotations
 
@@ -23,15 +24,15 @@ def reference_head(model: SAN, layer: int, head: int, x: torch.Tensor, mask: tor
     """``P_h X W^V_h W^O_h + 1 b_O^T`` of one head, written with explicit per-head matrices (Eq. 1)."""
     attn = model.layers[layer].attn
     d, dh = attn.dim, attn.head_dim
-    w, b = attn.qkv.weight, attn.qkv.bias
+    w, b = attn.qkv.weight[0], attn.qkv.bias[0]
     rows = [slice(part * d + head * dh, part * d + (head + 1) * dh) for part in range(3)]
     q, k, v = (x @ w[r].T + b[r] for r in rows)
     scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
     if mask is not None:
         scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
     p = torch.softmax(scores, dim=-1)
-    w_o = attn.out.weight[:, head * dh : (head + 1) * dh]  # (d, d_h)
-    return p @ v @ w_o.T + attn.out.bias
+    w_o = attn.out.weight[0, :, head * dh : (head + 1) * dh]  # (d, d_h)
+    return p @ v @ w_o.T + attn.out.bias[0]
 
 
 @torch.no_grad()
@@ -40,9 +41,11 @@ def reference_path_set_logits(
 ) -> torch.Tensor:
     """Logits of the model restricted to one set of paths: a plain loop over paths and layers (slow, for tests
     and the benchmark). ``path_set`` is ``(P, L)``; :data:`PAD` rows are ignored."""
+    if len(model.seeds) != 1:
+        raise ValueError(f"the reference evaluates one seed's network, got seeds {model.seeds}")
     model.eval()
     eps = model.cfg.layer_norm_eps
-    x0 = model.embed(inputs)
+    x0 = model.embed(inputs[None])[0]
     total = torch.zeros_like(x0)
     for path in np.asarray(path_set).tolist():
         if all(c == PAD for c in path):
@@ -52,7 +55,7 @@ def reference_path_set_logits(
             if choice != SKIP:
                 x = _reference_layer_norm(reference_head(model, layer, choice, x, mask), eps)
         total = total + x
-    return model.classifier(_reference_layer_norm(total, eps))
+    return model.classifier(_reference_layer_norm(total, eps)[None])[0]
 
 
 @torch.no_grad()

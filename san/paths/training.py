@@ -1,20 +1,22 @@
-"""Training of the path-effectiveness SANs (the paper's Fig. 4 settings) with per-epoch loss logging.
+"""Training of the path-effectiveness SANs (the paper's Fig. 4 settings), every seed of a task in one stacked
+network, with per-epoch loss logging.
 
 These models are tiny: a step costs Python and kernel-launch overhead more than arithmetic. The loop therefore
-keeps the whole dataset on the device, draws batches by indexing (no DataLoader), uses the fused Adam/AdamW
-kernels (one kernel for all parameters), sets gradients to None instead
-of zeroing them, and reads the loss back once per epoch instead of once per step. The model draws its dropout
-masks in bulk from numpy and, with ``fused: true`` (the default), runs every layer as one autograd node with a
-hand-written backward and, on AVX-512 CPUs, oneDNN projections (:mod:`san.paths.fused`). ``torch.compile`` is optional
-(``compile: true``): on a CPU it is slower than eager at these sizes, compile time aside
-(see ``benchmarks/bench_paths.py``).
+keeps every seed's dataset on the device, draws batches by indexing (no DataLoader), uses the fused Adam/AdamW
+kernels (one kernel for all parameters), sets gradients to None instead of zeroing them, and reads the loss back
+once per epoch. The model draws its dropout masks in bulk from numpy and, with ``fused: true`` (the default), runs
+every layer as one autograd node with a hand-written backward (:mod:`san.paths.fused`). ``compile: true`` (optional)
+is slower than eager on a CPU at these sizes, compile time aside (``benchmarks/bench_paths.py``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -24,7 +26,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from san.paths.ensemble import EnsembleSAN
+from san.core.device import deterministic
+from san.core.rng import cpu_generator
 from san.paths.model import SAN
 from san.paths.tasks import IGNORE, TaskData
 
@@ -33,8 +36,7 @@ log = logging.getLogger("san")
 
 @dataclass
 class TrainResult:
-    """Per-epoch training record: mean loss over the epoch's batches (one per seed), learning rate used, wall
-    seconds."""
+    """Per-epoch training record: mean loss over the epoch's batches (one per seed), learning rate, wall seconds."""
 
     loss: list[list[float]] = field(default_factory=list)
     lr: list[float] = field(default_factory=list)
@@ -86,52 +88,23 @@ def lr_factor(schedule: dict[str, Any], epoch: int, step: int, total_steps: int)
     raise ValueError(f"unknown schedule {kind!r}; expected constant, multistep or linear")
 
 
-class SingleLearner:
-    """One :class:`~san.paths.model.SAN` and its training data: the training step of a single-seed run."""
+class Learner:
+    """A :class:`~san.paths.model.SAN` of S seeds and every seed's training set, stacked: one step trains all seeds.
+    ``fused`` (default true): every layer one :class:`~san.paths.fused.SANLayerFunction`, else autograd op by op
+    (:meth:`~san.paths.model.SANLayer.autograd_forward`, what ``compile: true`` traces). The loss is the sum over
+    seeds of each seed's mean token cross-entropy (its gradient in a seed's weights is that seed's own)."""
 
-    def __init__(self, model: SAN, data: TaskData, cfg: dict[str, Any], seed: int, device: torch.device) -> None:
+    def __init__(self, model: SAN, data: list[TaskData], cfg: dict[str, Any], device: torch.device) -> None:
+        if len(data) != len(model.seeds) or len({len(d) for d in data}) != 1:
+            raise ValueError("every seed of a SAN needs one training set, all of the same size")
         model.to(device).train()
-        fused = bool(cfg.get("fused", True))
-        if fused and cfg.get("compile"):
+        model.fused = bool(cfg.get("fused", True))
+        if model.fused and cfg.get("compile"):
             log.info("compile: true traces the autograd formulation; the fused layer (san.paths.fused) is eager-only")
-            fused = False
-        model.set_fused(fused)
-        self.model, self.data, self.n_seeds, self.device = model, data.to(device), 1, device
-        self.offset = torch.zeros(1, 1, dtype=torch.long, device=device)  # rows of the (only) training set
-        torch.manual_seed(seed)  # any torch-drawn randomness
-        model.dropout_masks.seed(seed)  # dropout masks
-        self.masks = [model.dropout_masks]
-        self.loss_fn = torch.compile(self._loss, dynamic=False) if cfg.get("compile") else self._loss
-        if cfg.get("compile"):  # compile before timing epochs: the first call traces forward and backward
-            bs = cfg["batch_size"]
-            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            self.loss_fn(data.inputs[:bs], data.labels[:bs], None if data.mask is None else data.mask[:bs]).backward()
-            model.load_state_dict(state)
-            model.zero_grad(set_to_none=True)
-            model.dropout_masks.seed(seed)  # the trace drew masks: start the run on the same masks as eager
-
-    def _loss(self, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor | None) -> torch.Tensor:
-        logits = self.model(x, m)
-        return nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=IGNORE)
-
-    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The mean token cross-entropy of the batch ``rows[0]``, and the same detached as a 1-element per-seed
-        vector."""
-        d, i = self.data, rows[0]
-        loss = self.loss_fn(d.inputs[i], d.labels[i], None if d.mask is None else d.mask[i])
-        return loss, loss.detach().view(1)
-
-    def clip(self, max_norm: float) -> None:
-        nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, foreach=True)
-
-
-class EnsembleLearner:
-    """An :class:`~san.paths.ensemble.EnsembleSAN` and each seed's training data, stacked: one step trains all."""
-
-    def __init__(self, model: EnsembleSAN, data: list[TaskData], device: torch.device) -> None:
-        if len({len(d) for d in data}) != 1:
-            raise ValueError("every seed of an ensemble needs a training set of the same size")
-        self.model, self.masks, self.n_seeds, self.device = model.to(device).train(), model.masks, len(data), device
+            model.fused = False
+        for masks, seed in zip(model.masks, model.seeds, strict=True):
+            masks.seed(seed)  # dropout masks
+        self.model, self.masks, self.n_seeds, self.device = model, model.masks, len(data), device
         self.inputs = torch.cat([d.inputs for d in data]).to(device)
         self.labels = torch.cat([d.labels for d in data]).to(device)
         masks = [d.mask for d in data]
@@ -139,44 +112,74 @@ class EnsembleLearner:
             [torch.ones_like(d.labels, dtype=torch.bool) if d.mask is None else d.mask for d in data]
         ).to(device)  # fmt: skip
         self.offset = (torch.arange(len(data)) * len(data[0])).view(-1, 1).to(device)
+        self.loss_fn = torch.compile(self._loss, dynamic=False) if cfg.get("compile") else self._loss
+        if cfg.get("compile"):  # compile before timing epochs: the first call traces forward and backward
+            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.loss(torch.arange(cfg["batch_size"], device=device) + self.offset)[0].backward()
+            model.load_state_dict(state)
+            model.zero_grad(set_to_none=True)
+            for masks, seed in zip(model.masks, model.seeds, strict=True):
+                masks.seed(seed)  # the trace drew masks: start the run on the same masks as eager
 
-    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sum over seeds of each seed's mean token cross-entropy on its own batch (its gradient in each
-        member's weights is that member's own), and the per-seed means, detached. ``rows`` ``(S, b)``: seed i's
-        batch as rows of the stacked data (its own indices plus ``offset[i]``)."""
-        y = self.labels[rows]
-        logits = self.model(self.inputs[rows], None if self.mask is None else self.mask[rows])
+    def _loss(self, x: torch.Tensor, y: torch.Tensor, m: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.model(x, m)
+        if self.n_seeds == 1:  # cross_entropy's own mean
+            loss = nn.functional.cross_entropy(logits.flatten(0, 2), y.flatten(), ignore_index=IGNORE)
+            return loss, loss.detach().view(1)
         ce = nn.functional.cross_entropy(logits.flatten(0, 2), y.flatten(), ignore_index=IGNORE, reduction="none")
-        per_seed = ce.view(len(rows), -1).sum(1) / (y != IGNORE).flatten(1).sum(1)
+        per_seed = ce.view(len(y), -1).sum(1) / (y != IGNORE).flatten(1).sum(1)
         return per_seed.sum(), per_seed.detach()
 
+    def loss(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss to minimise (see the class docstring) and every seed's mean token cross-entropy, detached.
+        ``rows`` ``(S, b)``: seed i's batch as rows of the stacked data (its own indices plus ``offset[i]``)."""
+        return self.loss_fn(self.inputs[rows], self.labels[rows], None if self.mask is None else self.mask[rows])
+
     def clip(self, max_norm: float) -> None:
-        """Each member's gradient clipped to ``max_norm`` by its own norm, as ``clip_grad_norm_`` clips a model."""
+        """Each seed's gradient clipped to ``max_norm`` by its own norm, as ``clip_grad_norm_`` clips a model."""
+        if self.n_seeds == 1:
+            nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, foreach=True)
+            return
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]).norm(dim=0)
         coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
         torch._foreach_mul_(grads, [coef.view(-1, *[1] * (g.ndim - 1)) for g in grads])
 
 
-Learner = SingleLearner | EnsembleLearner
+def training_key(task_cfg: Any, device: torch.device | str) -> str:
+    """What a training's result depends on besides its own progress, as JSON: the task's config slice, the code
+    (sha256 over the source of every ``san`` module the process has imported, by name), the torch version and the
+    device. A checkpoint written under another key is not resumed (see :class:`Checkpoint`)."""
+    code = hashlib.sha256()
+    for name in sorted(n for n in sys.modules if n == "san" or n.startswith("san.")):
+        path = getattr(sys.modules[name], "__file__", None)
+        if path:
+            code.update(name.encode() + b"\0" + Path(path).read_bytes() + b"\0")
+    parts = {"config": task_cfg, "code": code.hexdigest(), "torch": torch.__version__, "device": str(device)}
+    return json.dumps(parts, sort_keys=True)
 
 
 @dataclass
 class Checkpoint:
-    """Where and how often a training saves its state to resume after a kill (outside the job's outputs, so that
-    Snakemake does not delete it when the job fails). ``key`` names the run: a checkpoint with another key (another
-    config) is ignored. ``every_seconds``: seconds of training between two saves (0: after every epoch)."""
+    """Where and how often (``every_seconds`` of training between saves; 0: every epoch) a training saves its state
+    to resume after a kill, outside the job's outputs (Snakemake keeps it when the job fails). ``key`` names the run
+    (:func:`training_key`; empty: :func:`san.paths.experiment.train` sets it once the data, and the modules they
+    import, are built): a checkpoint of another key is discarded, so a rerun after a code edit starts afresh."""
 
     path: Path
     every_seconds: float
-    key: str
+    key: str = ""
 
     def load(self) -> dict[str, Any] | None:
         if not self.path.is_file():
             return None
         state = torch.load(self.path, map_location="cpu", weights_only=False)
         if state.get("key") != self.key:
-            log.warning("ignoring checkpoint %s: written for another configuration", self.path)
+            old, new = str(state.get("key")), json.loads(self.key)
+            old = json.loads(old) if old.startswith("{") else {}
+            differ = ", ".join(k for k in sorted(new) if old.get(k) != new[k])
+            log.warning("discarding checkpoint %s: written with another %s", self.path, differ)
+            self.remove()
             return None
         return state
 
@@ -210,7 +213,6 @@ class _Loop:
             "opt": self.opt.state_dict(),
             "gens": [g.get_state() for g in self.gens],
             "masks": [m.get_state() for m in self.learner.masks],
-            "torch_rng": torch.get_rng_state(),
             "result": asdict(self.result),
         }
 
@@ -222,8 +224,12 @@ class _Loop:
             g.set_state(s)
         for m, s in zip(self.learner.masks, state["masks"], strict=True):
             m.set_state(s)
-        torch.set_rng_state(state["torch_rng"])
         self.result = TrainResult(**state["result"])
+
+    def finite(self) -> bool:
+        """Whether the last epoch's losses and every weight (its norm: inf or nan if an entry is) are finite."""
+        norms = torch.stack(torch._foreach_norm(list(self.learner.model.parameters())))
+        return all(math.isfinite(v) for v in self.result.loss[-1]) and bool(norms.isfinite().all())
 
 
 def _epoch(loop: _Loop, cfg: dict[str, Any], n: int, total_steps: int) -> tuple[torch.Tensor, float]:
@@ -252,26 +258,34 @@ def _epoch(loop: _Loop, cfg: dict[str, Any], n: int, total_steps: int) -> tuple[
     return epoch_loss, lr
 
 
-def fit(
-    learner: Learner,
+def train(
+    model: SAN,
+    data: list[TaskData],
     cfg: dict[str, Any],
-    seeds: list[int],
-    n_train: int,
+    device: torch.device | str = "cpu",
     on_epoch: Callable[[int, list[float], float, float], None] | None = None,
     checkpoint: Checkpoint | None = None,
 ) -> TrainResult:
-    """Train ``learner`` with the ``train`` config slice ``cfg`` (see :func:`train_model`); ``seeds[i]`` drives
-    seed i's batch order. With a ``checkpoint`` the state is saved every ``checkpoint.every_seconds`` of training
-    and a run finds and resumes a saved state, so a killed run continues to the result an uninterrupted run gives."""
+    """Train every seed of ``model``, seed i on ``data[i]`` (batch order from ``cpu_generator(model.seeds[i])``,
+    dropout from its own masks: as it would alone), with the ``train`` slice ``cfg`` of a task's config. Keys:
+    ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
+    ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping; per seed), ``shuffle``, ``compile``
+    and ``fused`` (see :class:`Learner`). ``on_epoch(epoch, losses, lr, seconds)`` is called after each epoch
+    (``losses``: one per seed). With a ``checkpoint`` the state is saved every ``checkpoint.every_seconds`` of
+    training (never a non-finite one) and a run finds and resumes a saved state of its own key, so a killed run
+    continues to the result an uninterrupted run gives."""
     t0 = time.perf_counter()
-    device = next(learner.model.parameters()).device
-    gens = [torch.Generator(device="cpu").manual_seed(s) for s in seeds]  # batch order
-    loop = _Loop(learner, make_optimizer(learner.model, cfg, device), gens, TrainResult())
+    device = torch.device(device)
+    deterministic(device)
+    learner = Learner(model, data, cfg, device)
+    gens = [cpu_generator(s) for s in model.seeds]  # batch order
+    loop = _Loop(learner, make_optimizer(model, cfg, device), gens, TrainResult())
     state = checkpoint.load() if checkpoint is not None else None
     if state is not None:
         loop.restore(state)
         log.info("resumed from %s after epoch %d", checkpoint.path, loop.epoch)
     loop.result.setup_seconds += time.perf_counter() - t0
+    n_train = len(data[0])
     steps_per_epoch = math.ceil(n_train / cfg["batch_size"])
     total_steps, saved = steps_per_epoch * cfg["epochs"], time.perf_counter()
     while loop.epoch < cfg["epochs"]:
@@ -280,52 +294,12 @@ def fit(
         losses = (epoch_loss / steps_per_epoch).tolist()
         loop.result.record(losses, lr, time.perf_counter() - t0)
         loop.epoch += 1
+        if not loop.finite():
+            raise FloatingPointError(f"training loss or weights became non-finite at epoch {loop.epoch - 1}: {losses}")
         if checkpoint is not None and time.perf_counter() - saved >= checkpoint.every_seconds:
             checkpoint.save(loop.state())
             saved = time.perf_counter()
         if on_epoch is not None:
             on_epoch(loop.epoch - 1, losses, lr, loop.result.seconds[-1])
-        if not all(math.isfinite(v) for v in losses):
-            raise FloatingPointError(f"training loss became {losses} at epoch {loop.epoch - 1}")
-    learner.model.eval()
+    model.eval()
     return loop.result
-
-
-def train_model(
-    model: SAN,
-    data: TaskData,
-    cfg: dict[str, Any],
-    seed: int,
-    device: torch.device | str = "cpu",
-    on_epoch: Callable[[int, list[float], float, float], None] | None = None,
-    checkpoint: Checkpoint | None = None,
-) -> TrainResult:
-    """Train ``model`` on ``data`` with the settings ``cfg`` (the ``train`` slice of a task's config).
-
-    Keys: ``epochs``, ``batch_size``, ``optimizer`` (adam/adamw), ``lr``, ``betas``, ``eps``, ``weight_decay``,
-    ``schedule`` (see :func:`lr_factor`), ``max_grad_norm`` (None: no clipping), ``shuffle``, ``compile`` and
-    ``fused`` (see :meth:`san.paths.model.SAN.set_fused`; ignored with ``compile``, which traces the autograd
-    formulation). ``seed`` drives the batch order and dropout. ``on_epoch(epoch, losses, lr, seconds)`` is called
-    after each epoch (``losses``: one per seed, here one).
-    """
-    t0 = time.perf_counter()
-    learner = SingleLearner(model, data, cfg, seed, torch.device(device))
-    setup = time.perf_counter() - t0
-    result = fit(learner, cfg, [seed], len(data), on_epoch, checkpoint)
-    result.setup_seconds += setup
-    return result
-
-
-def train_ensemble(
-    model: EnsembleSAN,
-    data: list[TaskData],
-    cfg: dict[str, Any],
-    device: torch.device | str = "cpu",
-    on_epoch: Callable[[int, list[float], float, float], None] | None = None,
-    checkpoint: Checkpoint | None = None,
-) -> TrainResult:
-    """Train the seeds of ``model`` together, seed i on ``data[i]``, with the settings ``cfg`` (as
-    :func:`train_model`; always the fused layer, never ``compile``). Seed i's batch order and dropout come from
-    ``model.seeds[i]`` exactly as in a single-seed run with that seed."""
-    learner = EnsembleLearner(model, data, torch.device(device))
-    return fit(learner, cfg, model.seeds, len(data[0]), on_epoch, checkpoint)

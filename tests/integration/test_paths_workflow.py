@@ -224,5 +224,5 @@ def test_a_killed_training_resumes_to_the_uninterrupted_result(tmp_path):
     resumed = train(cfg, checkpoint=ckpt)
     whole = train(cfg)
     assert resumed.result.loss == whole.result.loss
-    for a, b in zip(whole.models, resumed.models, strict=True):
-        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    pairs = zip(whole.model.state_dict().values(), resumed.model.state_dict().values(), strict=True)
+    assert all(torch.equal(x, y) for x, y in pairs)

@@ -143,7 +143,7 @@ def test_paths_evaluation():
         [(e, s, 1.0 / e, 1e-3) for e in (1, 2) for s in trained.seeds], columns=["epoch", "seed", "loss", "lr"]
     )
     trains, evs = [t.train for t in trained.tasks], [t.eval for t in trained.tasks]
-    ds = run(trained.models, trained.seeds, trains, evs, cfg["paths"]["evaluation"], log)
+    ds = run(trained.model, trained.seeds, trains, evs, cfg["paths"]["evaluation"], log)
     assert ds.sizes["seed"] == len(trained.seeds) == 2
     _assert_cf(ds)
     assert list(ds["paths"].attrs["flag_values"]) == [SKIP, PAD] == [-1, -2]

@@ -16,22 +16,26 @@ TOKENS = SANConfig("tokens", 3, 2, 12, 5, vocab_size=9, max_len=7, dropout=0.2)
 POINTS = SANConfig("points", 3, 3, 12, 2, point_mlp=True, dropout=0.2)
 
 
-def _inputs(cfg: SANConfig, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+SEEDS = pytest.mark.parametrize("seeds", [[0], [0, 4]], ids=["one_seed", "two_seeds"])
+
+
+def _inputs(cfg: SANConfig, dtype: torch.dtype, n_seeds: int) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(1)
     if cfg.input_kind == "tokens":
-        x = torch.randint(0, cfg.vocab_size, (4, 7), generator=gen)
+        x = torch.randint(0, cfg.vocab_size, (n_seeds, 4, 7), generator=gen)
     else:
-        x = torch.randn(4, 7, 2, generator=gen, dtype=dtype)
-    mask = torch.ones(4, 7, dtype=torch.bool)
-    mask[1, 5:] = False
-    mask[3, 2:] = False
+        x = torch.randn(n_seeds, 4, 7, 2, generator=gen, dtype=dtype)
+    mask = torch.ones(n_seeds, 4, 7, dtype=torch.bool)
+    mask[:, 1, 5:] = False
+    mask[-1, 3, 2:] = False
     return x, mask
 
 
 def _forward_backward(model: SAN, fused_: bool, x: torch.Tensor, mask: torch.Tensor | None):
     model.train()
-    model.set_fused(fused_)
-    model.dropout_masks.seed(7)
+    model.fused = fused_
+    for m, seed in zip(model.masks, model.seeds, strict=True):
+        m.seed(seed + 7)
     model.zero_grad(set_to_none=True)
     out = model(x, mask)
     weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
@@ -39,12 +43,12 @@ def _forward_backward(model: SAN, fused_: bool, x: torch.Tensor, mask: torch.Ten
     return out.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
+@SEEDS
 @pytest.mark.parametrize("cfg", [TOKENS, POINTS], ids=["tokens", "points"])
 @pytest.mark.parametrize("masked", [False, True], ids=["no_mask", "padding"])
-def test_fused_training_step_equals_autograd_with_the_same_dropout(cfg, masked):
-    torch.manual_seed(0)
-    model = SAN(cfg).double()
-    x, mask = _inputs(cfg, torch.float64)
+def test_fused_training_step_equals_autograd_with_the_same_dropout(cfg, masked, seeds):
+    model = SAN(cfg, seeds).double()
+    x, mask = _inputs(cfg, torch.float64, len(seeds))
     m = mask if masked else None
     out_a, grads_a = _forward_backward(model, False, x, m)
     out_f, grads_f = _forward_backward(model, True, x, m)
@@ -53,39 +57,57 @@ def test_fused_training_step_equals_autograd_with_the_same_dropout(cfg, masked):
     for name in grads_a:
         torch.testing.assert_close(grads_f[name], grads_a[name], rtol=1e-10, atol=1e-12, msg=name)
     # dropout is really on: a different mask seed changes the output
-    model.dropout_masks.seed(8)
+    model.masks[0].seed(100)
     assert not torch.allclose(model(x, m), out_f)
 
 
-def test_fused_layer_passes_gradcheck_with_dropout_and_padding():
+@SEEDS
+def test_fused_layer_passes_gradcheck_with_dropout_and_padding(seeds):
     gen = torch.Generator().manual_seed(0)
-    b, n, d, h = 2, 4, 6, 2
+    s, b, n, d, h = len(seeds), 2, 4, 6, 2
 
     def rand(*shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=gen, dtype=torch.float64).requires_grad_()
+        return torch.randn(s, *shape, generator=gen, dtype=torch.float64).requires_grad_()
 
     args = (rand(b, n, d), rand(3 * d, d), rand(3 * d), rand(d, d), rand(d), rand(d), rand(d))
     masks = DropoutMasks(3)
     like = torch.zeros((), dtype=torch.float64)
-    keep_p = masks.mask(torch.Size((b * h, n, n)), 0.3, like)
-    keep_o = masks.mask(torch.Size((b * n, d)), 0.3, like)
-    key_mask = torch.tensor([[True, True, True, True], [True, True, False, False]])
+    keep_p = masks.mask(torch.Size((s, b * h, n, n)), 0.3, like)
+    keep_o = masks.mask(torch.Size((s, b * n, d)), 0.3, like)
+    key_mask = torch.tensor([[True, True, True, True], [True, True, False, False]]).expand(s, b, n)
     assert torch.autograd.gradcheck(
         lambda *a: SANLayerFunction.apply(*a, keep_p, keep_o, key_mask, h, 1e-5), args, eps=1e-6, atol=1e-7
     )
     assert torch.autograd.gradcheck(lambda *a: SANLayerFunction.apply(*a, None, None, None, h, 1e-5), args)
 
 
-def test_fused_layer_without_dropout_equals_the_eval_module():
-    torch.manual_seed(0)
+@SEEDS
+def test_fused_layer_without_dropout_equals_the_eval_module(seeds):
     cfg = SANConfig("tokens", 2, 3, 12, 4, vocab_size=9, max_len=7, dropout=0.0)
-    model = SAN(cfg).double()
-    x, mask = _inputs(cfg, torch.float64)
+    model = SAN(cfg, seeds).double()
+    x, mask = _inputs(cfg, torch.float64, len(seeds))
     model.train()
-    model.set_fused(True)
     train_out = model(x, mask)
     model.eval()
     torch.testing.assert_close(train_out, model(x, mask))
+
+
+def test_one_seed_of_a_stack_computes_what_it_computes_alone():
+    """The batched products of several seeds round like the lone seed's 2-D products up to float32 rounding; in eval
+    mode every seed computes exactly what its network alone computes."""
+    model = SAN(TOKENS, [0, 4])
+    x, mask = _inputs(TOKENS, torch.float32, 2)
+    model.eval()
+    out = model(x, mask)
+    for i in range(2):
+        assert torch.equal(model.member(i)(x[i : i + 1], mask[i : i + 1])[0], out[i])
+    model.train()
+    for m, seed in zip(model.masks, model.seeds, strict=True):
+        m.seed(seed)
+    out = model(x, mask)
+    for i in range(2):
+        alone = model.member(i).train()
+        torch.testing.assert_close(alone(x[i : i + 1], mask[i : i + 1])[0], out[i], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("onednn", [False, True])

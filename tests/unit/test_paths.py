@@ -7,21 +7,12 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch import nn
 
 from san.core.attention import MultiHeadSelfAttention
 from san.models.spec import depth_and_heads
-from san.paths.evaluate import (
-    _SeedPathSetEvaluator,
-    evaluate_path_sets,
-    evaluate_seed_path_sets,
-    model_accuracy,
-    path_set_logits,
-    prefix_tree,
-    sample_path_sets,
-    sample_paths,
-)
-from san.paths.model import SAN, SANConfig, load_san, save_san
+from san.paths import evaluate
+from san.paths.evaluate import prefix_tree, sample_path_sets, sample_paths
+from san.paths.model import SAN, SANConfig
 from san.paths.spec import PAD, SKIP, path_counts, path_length_shares
 
 from reference import reference_path_set_accuracy, reference_path_set_logits
@@ -32,14 +23,32 @@ TOKENS = SANConfig("tokens", n_layers=4, n_heads=3, dim=12, n_classes=5, vocab_s
 POINTS = SANConfig("points", n_layers=3, n_heads=2, dim=8, n_classes=2, point_mlp=True)
 
 
-def random_model(cfg: SANConfig, seed: int = 0) -> SAN:
-    """A float64 SAN with every parameter random (biases and LayerNorms included), so no term can hide."""
-    torch.manual_seed(seed)
-    model = SAN(cfg).double()
+def random_model(cfg: SANConfig, seed: int = 0, seeds: list[int] | None = None) -> SAN:
+    """A float64 SAN (one seed unless ``seeds``) with every parameter random (biases and LayerNorms included), so no
+    term can hide."""
+    gen = torch.Generator().manual_seed(seed)
+    model = SAN(cfg, seeds or [seed]).double()
     with torch.no_grad():
         for p in model.parameters():
-            p.copy_(torch.randn_like(p) * 0.5)
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
     return model.eval()
+
+
+def _one(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t[None]
+
+
+def fwd(model: SAN, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A one-seed network's logits on its inputs ``(b, n, ...)``."""
+    return model(x[None], _one(mask))[0]
+
+
+def path_set_logits(model: SAN, x: torch.Tensor, sets, mask: torch.Tensor | None = None) -> torch.Tensor:
+    return evaluate.path_set_logits(model, x[None], sets, _one(mask))[0]
+
+
+def evaluate_path_sets(model: SAN, x, y, mask, sets, memory_mb: float = 32.0) -> torch.Tensor:
+    return evaluate.evaluate_path_sets(model, x[None], y[None], _one(mask), sets, memory_mb)[0]
 
 
 def random_inputs(cfg: SANConfig, batch: int = 5, n: int = 6, seed: int = 1):
@@ -57,6 +66,10 @@ def padding_mask(batch: int, n: int) -> torch.Tensor:
     mask[0, n - 2 :] = False
     mask[2, n - 1 :] = False
     return mask
+
+
+def fwd_classifier(model: SAN, h: torch.Tensor) -> torch.Tensor:
+    return model.classifier(h[None])[0]
 
 
 def layer_norm_by_hand(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -167,28 +180,29 @@ def test_batched_accuracy_equals_the_reference_across_chunks():
 
 @pytest.mark.parametrize("cfg", [TOKENS, POINTS], ids=["tokens", "points"])
 def test_seeds_evaluated_together_equal_each_seed_alone(cfg):
-    """Three models (seeds), each on its own inputs, in one batched evaluation: every logit and accuracy equals
-    that seed's own evaluation, in one chunk and across chunks of one input."""
-    models = [random_model(cfg, seed=s) for s in (0, 1, 2)]
+    """Three seeds, each on its own inputs, in one batched evaluation: every logit and accuracy equals that seed's
+    own evaluation, in one chunk and across chunks of one input."""
+    stack = random_model(cfg, seeds=[0, 1, 2])
+    models = [stack.member(i) for i in range(3)]
     data = [random_inputs(cfg, batch=7, seed=s) for s in (3, 4, 5)]
     masks = [padding_mask(7, 6).roll(s, 0) for s in range(3)]
     ys = [y.masked_fill(~m, -100) for (_, y), m in zip(data, masks, strict=True)]
     x, y, mask = torch.stack([d[0] for d in data]), torch.stack(ys), torch.stack(masks)
     sets = sample_path_sets(cfg.n_layers, cfg.n_heads, [2, 5], 2, seed=6)
-    ev = _SeedPathSetEvaluator(models, sets)
-    with torch.no_grad():
-        together = ev.seed_logits(x, mask)
+    together = evaluate.path_set_logits(stack, x, sets, mask).flatten(1, 3)
     alone = [evaluate_path_sets(m, x[s], y[s], mask[s], sets) for s, m in enumerate(models)]
     for s, m in enumerate(models):
         expected = path_set_logits(m, x[s], sets, mask[s]).reshape(together.shape[1:])
         torch.testing.assert_close(together[s], expected, rtol=1e-12, atol=1e-12)
     for memory_mb in (64, 1e-3):
-        got = evaluate_seed_path_sets(models, x, y, mask, sets, memory_mb)
+        got = evaluate.evaluate_path_sets(stack, x, y, mask, sets, memory_mb)
         assert got.shape == (3, *sets.shape[:3])
         np.testing.assert_array_equal(got.numpy(), torch.stack(alone).numpy())
     assert not np.array_equal(alone[0].numpy(), alone[1].numpy())  # the seeds genuinely differ
-    with pytest.raises(ValueError, match="one architecture"):
-        _SeedPathSetEvaluator([models[0], random_model(POINTS if cfg is TOKENS else TOKENS)], sets)
+    full = evaluate.model_accuracy(stack, x, y, mask)
+    assert full.tolist() == [
+        evaluate.model_accuracy(m, x[s : s + 1], y[s : s + 1], mask[s : s + 1])[0] for s, m in enumerate(models)
+    ]
 
 
 def test_length_zero_paths_reduce_to_the_classifier_on_the_normalised_embedding():
@@ -197,9 +211,9 @@ def test_length_zero_paths_reduce_to_the_classifier_on_the_normalised_embedding(
     skip = np.full((1, 4, TOKENS.n_layers), SKIP)  # a set of four length-0 paths
     with torch.no_grad():
         emb = model.embedding.norm(
-            model.embedding.linear(model.embedding.word(x) + model.embedding.position.weight[:6])
-        )
-        expected = model.classifier(layer_norm_by_hand(emb, TOKENS.layer_norm_eps))
+            model.embedding.linear(model.embedding.word(x[None]) + model.embedding.position.weight[:, None, :6])
+        )[0]
+        expected = fwd_classifier(model, layer_norm_by_hand(emb, TOKENS.layer_norm_eps))
     torch.testing.assert_close(path_set_logits(model, x, skip)[0], expected, rtol=1e-9, atol=1e-9)
 
 
@@ -211,16 +225,16 @@ def test_a_single_path_equals_the_chain_of_single_head_computations_by_hand():
     path = [1, SKIP, 2, 0]  # head 1 of layer 0, skip layer 1, head 2 of layer 2, head 0 of layer 3
     d, dh, eps = cfg.dim, cfg.dim // cfg.n_heads, cfg.layer_norm_eps
     with torch.no_grad():
-        h = model.embed(x)
+        h = model.embed(x[None])[0]
         for layer, head in enumerate(path):
             if head == SKIP:
                 continue
             attn = model.layers[layer].attn
-            w, b = attn.qkv.weight, attn.qkv.bias
+            w, b = attn.qkv.weight[0], attn.qkv.bias[0]
             cols = slice(head * dh, (head + 1) * dh)
             w_q, w_k, w_v = w[:d][cols].T, w[d : 2 * d][cols].T, w[2 * d :][cols].T  # (d, d_h) each
             b_q, b_k, b_v = b[:d][cols], b[d : 2 * d][cols], b[2 * d :][cols]
-            w_o = attn.out.weight.T[cols]  # (d_h, d): the head's rows of W^O
+            w_o = attn.out.weight[0].T[cols]  # (d_h, d): the head's rows of W^O
             new = torch.empty_like(h)
             for i in range(x.shape[0]):  # one input at a time, as in Eq. 1
                 X = h[i]
@@ -228,9 +242,9 @@ def test_a_single_path_equals_the_chain_of_single_head_computations_by_hand():
                 A[:, ~mask[i]] = -math.inf
                 P = torch.softmax(A, dim=1)
                 assert torch.allclose(P.sum(1), torch.ones(len(X), dtype=P.dtype))
-                new[i] = P @ (X @ w_v + b_v) @ w_o + attn.out.bias
+                new[i] = P @ (X @ w_v + b_v) @ w_o + attn.out.bias[0]
             h = layer_norm_by_hand(new, eps)
-        expected = model.classifier(layer_norm_by_hand(h, eps))
+        expected = fwd_classifier(model, layer_norm_by_hand(h, eps))
     got = path_set_logits(model, x, np.array([[path]]), mask)[0]
     torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)
 
@@ -272,19 +286,20 @@ def test_model_accuracy_and_save_load_round_trip(tmp_path):
     x, y = random_inputs(TOKENS, batch=7)
     y[0, :2] = -100
     with torch.no_grad():
-        pred = model(x).argmax(-1)
+        pred = fwd(model, x).argmax(-1)
     valid = y >= 0
-    assert model_accuracy(model, x, y, batch_size=3) == pytest.approx(float((pred == y)[valid].float().mean()))
-    save_san(model, str(tmp_path / "m.safetensors"), metadata={"task": "t"})
-    loaded, meta = load_san(str(tmp_path / "m.safetensors"))
-    assert meta["task"] == "t" and loaded.cfg == model.cfg and not loaded.training
+    acc = evaluate.model_accuracy(model, x[None], y[None], batch_size=3)
+    assert acc.tolist() == pytest.approx([float((pred == y)[valid].float().mean())])
+    model.save(str(tmp_path / "m.safetensors"), metadata={"task": "t"})
+    loaded, meta = SAN.load(str(tmp_path / "m.safetensors"))
+    assert meta["task"] == "t" and loaded.cfg == model.cfg and not loaded.training and loaded.seeds == model.seeds
     with torch.no_grad():
-        torch.testing.assert_close(loaded(x), model(x))
+        torch.testing.assert_close(fwd(loaded, x), fwd(model, x))
 
 
 def test_dropout_only_while_training():
-    model = SAN(SANConfig("tokens", 2, 2, 8, 3, vocab_size=5, max_len=4, dropout=0.5))
-    x = torch.randint(0, 5, (3, 4))
+    model = SAN(SANConfig("tokens", 2, 2, 8, 3, vocab_size=5, max_len=4, dropout=0.5), [0])
+    x = torch.randint(0, 5, (1, 3, 4))
     model.eval()
     with torch.no_grad():
         assert torch.equal(model(x), model(x))
@@ -299,18 +314,18 @@ def test_padding_keys_do_not_influence_real_tokens():
     x2 = x.clone()
     x2[~mask] = (x2[~mask] + 1) % TOKENS.vocab_size  # change only padding tokens
     with torch.no_grad():
-        a, b = model(x, mask), model(x2, mask)
+        a, b = fwd(model, x, mask), fwd(model, x2, mask)
     torch.testing.assert_close(a[mask], b[mask])
     assert not torch.allclose(a[~mask], b[~mask])
 
 
 def test_init_follows_the_authors_code():
-    model = SAN(SANConfig("tokens", 2, 2, 64, 3, vocab_size=50, max_len=8))
+    model = SAN(SANConfig("tokens", 2, 2, 64, 3, vocab_size=50, max_len=8), [0])
     attn = model.layers[0].attn
-    q_std = attn.qkv.weight[:64].std().item()
-    v_bound = attn.qkv.weight[128:].abs().max().item()
+    q_std = attn.qkv.weight[0, :64].std().item()
+    v_bound = attn.qkv.weight[0, 128:].abs().max().item()
     assert 0.015 < q_std < 0.025  # BERT's N(0, 0.02)
     assert 0.08 < v_bound <= 1 / math.sqrt(64)  # PyTorch's default uniform(+-1/sqrt(d)) for values and outputs
     assert attn.out.weight.abs().max() <= 1 / math.sqrt(64)
     assert torch.count_nonzero(attn.qkv.bias) == 0
-    assert isinstance(model.embedding.norm, nn.LayerNorm)
+    assert torch.equal(model.embedding.norm.weight, torch.ones(1, 64))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,12 +21,22 @@ TOL = 1e-12
 
 def _random_san(cfg: SANConfig, seed: int) -> SAN:
     """A float64 SAN with every parameter random (nonzero biases, LayerNorm scales and shifts), in eval mode."""
-    torch.manual_seed(seed)
-    model = SAN(cfg).double().eval()
+    gen = torch.Generator().manual_seed(seed)
+    model = SAN(cfg, [seed]).double().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * 0.5 + (1.0 if name.endswith("norm.weight") else 0.0))
+            noise = torch.randn(p.shape, generator=gen, dtype=p.dtype)
+            p.copy_(noise * 0.5 + (1.0 if name.endswith("norm.weight") else 0.0))
     return model
+
+
+def _one(t: torch.Tensor | None) -> torch.Tensor | None:
+    return None if t is None else t[None]
+
+
+def _forward(model: SAN, inputs: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The one-seed network's logits on its inputs."""
+    return model(inputs[None], _one(mask))[0]
 
 
 def _tokens_case() -> tuple[SAN, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -59,13 +70,14 @@ def _brute_force(model: SAN, inputs: torch.Tensor, mask: torch.Tensor | None):
     length; the constant part as the frozen affine network applied to a zero input; and the model's final state."""
     L, H, d = model.cfg.n_layers, model.cfg.n_heads, model.cfg.dim
     dh = d // H
-    x0 = x = model.embed(inputs)
+    x0 = x = model.embed(inputs[None])[0]
     layers = []
     for layer in model.layers:
         a = layer.attn
-        wq, wk, wv = a.qkv.weight.view(3, H, dh, d)
-        bq, bk, bv = a.qkv.bias.view(3, H, dh)
-        wo = [a.out.weight[:, h * dh : (h + 1) * dh] for h in range(H)]
+        wq, wk, wv = a.qkv.weight[0].view(3, H, dh, d)
+        bq, bk, bv = a.qkv.bias[0].view(3, H, dh)
+        wo = [a.out.weight[0, :, h * dh : (h + 1) * dh] for h in range(H)]
+        norm = SimpleNamespace(weight=layer.norm.weight[0], bias=layer.norm.bias[0], eps=layer.norm.eps)
         probs = []
         for h in range(H):
             scores = (x @ wq[h].T + bq[h]) @ (x @ wk[h].T + bk[h]).transpose(-1, -2) / math.sqrt(dh)
@@ -73,12 +85,12 @@ def _brute_force(model: SAN, inputs: torch.Tensor, mask: torch.Tensor | None):
                 scores = scores.masked_fill(~mask[:, None, :], -math.inf)
             probs.append(torch.softmax(scores, -1))
         heads = [(probs[h], wv[h], bv[h], wo[h]) for h in range(H)]
-        z = x + sum(p @ (x @ v.T + b) @ o.T for p, v, b, o in heads) + a.out.bias
-        sigma = (z.var(-1, unbiased=False, keepdim=True) + layer.norm.eps).sqrt()
-        x_next = layer(x, mask)
-        manual = layer.norm.weight * (z - z.mean(-1, keepdim=True)) / sigma + layer.norm.bias
+        z = x + sum(p @ (x @ v.T + b) @ o.T for p, v, b, o in heads) + a.out.bias[0]
+        sigma = (z.var(-1, unbiased=False, keepdim=True) + norm.eps).sqrt()
+        x_next = layer(x[None], _one(mask))[0]
+        manual = norm.weight * (z - z.mean(-1, keepdim=True)) / sigma + norm.bias
         assert torch.allclose(manual, x_next, atol=TOL, rtol=0), "brute force: the manual layer is not the model's"
-        layers.append((heads, sigma, layer.norm, a.out.bias))
+        layers.append((heads, sigma, norm, a.out.bias[0]))
         x = x_next
 
     def centre_scale(y, sigma, norm):
@@ -118,9 +130,10 @@ def test_dp_matches_enumeration_of_every_path(case: str) -> None:
 def test_reconstruction_at_round_off(case: str) -> None:
     model, inputs, _, mask = CASES[case]()
     with torch.no_grad():
-        x = model.embed(inputs)
+        x = model.embed(inputs[None])
         for layer in model.layers:
-            x = layer(x, mask)
+            x = layer(x, _one(mask))
+        x = x[0]
         dec = decomposition.decompose(model, inputs, mask)
     assert float((dec.output - x).abs().max()) < TOL
     assert float((dec.reconstruction - x).abs().max()) < TOL
@@ -131,11 +144,10 @@ def test_truncated_at_full_length_is_the_model(case: str) -> None:
     model, inputs, _, mask = CASES[case]()
     L = model.cfg.n_layers
     with torch.no_grad():
-        logits = model(inputs, mask)
+        logits = _forward(model, inputs, mask)
         dec = decomposition.decompose(model, inputs, mask)
-        truncated = decomposition.truncated_logits(model, dec)
-        single = decomposition.single_length_logits(model, dec)
-        only_constant = model.classifier(dec.constant)
+        truncated, single = decomposition.length_logits(model, dec)
+        only_constant = model.classifier(dec.constant[None])[0]
     assert truncated.shape == single.shape == (L + 1, *logits.shape)
     torch.testing.assert_close(truncated[L], logits, atol=TOL, rtol=0)
     assert torch.equal(truncated[L].argmax(-1), logits.argmax(-1))
@@ -147,8 +159,9 @@ def test_truncated_at_full_length_is_the_model(case: str) -> None:
 def test_run_dataset() -> None:
     model, inputs, labels, mask = _tokens_case()
     model = model.float()  # stored models are float32: run works on a float64 copy
-    init = decomposition.initial_model(model, seed=5)
-    ds = decomposition.run(model, inputs, labels, mask, init_model=init, chance=0.25)
+    init = decomposition.initial_model(model)
+    ev = SimpleNamespace(inputs=inputs, labels=labels, mask=mask)
+    ds = decomposition.run(model, [ev], init_model=init, chances=[0.25]).isel(seed=0)
     assert next(model.parameters()).dtype == torch.float32, "run must not change the model"
     model = copy.deepcopy(model).double()
     L = model.cfg.n_layers
@@ -160,7 +173,7 @@ def test_run_dataset() -> None:
     np.testing.assert_allclose(ds["norm_share_per_input"].sum("path_length"), 1.0, atol=1e-12)
     np.testing.assert_allclose(ds["norm_share"].sum("path_length"), 1.0, atol=1e-12)
     # K = L is the model itself: its accuracy, counted independently, and full agreement
-    expected = model_accuracy(model, inputs, labels, mask)
+    expected = model_accuracy(model, inputs[None], labels[None], _one(mask))[0]
     assert float(ds["full_accuracy"].sel(state="trained")) == pytest.approx(expected, abs=1e-12)
     np.testing.assert_allclose(ds["truncated_accuracy"].isel(max_path_length=-1), ds["full_accuracy"], atol=1e-12)
     np.testing.assert_allclose(ds["truncated_agreement"].isel(max_path_length=-1), 1.0)
@@ -183,15 +196,17 @@ def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> No
     np.testing.assert_array_equal(chunked.single_length_accuracy, whole.single_length_accuracy)
 
 
-def test_initial_model_is_the_training_scripts_initialisation() -> None:
+def test_initial_model_is_the_trainings_initialisation() -> None:
     cfg = SANConfig("tokens", n_layers=2, n_heads=2, dim=8, n_classes=3, vocab_size=7, max_len=5)
-    trained = _random_san(cfg, 0)
+    trained = SAN(cfg, [3, 4])
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(1.0)
     torch.manual_seed(11)
     before = torch.random.get_rng_state()
-    init = decomposition.initial_model(trained, seed=3)
+    init = decomposition.initial_model(trained)
     assert torch.equal(torch.random.get_rng_state(), before), "the global RNG state must be left alone"
-    torch.manual_seed(3)  # as scripts/paths_train.py: seed, then build
-    expected = SAN(cfg)
+    expected = SAN(cfg, [3, 4])  # as the training builds it
+    assert init.seeds == [3, 4] and not init.training
     for (name, a), b in zip(init.state_dict().items(), expected.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
-    assert not init.training

@@ -10,7 +10,7 @@ import torch
 
 from san.paths.model import SAN, DropoutMasks, SANConfig
 from san.paths.tasks import chance_accuracy, make_task
-from san.paths.training import lr_factor, make_optimizer, train_model
+from san.paths.training import lr_factor, make_optimizer, train
 
 torch.set_num_threads(1)
 
@@ -80,30 +80,28 @@ def test_dropout_masks_have_the_requested_rate_scale_and_seed():
 
 
 def test_training_attention_equals_the_attention_module():
-    torch.manual_seed(0)
     cfg = SANConfig("tokens", 2, 3, 12, 4, vocab_size=9, max_len=6, dropout=0.0)
-    layer = SAN(cfg).double().layers[0]
-    x = torch.randn(5, 6, 12, dtype=torch.float64)
-    mask = torch.ones(5, 6, dtype=torch.bool)
-    mask[1, 4:] = False
+    layer = SAN(cfg, [0, 1]).double().layers[0]
+    x = torch.randn(2, 5, 6, 12, dtype=torch.float64)
+    mask = torch.ones(2, 5, 6, dtype=torch.bool)
+    mask[1, 1, 4:] = False
     for m in (None, mask):
         layer.train()
-        train_out = layer.attention(x, m)
+        train_out = layer.autograd_forward(x, m, None, None)
         layer.eval()
-        torch.testing.assert_close(train_out, layer.attn(x, m))
+        torch.testing.assert_close(train_out, layer(x, m))
 
 
 def test_training_learns_sorting_well_above_chance():
     task = make_task("sorting", SORT)
-    torch.manual_seed(0)
-    model = SAN(task.model_config)
+    model = SAN(task.model_config, [0])
     epochs = []
-    result = train_model(model, task.train, TRAIN, seed=0, on_epoch=lambda *a: epochs.append(a))
+    result = train(model, [task.train], TRAIN, on_epoch=lambda *a: epochs.append(a))
     assert len(result.loss) == len(epochs) == TRAIN["epochs"] and not model.training
     loss = np.asarray(result.loss)[:, 0]  # one seed
     assert loss[-1] < 0.7 * loss[0]
     with torch.no_grad():
-        acc = float((model(task.eval.inputs).argmax(-1) == task.eval.labels).float().mean())
+        acc = float((model(task.eval.inputs[None])[0].argmax(-1) == task.eval.labels).float().mean())
     chance = chance_accuracy(task.train.labels, task.eval.labels, 4)
     assert acc > chance + 0.15, (acc, chance)
 
@@ -113,9 +111,8 @@ def test_training_is_reproducible_and_seeded():
     cfg = {**TRAIN, "epochs": 2, "max_grad_norm": 1.0, "schedule": {"kind": "linear"}}
 
     def run(seed: int) -> list[torch.Tensor]:
-        torch.manual_seed(0)
-        model = SAN(task.model_config)
-        train_model(model, task.train, cfg, seed=seed)
+        model = SAN(task.model_config, [seed])
+        train(model, [task.train], cfg)
         return [p.detach().clone() for p in model.parameters()]
 
     a, b, c = run(1), run(1), run(2)
@@ -127,19 +124,17 @@ def test_training_ignores_padding_labels():
     task = make_task("sorting", SORT)
     data = task.train
     data.labels[:, -1] = -100  # no target at the last position
-    torch.manual_seed(0)
-    model = SAN(task.model_config)
-    result = train_model(model, data, {**TRAIN, "epochs": 1}, seed=0)
+    result = train(SAN(task.model_config, [0]), [data], {**TRAIN, "epochs": 1})
     assert np.isfinite(result.loss).all()
 
 
-def test_fused_and_autograd_training_reach_the_same_model():
+@pytest.mark.parametrize("seeds", [[1], [1, 2]], ids=["one_seed", "two_seeds"])
+def test_fused_and_autograd_training_reach_the_same_model(seeds):
     task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
     params = []
     for fused in (True, False):
-        torch.manual_seed(0)
-        model = SAN(task.model_config).double()
-        train_model(model, task.train, {**TRAIN, "epochs": 3, "fused": fused}, seed=1)
+        model = SAN(task.model_config, seeds).double()
+        train(model, [task.train] * len(seeds), {**TRAIN, "epochs": 3, "fused": fused})
         params.append([p.detach() for p in model.parameters()])
     for a, b in zip(*params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
@@ -150,9 +145,8 @@ def test_compiled_training_runs_the_autograd_formulation():
     task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
     losses = []
     for compile_ in (True, False):
-        torch.manual_seed(0)
-        model = SAN(task.model_config)
+        model = SAN(task.model_config, [1])
         cfg = {**TRAIN, "epochs": 2, "compile": compile_, "fused": True}
-        losses.append(train_model(model, task.train, cfg, seed=1).loss)
-        assert [layer.fused for layer in model.layers] == [not compile_] * len(model.layers)
+        losses.append(train(model, [task.train], cfg).loss)
+        assert model.fused == (not compile_)
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)  # same masks, same arithmetic up to rounding
