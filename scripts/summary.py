@@ -8,6 +8,7 @@ import pandas as pd
 from san.circle.claims import circle_claims
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf
+from san.models.spec import CAUSAL
 from san.paths.claims import over_seeds, path_decomposition_claims, path_effectiveness_claims
 from san.propagation.claims import claims as propagation_claims
 from san.rank_collapse.claims import (
@@ -16,6 +17,7 @@ from san.rank_collapse.claims import (
     pretrained_slower_claims,
     rank_collapse_claims,
 )
+from san.rank_collapse.spec import result_family
 from san.report.captions import render_captions
 from san.theory.claims import fig2_exponents, theorem_claims
 
@@ -23,6 +25,8 @@ with job_log(snakemake.log[0]) as log:
     inp, p = snakemake.input, snakemake.params
     t = p.thresholds
     rank_collapse = dict(zip(p.models, map(read_netcdf, inp.rank_collapse), strict=True))
+    families = {m: result_family(ds.attrs) for m, ds in rank_collapse.items()}  # as recognised at acquisition
+    causal = tuple(m for m, family in families.items() if family in CAUSAL)
     fig2 = {
         m: fig2_exponents(ds["residual_ratio"].sel(variant="SAN"), p.theory["float_floor"], p.theory["limit"])
         for m, ds in rank_collapse.items()
@@ -31,14 +35,12 @@ with job_log(snakemake.log[0]) as log:
     path_cfg = dict(t["paths"])
     seed_rule = path_cfg.pop("seeds")
     claims = {
-        "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"], causal=tuple(p.causal))
-        if p.models
-        else None,
+        "rank_collapse": rank_collapse_claims(rank_collapse, **t["rank_collapse"], causal=causal) if p.models else None,
         "pretrained_collapse": pretrained_collapse_claims(
             rank_collapse,
             threshold=t["pretrained_collapse"]["threshold"],
             max_layer_fraction=t["pretrained_collapse"]["max_layer_fraction"],
-            families=p.families,
+            families=families,
         )
         if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
         else None,
@@ -46,7 +48,7 @@ with job_log(snakemake.log[0]) as log:
             rank_collapse,
             layer=t["rank_collapse"]["layer"],
             min_factor=t["pretrained_collapse"]["slower_factor"],
-            causal=tuple(p.causal),
+            causal=causal,
         )
         if any("pretrained" in ds["weights"] for ds in rank_collapse.values())
         else None,

@@ -7,7 +7,7 @@ import yaml
 from snakemake.utils import validate
 
 from san.experiments import check_config
-from san.models.spec import CAUSAL
+from san.models.spec import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import model_priorities
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
@@ -60,7 +60,15 @@ CORE = ("__init__", "core/__init__", "core/jobs", "core/storage", "core/provenan
 # Library modules that import others: lib() adds what they import, transitively (tests/unit/test_structure.py
 # keeps each entry equal to the module's own imports outside san/core).
 LIB_DEPENDS = {
-    "models/acquire": ("models/folders", "models/families", "models/gguf", "models/checks", "models/hub"),
+    "models/acquire": (
+        "models/folders",
+        "models/families",
+        "models/gguf",
+        "models/checks",
+        "models/hub",
+        "models/recognise",
+    ),
+    "models/recognise": ("models/folders", "models/spec"),
     "models/hub": ("models/folders",),
     "models/gguf": ("models/folders", "models/families"),
     "models/checks": ("models/folders", "models/families", "models/spec"),
@@ -95,20 +103,29 @@ def figures(stem):
 
 # Models of the rank-collapse experiment (and of every experiment that reads its inputs).
 def model_weights(model):
-    """Weight sets of a model: 'init' always, 'pretrained' when the config defines a source for it."""
-    spec = config["models"][model]
-    return ["init"] + (["pretrained"] if spec.get("pretrained") else [])
+    """Weight sets of a model: 'init' unless `init: null`, 'pretrained' when the config defines a source for it."""
+    return weight_sets(config["models"][model])
 
 
 def model_slice(wildcards):
-    """The config slice that determines a model folder: family plus the chosen weights' entry."""
+    """The config slice that determines a model folder: the family (None: recognised from the model's config.json)
+    plus the chosen weights' entry."""
     spec = config["models"][wildcards.model]
     return {
         "name": wildcards.model,
-        "family": spec["family"],
+        "family": spec.get("family"),
         "weights": wildcards.weights,
-        "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"],
+        "source": init_entry(spec) if wildcards.weights == "init" else spec["pretrained"],
     }
+
+
+def init_origin(wildcards):
+    """Input function: the pretrained folder whose config.json architecture the init weights take (an entry
+    without `init.config`), else nothing."""
+    spec = config["models"][wildcards.model]
+    if wildcards.weights == "init" and explicit_architecture(spec) is None:
+        return {"pretrained": f"{RESULTS}/models/{wildcards.model}/pretrained"}
+    return {}
 
 
 def model_settings(section, drop=()):

@@ -30,8 +30,10 @@ rule corpus:
 
 
 rule acquire_model:
-    """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
+    """Materialise one model's weights (init from config or of the pretrained architecture, package-bundled, a local
+    folder or a hub snapshot) into a folder; the family recognised from its config.json (san.models.recognise)."""
     input:
+        unpack(init_origin),
         lib=lib("models/acquire"),
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
@@ -101,7 +103,6 @@ rule rank_collapse:
     resources:
         **model_resources("rank_collapse", gpu=1),
     params:
-        family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
         settings=model_settings("rank_collapse", drop=("models", "threads")),
         device=config["device"],
@@ -135,7 +136,6 @@ rule path_products:
     resources:
         **model_resources("path_products", gpu=1),
     params:
-        family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
         settings=model_settings("path_products", drop=("models",)),
         batch_size=config["rank_collapse"]["batch_size"],

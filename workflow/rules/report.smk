@@ -44,8 +44,6 @@ rule summary:
     params:
         models=config["rank_collapse"]["models"],
         path_product_models=PATH_PRODUCT_MODELS,
-        families={m: config["models"][m]["family"] for m in config["rank_collapse"]["models"]},
-        causal=[m for m in config["rank_collapse"]["models"] if config["models"][m]["family"] in CAUSAL],
         tasks=config["paths"]["tasks"],
         thresholds=config["report"],
         theory={k: config["theory"][k] for k in ("float_floor", "limit")},
