@@ -8,14 +8,17 @@ datasets laid out as the hub holds them: wiki_bio's Parquet conversion (branch `
 from __future__ import annotations
 
 import io
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from san.core.text import pydoc_documents
-from san.models.acquire import materialise
-from san.models.folders import bundled_model_dir
+from san.models.acquire import ids_outside_vocabulary, materialise
+from san.models.folders import TOKENIZER_FILES, bundled_model_dir
 
 from hub_server import Repo
 
@@ -31,6 +34,52 @@ TINY = {
                                              "intermediate_size": 32}),
     "openai-community/gpt2": ("gpt2", {"n_embd": 16, "n_layer": 2, "n_head": 2}),
 }  # fmt: skip
+
+
+def tiny_checkpoint(config: Any, folder: Path, seed: int = 0, model_class: type | None = None) -> Path:
+    """A tiny random checkpoint of the transformers config object ``config`` in ``folder``, as a hub repository
+    holds it: ``config.json`` (``architectures`` naming the class), ``model.safetensors`` and the WordPiece tokenizer
+    bundled with all-MiniLM-L6-v2 (the vocabulary is sized to it; special-token ids outside it are cleared, as an
+    init model's are). The class is ``model_class``, else the causal LM of the config's model_type, else its base
+    model (transformers' auto mappings); the weights are its own initialisation under ``seed``. No download."""
+    import torch
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = bundled_model_dir()
+    for name in TOKENIZER_FILES:
+        if (tokenizer / name).is_file():
+            shutil.copyfile(tokenizer / name, folder / name)
+    vocab = len(transformers.PreTrainedTokenizerFast.from_pretrained(folder))
+    config.vocab_size = vocab
+    for key in ids_outside_vocabulary(config.to_dict(), vocab):
+        setattr(config, key, None)
+    if model_class is None:
+        names = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        name = names.get(config.model_type) or modeling_auto.MODEL_MAPPING_NAMES[config.model_type]
+        model_class = getattr(transformers, name)
+    torch.manual_seed(seed)
+    model_class(config).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def checkpoint_repo(repo_id: str, folder: Path, config: dict[str, Any] | None = None, pickle: bool = False) -> Repo:
+    """The hub repository ``repo_id`` holding the checkpoint ``folder`` (:func:`tiny_checkpoint`) on ``main``, its
+    ``config.json`` updated with ``config`` (e.g. an ``auto_map``), and with ``pickle`` its weights only as a
+    pickle checkpoint ``pytorch_model.bin`` (the same tensors)."""
+    files: dict[str, Path | bytes] = dict(model_files(folder))
+    if config:
+        files["config.json"] = json.dumps({**json.loads((folder / "config.json").read_text()), **config}).encode()
+    if pickle:
+        import torch
+        from safetensors.torch import load_file
+
+        buf = io.BytesIO()
+        torch.save(load_file(folder / "model.safetensors"), buf)
+        del files["model.safetensors"]
+        files["pytorch_model.bin"] = buf.getvalue()
+    return Repo.from_folders(repo_id, main=files)
 
 
 def model_files(folder: Path) -> dict[str, Path]:
