@@ -28,6 +28,9 @@ GATED = "gated-org/bert-tiny"
 WIKI_BIO = "michaelauli/wiki_bio"
 GLUE = "nyu-mll/glue"
 PARQUET_BRANCH = "refs/convert/parquet"
+#: a model that a config names by its hub id alone (tests/integration/test_online.py): a tiny Llama-structured
+#: causal LM under a class of its own model_type (OLMo), recognised as the llama family from its config.json
+BY_HUB_ID = "tiny-org/olmo-by-hub-id"
 #: config/paper.yaml's hub models, each served as a tiny model of its family: (repo_id, family, architecture)
 TINY = {
     "google-bert/bert-base-cased": ("bert", {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
@@ -177,5 +180,14 @@ def glue_repo() -> Repo:
     return Repo(GLUE, "dataset", {"main": files})
 
 
+def by_hub_id_repo(root: Path) -> Repo:
+    """:data:`BY_HUB_ID`: a tiny OLMo checkpoint (grouped key/value heads) built from transformers' config class."""
+    from transformers import OlmoConfig
+
+    arch = OlmoConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    return checkpoint_repo(BY_HUB_ID, tiny_checkpoint(arch, root / BY_HUB_ID.replace("/", "--"), seed=1))
+
+
 def all_repos(root: Path) -> list[Repo]:
-    return [minilm_repo(), *tiny_repos(root), wiki_bio_repo(), glue_repo()]
+    return [minilm_repo(), *tiny_repos(root), by_hub_id_repo(root), wiki_bio_repo(), glue_repo()]

@@ -110,8 +110,8 @@ WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.gguf", "config.j
 def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path) -> dict[str, Any]:
     """Randomly initialise the architecture of the acquired ``pretrained`` folder's ``config.json`` with ``seed``
     (the model's own initialisation, transformers' ``_init_weights``) and save it with that folder's tokenizer:
-    the init weights of an entry without ``init.config``. The manifest records the family, the pretrained folder
-    and the sha256 of the config it was built from."""
+    the init weights of an entry without ``init.config``. The manifest records the family and its recognition
+    (the pretrained model's), the pretrained folder and the sha256 of the config it was built from."""
     import fnmatch
 
     from transformers import AutoConfig
@@ -134,10 +134,11 @@ def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path
     torch.manual_seed(seed)
     model = model_cls(config)
     model.save_pretrained(out, safe_serialization=True)
+    saved = recognise_folder(out, f"init of {src}", family)  # the saved architecture is of the same family
     manifest = {
         "source": "init",
         "family": family,
-        "recognition": recognise_folder(out, f"init of {src}", family).record(),
+        "recognition": origin.get("recognition") or saved.record(),
         "seed": seed,
         "architecture": f"config.json of {src}",
         "architecture_sha256": origin["sha256"]["config.json"],
