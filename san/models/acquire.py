@@ -180,9 +180,68 @@ def _copy_model_folder(src: Path, out: Path, sha256: dict[str, str], where: str)
 
 
 def _recognised(folder: Path, where: str, family: str | None) -> dict[str, Any]:
-    """The manifest's family and recognition of an acquired folder (:func:`recognise_folder`)."""
+    """The manifest's family and recognition of an acquired folder (:func:`recognise_folder`); a multimodal
+    wrapper's folder becomes its text model's (:func:`extract_text_model`)."""
     found = recognise_folder(folder, where, family)
-    return {"family": found.family, "recognition": found.record()}
+    out = {"family": found.family, "recognition": found.record()}
+    if found.text_config:
+        out["text_model_of"] = extract_text_model(folder, where)
+    return out
+
+
+#: prefixes of a multimodal wrapper's text-model weights (both of transformers' layouts), and what they are in the
+#: text model's own causal-LM checkpoint; the first that matches a key applies
+TEXT_MODEL_PREFIXES = (
+    ("language_model.model.", "model."),
+    ("model.language_model.", "model."),
+    ("language_model.lm_head.", "lm_head."),
+    ("language_model.", "model."),
+)
+
+
+def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
+    """Make the acquired folder of a multimodal wrapper (a vision-language model whose ``config.json`` holds a
+    ``text_config``) its text model's: ``config.json`` becomes the ``text_config`` (``architectures``: the text
+    model_type's causal LM), ``model.safetensors`` the text model's tensors (:data:`TEXT_MODEL_PREFIXES`, renamed;
+    the vision tower and projector are left out). What the manifest records: the wrapper's architecture, the sha256
+    of its config and weight files, the number of tensors kept and left out."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    config = json.loads((folder / "config.json").read_text())
+    text = dict(config["text_config"])
+    weights = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
+    kept: dict[str, torch.Tensor] = {}
+    left_out = 0
+    for path in weights:
+        with safe_open(path, "pt") as fh:
+            for key in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
+                match = next(((old, new) for old, new in TEXT_MODEL_PREFIXES if key.startswith(old)), None)
+                if match is None:
+                    left_out += 1
+                    continue
+                kept[match[1] + key[len(match[0]) :]] = fh.get_tensor(key)
+    if not kept:
+        raise AcquisitionError(
+            f"{where}: a multimodal wrapper whose safetensors hold no text-model weights (no key starts with any of "
+            f"{[old for old, _ in TEXT_MODEL_PREFIXES]})"
+        )
+    for path in [*weights, index]:
+        path.unlink(missing_ok=True)
+    save_file(kept, folder / "model.safetensors", {"format": "pt"})
+    model_type = text.get("model_type")
+    architecture = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) or MODEL_MAPPING_NAMES.get(model_type)
+    (folder / "config.json").write_text(json.dumps({**text, "architectures": [architecture]}, indent=2))
+    return {
+        "architectures": config.get("architectures"),
+        "model_type": config.get("model_type"),
+        "sha256": originals,
+        "tensors_kept": len(kept),
+        "tensors_left_out": left_out,
+    }
 
 
 def materialise_local(
@@ -226,10 +285,10 @@ def materialise_hub(source: dict[str, Any], family: str | None, out_dir: str | P
     out.mkdir(parents=True, exist_ok=True)
     record = fetch(source, key, out)
     where = f"hub {record['repo_id']}@{record['commit']}"
-    found = _recognised(out, where, family)
+    _verify(_hash_folder(out), source.get("sha256"), where)  # the downloaded files, before any conversion
+    recognise_folder(out, where, family)  # a refused model is refused before its weights are read
     record.update(convert_pickle(out, record.pop("pickle_files", []), where))
-    hashes = _hash_folder(out)
-    _verify({**hashes, **record.get("pickle_sha256", {})}, source.get("sha256"), where)
+    found = _recognised(out, where, family)
     return _write_manifest(out, {"source": "hub", **found, **record})
 
 

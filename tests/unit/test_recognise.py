@@ -5,6 +5,7 @@ that contradicts the file, pickle-only weights), each with its message and nothi
 checkpoints built from transformers config classes (tests/hub_repos.py), served by the local hub."""
 
 import copy
+import hashlib
 import json
 
 import pytest
@@ -256,3 +257,27 @@ def test_safetensors_are_preferred_where_both_exist(tmp_path, hub):
     assert "pickle_sha256" not in manifest and "pytorch_model.bin" not in manifest["sha256"]
     assert not any(path.endswith(".bin") for method, path in hub.requests if method == "GET")
     assert json.loads((built / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+
+
+def test_a_multimodal_wrapper_is_acquired_as_its_text_model(tmp_path, hub):
+    text = transformers.Gemma3TextConfig(**TINY_DECODER, head_dim=4)
+    vision = transformers.SiglipVisionConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                             num_attention_heads=2, image_size=28, patch_size=14)  # fmt: skip
+    wrapper = transformers.Gemma3Config(
+        text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=1
+    )
+    built = serve(hub, tmp_path, "tiny-org/gemma3-vlm", wrapper)
+    folder = acquire(tmp_path, "tiny-org/gemma3-vlm")
+    manifest = verify_folder(folder)
+    assert manifest["family"] == "gemma3" and manifest["recognition"]["text_config"] is True
+    wrapped = manifest["text_model_of"]
+    assert wrapped["architectures"] == ["Gemma3ForConditionalGeneration"] and wrapped["tensors_left_out"] > 0
+    served_bytes = hub.repos[("model", "tiny-org/gemma3-vlm")].branches["main"]["model.safetensors"]
+    assert wrapped["sha256"]["model.safetensors"] == hashlib.sha256(served_bytes).hexdigest()
+    assert json.loads((folder / "config.json").read_text())["architectures"] == ["Gemma3ForCausalLM"]
+    model = load_model(folder, "gemma3")
+    served = load_file(built / "model.safetensors")
+    key = next(k for k in served if k.endswith("layers.1.self_attn.q_proj.weight"))
+    assert key.startswith("language_model.") and torch.equal(
+        model.layers[1].self_attn.q_proj.weight, served[key].double()
+    )
