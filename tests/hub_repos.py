@@ -43,8 +43,9 @@ def tiny_checkpoint(config: Any, folder: Path, seed: int = 0, model_class: type 
     """A tiny random checkpoint of the transformers config object ``config`` in ``folder``, as a hub repository
     holds it: ``config.json`` (``architectures`` naming the class), ``model.safetensors`` and the WordPiece tokenizer
     bundled with all-MiniLM-L6-v2 (the vocabulary is sized to it; special-token ids outside it are cleared, as an
-    init model's are). The class is ``model_class``, else the causal LM of the config's model_type, else its base
-    model (transformers' auto mappings); the weights are its own initialisation under ``seed``. No download."""
+    init model's are). The class is ``model_class``, else the masked LM of the config's model_type (an encoder),
+    else its causal LM, else its base model (transformers' auto mappings); the weights are its own initialisation
+    under ``seed``. No download."""
     import torch
     import transformers
     from transformers.models.auto import modeling_auto
@@ -58,10 +59,10 @@ def tiny_checkpoint(config: Any, folder: Path, seed: int = 0, model_class: type 
     config.vocab_size = vocab
     for key in ids_outside_vocabulary(config.to_dict(), vocab):
         setattr(config, key, None)
-    if model_class is None:
-        names = modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        name = names.get(config.model_type) or modeling_auto.MODEL_MAPPING_NAMES[config.model_type]
-        model_class = getattr(transformers, name)
+    if model_class is None:  # an encoder's masked LM, a decoder's causal LM, else the base model
+        mappings = ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_MAPPING_NAMES")
+        names = [getattr(modeling_auto, m).get(config.model_type) for m in mappings]
+        model_class = getattr(transformers, next(n for n in names if n is not None))
     torch.manual_seed(seed)
     model_class(config).save_pretrained(folder, safe_serialization=True)
     return folder

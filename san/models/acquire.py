@@ -170,13 +170,34 @@ def ids_outside_vocabulary(settings: dict[str, Any], vocab_size: int) -> dict[st
     }
 
 
-def _copy_model_folder(src: Path, out: Path, sha256: dict[str, str], where: str) -> None:
-    """Copy a model folder's config, safetensors weights and tokenizer files after checking every one against its
-    pin (a file without a pin, a pinned file missing or a hash that differs is refused before anything is copied)."""
-    if not (src / "model.safetensors").is_file():
-        raise AcquisitionError(f"{src} has no model.safetensors (only safetensors weights are loaded)")
+def _weight_files(src: Path, stem: str, suffix: str) -> list[str]:
+    """The weight files of a folder in one format: ``<stem><suffix>``, or a sharded checkpoint's index
+    ``<stem><suffix>.index.json`` and the shards its ``weight_map`` names; empty when the folder has neither."""
+    if (src / f"{stem}{suffix}").is_file():
+        return [f"{stem}{suffix}"]
+    index = src / f"{stem}{suffix}.index.json"
+    if index.is_file():
+        return [index.name, *sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))]
+    return []
+
+
+def _copy_model_folder(
+    src: Path, out: Path, sha256: dict[str, str], where: str, allow_pickle: bool = False
+) -> list[str]:
+    """Copy a model folder's config, safetensors weights (one file or a sharded checkpoint) and tokenizer files
+    after checking every one against its pin (a file without a pin, a pinned file missing or a hash that differs
+    is refused before anything is copied). A folder with only pickle weights (``pytorch_model*.bin``) is copied
+    only with ``allow_pickle`` (the acquisition converts them, :func:`convert_pickle`); the pickle files copied."""
+    weights = _weight_files(src, "model", ".safetensors")
+    pickles = [] if weights else _weight_files(src, "pytorch_model", ".bin")
+    if not weights and not (allow_pickle and pickles):
+        raise AcquisitionError(
+            f"{src} has no model.safetensors (only safetensors weights are loaded"
+            + ("; its pickle weights only when the entry opts in with allow_pickle: true)" if pickles else ")")
+        )
     out.mkdir(parents=True, exist_ok=True)
-    _copy_verified(src, out, ["config.json", "model.safetensors", *_tokenizer_files(src)], sha256, where)
+    _copy_verified(src, out, ["config.json", *weights, *pickles, *_tokenizer_files(src)], sha256, where)
+    return [name for name in pickles if name.endswith(".bin")]
 
 
 def _recognised(folder: Path, where: str, family: str | None) -> dict[str, Any]:
@@ -245,16 +266,19 @@ def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
 
 
 def materialise_local(
-    path: str | Path, sha256: dict[str, str], family: str | None, out_dir: str | Path
+    path: str | Path, sha256: dict[str, str], family: str | None, out_dir: str | Path, allow_pickle: bool = False
 ) -> dict[str, Any]:
     """Copy a model folder on this machine (a relative path counts from the working directory), verified like a
-    package's (:func:`_copy_model_folder`); its family recognised from its config.json."""
+    package's (:func:`_copy_model_folder`; pickle weights only with ``allow_pickle``, converted to safetensors);
+    its family recognised from its config.json."""
     src = Path(path).expanduser().resolve()
     if not src.is_dir():
         raise AcquisitionError(f"local model folder {src} does not exist")
-    _copy_model_folder(src, Path(out_dir), sha256, f"local folder {src}")
-    found = _recognised(Path(out_dir), f"local folder {src}", family)
-    return _write_manifest(Path(out_dir), {"source": "local", **found, "path": str(src)})
+    out, where = Path(out_dir), f"local folder {src}"
+    pickles = _copy_model_folder(src, out, sha256, where, allow_pickle)
+    recognise_folder(out, where, family)  # a refused model is refused before its weights are read
+    converted = convert_pickle(out, pickles, where)
+    return _write_manifest(out, {"source": "local", **_recognised(out, where, family), "path": str(src), **converted})
 
 
 def materialise_package(
@@ -440,7 +464,9 @@ def _materialise(
             source["package"], source.get("subdir", "model"), source["sha256"], family, out_dir
         )
     elif kind == "local":
-        manifest = materialise_local(source["path"], source["sha256"], family, out_dir)
+        manifest = materialise_local(
+            source["path"], source["sha256"], family, out_dir, bool(source.get("allow_pickle"))
+        )
     elif kind == "hub":
         manifest = materialise_hub(source, family, out_dir, f"models.{name}.{weights}")
     else:

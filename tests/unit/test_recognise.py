@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from san.core.config import ConfigError
 from san.experiments import check_config
 from san.models.ablations import variant
-from san.models.acquire import load_model, materialise, verify_folder
+from san.models.acquire import AcquisitionError, load_model, materialise, verify_folder
 from san.models.recognise import UnsupportedModel, norm_placement, recognise
 from san.models.spec import FAMILY_TABLE, weight_sets
 from san.rank_collapse.experiment import residual_stream
@@ -281,3 +281,27 @@ def test_a_multimodal_wrapper_is_acquired_as_its_text_model(tmp_path, hub):
     assert key.startswith("language_model.") and torch.equal(
         model.layers[1].self_attn.q_proj.weight, served[key].double()
     )
+
+
+def test_a_local_folder_alone_is_recognised_and_its_pickle_weights_need_consent(tmp_path):
+    """``source: local`` without a family: recognised from the folder's config.json; a folder with only pickle
+    weights is refused unless the entry opts in, then converted (the pickle's pin checked first)."""
+    arch = transformers.BertConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    folder = tiny_checkpoint(arch, tmp_path / "mine", model_class=transformers.BertModel)
+    pins = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    manifest = materialise("m", None, "pretrained", {"source": "local", "path": str(folder), "sha256": pins},
+                           tmp_path / "a")  # fmt: skip
+    assert (manifest["family"], manifest["recognition"]["by"]) == ("bert", "architectures")
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    pins = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+    source = {"source": "local", "path": str(folder), "sha256": pins}
+    with pytest.raises(AcquisitionError, match="only when the entry opts in with allow_pickle: true"):
+        materialise("m", None, "pretrained", source, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+    manifest = materialise("m", None, "pretrained", {**source, "allow_pickle": True}, tmp_path / "c")
+    assert manifest["pickle_sha256"] == {"pytorch_model.bin": pins["pytorch_model.bin"]}
+    assert load_model(tmp_path / "c", "bert").config.num_hidden_layers == 2
+    bad = {**source, "allow_pickle": True, "sha256": {**pins, "pytorch_model.bin": "0" * 64}}
+    with pytest.raises(AcquisitionError, match="sha256 of pytorch_model.bin"):
+        materialise("m", None, "pretrained", bad, tmp_path / "d")
