@@ -4,9 +4,11 @@ torch (the workflow reads it while it parses the rules).
 A row names the family's transformers classes (by name: the registry :mod:`san.models.families` imports them on
 first use), the keys of its architecture config (layers, heads, width, longest input), where its blocks are, how its
 variants are made (``ablation``: a name that :mod:`san.models.ablations` looks up, so this table never imports the
-ablation code) and which checkpoint weights belong to a head the base model does not load. Adding a family is one
-row here plus its ablation code (and its variants' test in tests/unit/test_families.py, which recomputes every
-variant from the weights). No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
+ablation code), which checkpoint weights belong to a head the base model does not load, and which
+``architectures`` and ``model_types`` of a model's config.json it accepts (:mod:`san.models.recognise` recognises a
+model's family from them when its config entry names none). Adding a family is one row here plus its ablation
+code (and its variants' test in tests/unit/test_families.py, which recomputes every variant from the weights).
+No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
 
 The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
 position bias) and three pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama and Gemma-3
