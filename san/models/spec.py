@@ -78,8 +78,8 @@ class FamilyRow:
     prose_embeddings: bool = False
     #: class names of ``architectures[0]`` in a model's config.json recognised as this family
     #: (:mod:`san.models.recognise`): the family's own classes, and any class whose blocks compute the family's
-    #: block (e.g. OLMo's ``OlmoForCausalLM``: a Llama block with parameter-free LayerNorms), loaded by
-    #: transformers' auto classes for its own ``model_type``
+    #: block with the same module names (OLMo's ``OlmoForCausalLM``: a Llama block with parameter-free LayerNorms;
+    #: XLM-RoBERTa's classes: RoBERTa's blocks), loaded by transformers' auto classes for its own ``model_type``
     architectures: tuple[str, ...] = ()
     #: ``model_type`` values of config.json recognised as this family when ``architectures[0]`` names no family's
     #: class (a fine-tuned head, e.g. ``BertForSequenceClassification``, falls back to ``bert``)
@@ -116,7 +116,9 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     "roberta": FamilyRow(
         "models/roberta/configuration_roberta.py", "RobertaConfig", "RobertaModel", **_ENCODER,
         position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("lm_head.",),
-        position_offset=2, architectures=("RobertaModel", "RobertaForMaskedLM"), model_types=("roberta",),
+        position_offset=2,
+        architectures=("RobertaModel", "RobertaForMaskedLM", "XLMRobertaModel", "XLMRobertaForMaskedLM"),
+        model_types=("roberta", "xlm-roberta"),
     ),
     "mpnet": FamilyRow(
         "models/mpnet/configuration_mpnet.py", "MPNetConfig", "MPNetModel", **_ENCODER,

@@ -189,20 +189,36 @@ def test_a_hub_id_is_acquired_recognised_and_initialised_in_its_own_architecture
     assert verify_folder(again)["sha256"]["model.safetensors"] == init_manifest["sha256"]["model.safetensors"]
 
 
-def test_a_class_with_the_blocks_of_a_family_runs_as_that_family(tmp_path, hub):
-    serve(hub, tmp_path, "tiny-org/olmo", transformers.OlmoConfig(**TINY_DECODER))
-    folder = acquire(tmp_path, "tiny-org/olmo")
-    assert verify_folder(folder)["family"] == "llama"
-    model = load_model(folder, "llama")
-    assert type(model).__name__ == "OlmoModel"
-    ids = torch.arange(1, 9).reshape(1, 8)
-    stream = residual_stream(model, "llama", ids)
+@pytest.mark.parametrize(
+    ("config", "family", "model_class", "final_norm"),
+    [
+        (lambda: transformers.OlmoConfig(**TINY_DECODER), "llama", "OlmoModel", True),
+        (lambda: transformers.XLMRobertaConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                               intermediate_size=32), "roberta", "XLMRobertaModel", False),
+    ],  # (the XLM-RoBERTa checkpoint is its base model's: the loader refuses a checkpoint without the pooler)
+    ids=["olmo-as-llama", "xlm-roberta-as-roberta"],
+)  # fmt: skip
+def test_a_class_with_the_blocks_of_a_family_runs_as_that_family(
+    tmp_path, hub, config, family, model_class, final_norm
+):
+    """A class listed in a family's row loads as its own transformers class; the family's hooks measure its
+    residual stream (the transformer variant is the model's own hidden states) and its ablation changes it."""
+    repo_id = f"tiny-org/{model_class.lower()}"
+    folder = tiny_checkpoint(config(), tmp_path / "built" / repo_id, seed=1,
+                             model_class=None if final_norm else getattr(transformers, model_class))  # fmt: skip
+    hub.add(checkpoint_repo(repo_id, folder))
+    folder = acquire(tmp_path, repo_id)
+    assert verify_folder(folder)["family"] == family
+    model = load_model(folder, family)
+    assert type(model).__name__ == model_class
+    ids = torch.arange(5, 13).reshape(1, 8)
+    stream = residual_stream(model, family, ids)
     assert len(stream) == 3
-    hidden = model(ids, output_hidden_states=True).hidden_states  # the last one after the final norm
-    for got, want in zip(stream[:-1], hidden[:-1], strict=True):
+    hidden = model(ids, output_hidden_states=True).hidden_states  # a decoder's last one after its final norm
+    for got, want in zip(stream[: -1 if final_norm else None], hidden[: -1 if final_norm else None], strict=True):
         torch.testing.assert_close(got, want)
-    with variant(model, "llama", "SAN"):  # the SAN is OLMo's own attention, without the skip and the MLP
-        san = residual_stream(model, "llama", ids)
+    with variant(model, family, "SAN"):  # the family's SAN: no skip, no MLP
+        san = residual_stream(model, family, ids)
     assert not torch.allclose(san[1], stream[1])
 
 
