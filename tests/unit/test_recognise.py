@@ -321,3 +321,19 @@ def test_a_local_folder_alone_is_recognised_and_its_pickle_weights_need_consent(
     bad = {**source, "allow_pickle": True, "sha256": {**pins, "pytorch_model.bin": "0" * 64}}
     with pytest.raises(AcquisitionError, match="sha256 of pytorch_model.bin"):
         materialise("m", None, "pretrained", bad, tmp_path / "d")
+
+
+def test_a_sharded_safetensors_checkpoint_is_acquired_whole(tmp_path, hub):
+    folder = tiny_checkpoint(transformers.LlamaConfig(**TINY_DECODER), tmp_path / "one", seed=1)
+    model = transformers.LlamaForCausalLM.from_pretrained(folder)
+    sharded = tmp_path / "sharded"
+    model.save_pretrained(sharded, max_shard_size="100KB")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        (sharded / name).write_bytes((folder / name).read_bytes())
+    shards = sorted(p.name for p in sharded.glob("model-*.safetensors"))
+    assert len(shards) > 1 and (sharded / "model.safetensors.index.json").is_file()
+    hub.add(checkpoint_repo("tiny-org/sharded", sharded))
+    manifest = verify_folder(acquire(tmp_path, "tiny-org/sharded"))
+    assert set(shards) <= set(manifest["sha256"]) and "model.safetensors.index.json" in manifest["sha256"]
+    got = load_model(tmp_path / "models" / "m" / "pretrained", "llama")
+    torch.testing.assert_close(got.layers[1].mlp.down_proj.weight, model.model.layers[1].mlp.down_proj.weight.double())
