@@ -103,8 +103,12 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     return _write_manifest(out, manifest)
 
 
-#: files of a model folder that an init of its architecture does not take over (its weights, configs of weights)
-WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.gguf", "config.json", "generation_config.json")
+#: files of a pretrained model folder that an init of its architecture does not take over (weights and their
+#: indexes, the config it writes itself, generation settings); the rest is the tokenizer
+NOT_TOKENIZER = (
+    "*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "*.gguf", "config.json",
+    "generation_config.json",
+)  # fmt: skip
 
 
 def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path) -> dict[str, Any]:
@@ -127,7 +131,7 @@ def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path
         for p in sorted(src.iterdir())
         if p.is_file()
         and p.name not in (MANIFEST, *WORKFLOW_MARKERS)
-        and not any(fnmatch.fnmatch(p.name, pat) for pat in WEIGHT_FILES)
+        and not any(fnmatch.fnmatch(p.name, pat) for pat in NOT_TOKENIZER)
     ]
     _copy_verified(src, out, names, {n: origin["sha256"][n] for n in names}, f"tokenizer of {src}")
     model_cls = family_entry(family).model_cls_for(config.model_type)
