@@ -148,6 +148,16 @@ def test_what_the_config_can_tell_fails_before_any_job(default_config, entry, me
         check_config(hub_only(default_config, **entry), ROOT / "workflow" / "schemas")
 
 
+def test_the_theorys_embedding_model_names_its_family(default_config):
+    """The theory embeds prose with a BERT's init embeddings: a model whose family is known only after
+    acquisition, or one without init weights, is refused before any job."""
+    for entry in ({}, {"family": "bert", "init": None}):
+        cfg = hub_only(default_config, **entry)
+        cfg["theory"]["embedding_model"] = "mine"
+        with pytest.raises(ConfigError, match=r"'theory\.embedding_model': model 'mine' has family"):
+            check_config(cfg, ROOT / "workflow" / "schemas")
+
+
 # --- acquisition from the local hub -----------------------------------------------------------------------------
 
 
