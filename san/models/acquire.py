@@ -57,6 +57,7 @@ from san.models.folders import (  # noqa: F401 - the folder API, re-exported for
     write_manifest,
 )
 from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
+from san.models.recognise import Recognition, recognise
 
 
 def _copy_verified(src: Path, dest: Path, names: list[str], pins: dict[str, str], where: str) -> None:
@@ -92,6 +93,7 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     manifest = {
         "source": "init",
         "family": family,
+        "recognition": recognise_folder(out, f"init of family {family!r}", family).record(),
         "seed": seed,
         "architecture": arch,
         "tokenizer": f"WordPiece tokenizer bundled in {BUNDLED_TOKENIZER_PACKAGE} (vocab {len(tokenizer)})",
@@ -99,6 +101,64 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     if cleared:
         manifest["cleared_token_ids"] = cleared
     return write_manifest(out, manifest)
+
+
+#: files of a pretrained model folder that an init of its architecture does not take over (weights and their
+#: indexes, the config it writes itself, generation settings); the rest is the tokenizer
+NOT_TOKENIZER = (
+    "*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "*.gguf", "config.json",
+    "generation_config.json",
+)  # fmt: skip
+
+
+def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path) -> dict[str, Any]:
+    """Randomly initialise the architecture of the acquired ``pretrained`` folder's ``config.json`` with ``seed``
+    (the model's own initialisation, transformers' ``_init_weights``) and save it with that folder's tokenizer:
+    the init weights of an entry without ``init.config``. The manifest records the family and its recognition
+    (the pretrained model's), the pretrained folder and the sha256 of the config it was built from."""
+    import fnmatch
+
+    from transformers import AutoConfig
+
+    src = Path(pretrained)
+    origin = verify_folder(src, weights=False)
+    family = origin["family"]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    config = AutoConfig.from_pretrained(src, trust_remote_code=False)
+    names = [
+        p.name
+        for p in sorted(src.iterdir())
+        if p.is_file()
+        and p.name not in (MANIFEST, *WORKFLOW_MARKERS)
+        and not any(fnmatch.fnmatch(p.name, pat) for pat in NOT_TOKENIZER)
+    ]
+    _copy_verified(src, out, names, {n: origin["sha256"][n] for n in names}, f"tokenizer of {src}")
+    model_cls = family_entry(family).model_cls_for(config.model_type)
+    torch.manual_seed(seed)
+    model = model_cls(config)
+    model.save_pretrained(out, safe_serialization=True)
+    saved = recognise_folder(out, f"init of {src}", family)  # the saved architecture is of the same family
+    manifest = {
+        "source": "init",
+        "family": family,
+        "recognition": origin.get("recognition") or saved.record(),
+        "seed": seed,
+        "architecture": f"config.json of {src}",
+        "architecture_sha256": origin["sha256"]["config.json"],
+        "tokenizer": f"the tokenizer of {src}",
+        "pretrained": {k: origin[k] for k in ("source", "repo_id", "commit", "path", "package") if k in origin},
+    }
+    return write_manifest(out, manifest)
+
+
+def recognise_folder(folder: Path, where: str, family: str | None) -> Recognition:
+    """The family of the model in ``folder`` from its ``config.json`` (:func:`san.models.recognise.recognise`):
+    ``family``, when given, must agree; raises :class:`san.models.recognise.UnsupportedModel` naming ``where``."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise AcquisitionError(f"{where} has no config.json: its architecture is unknown")
+    return recognise(json.loads(path.read_text()), where, family)
 
 
 def ids_outside_vocabulary(settings: dict[str, Any], vocab_size: int) -> dict[str, int]:
@@ -114,27 +174,119 @@ def ids_outside_vocabulary(settings: dict[str, Any], vocab_size: int) -> dict[st
     }
 
 
-def _copy_model_folder(src: Path, out: Path, sha256: dict[str, str], where: str) -> None:
-    """Copy a model folder's config, safetensors weights and tokenizer files after checking every one against its
-    pin (a file without a pin, a pinned file missing or a hash that differs is refused before anything is copied)."""
-    if not (src / "model.safetensors").is_file():
-        raise AcquisitionError(f"{src} has no model.safetensors (only safetensors weights are loaded)")
+def _weight_files(src: Path, stem: str, suffix: str) -> list[str]:
+    """The weight files of a folder in one format: ``<stem><suffix>``, or a sharded checkpoint's index
+    ``<stem><suffix>.index.json`` and the shards its ``weight_map`` names; empty when the folder has neither."""
+    if (src / f"{stem}{suffix}").is_file():
+        return [f"{stem}{suffix}"]
+    index = src / f"{stem}{suffix}.index.json"
+    if index.is_file():
+        return [index.name, *sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))]
+    return []
+
+
+def _copy_model_folder(
+    src: Path, out: Path, sha256: dict[str, str], where: str, allow_pickle: bool = False
+) -> list[str]:
+    """Copy a model folder's config, safetensors weights (one file or a sharded checkpoint) and tokenizer files
+    after checking every one against its pin (a file without a pin, a pinned file missing or a hash that differs
+    is refused before anything is copied). A folder with only pickle weights (``pytorch_model*.bin``) is copied
+    only with ``allow_pickle`` (the acquisition converts them, :func:`convert_pickle`); the pickle files copied."""
+    weights = _weight_files(src, "model", ".safetensors")
+    pickles = [] if weights else _weight_files(src, "pytorch_model", ".bin")
+    if not weights and not (allow_pickle and pickles):
+        raise AcquisitionError(
+            f"{src} has no model.safetensors (only safetensors weights are loaded"
+            + ("; its pickle weights only when the entry opts in with allow_pickle: true)" if pickles else ")")
+        )
     out.mkdir(parents=True, exist_ok=True)
-    _copy_verified(src, out, ["config.json", "model.safetensors", *tokenizer_files(src)], sha256, where)
+    _copy_verified(src, out, ["config.json", *weights, *pickles, *tokenizer_files(src)], sha256, where)
+    return [name for name in pickles if name.endswith(".bin")]
 
 
-def materialise_local(path: str | Path, sha256: dict[str, str], family: str, out_dir: str | Path) -> dict[str, Any]:
+def _recognised(folder: Path, where: str, family: str | None) -> dict[str, Any]:
+    """The manifest's family and recognition of an acquired folder (:func:`recognise_folder`); a multimodal
+    wrapper's folder becomes its text model's (:func:`extract_text_model`)."""
+    found = recognise_folder(folder, where, family)
+    out = {"family": found.family, "recognition": found.record()}
+    if found.text_config:
+        out["text_model_of"] = extract_text_model(folder, where)
+    return out
+
+
+#: prefixes of a multimodal wrapper's text-model weights (both of transformers' layouts), and what they are in the
+#: text model's own causal-LM checkpoint; the first that matches a key applies
+TEXT_MODEL_PREFIXES = (
+    ("language_model.model.", "model."),
+    ("model.language_model.", "model."),
+    ("language_model.lm_head.", "lm_head."),
+    ("language_model.", "model."),
+)
+
+
+def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
+    """Make the acquired folder of a multimodal wrapper (a vision-language model whose ``config.json`` holds a
+    ``text_config``) its text model's: ``config.json`` becomes the ``text_config`` (``architectures``: the text
+    model_type's causal LM), ``model.safetensors`` the text model's tensors (:data:`TEXT_MODEL_PREFIXES`, renamed;
+    the vision tower and projector are left out). What the manifest records: the wrapper's architecture, the sha256
+    of its config and weight files, the number of tensors kept and left out."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    config = json.loads((folder / "config.json").read_text())
+    text = dict(config["text_config"])
+    weights = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
+    kept: dict[str, torch.Tensor] = {}
+    left_out = 0
+    for path in weights:
+        with safe_open(path, "pt") as fh:
+            for key in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
+                match = next(((old, new) for old, new in TEXT_MODEL_PREFIXES if key.startswith(old)), None)
+                if match is None:
+                    left_out += 1
+                    continue
+                kept[match[1] + key[len(match[0]) :]] = fh.get_tensor(key)
+    if not kept:
+        raise AcquisitionError(
+            f"{where}: a multimodal wrapper whose safetensors hold no text-model weights (no key starts with any of "
+            f"{[old for old, _ in TEXT_MODEL_PREFIXES]})"
+        )
+    for path in [*weights, index]:
+        path.unlink(missing_ok=True)
+    save_file(kept, folder / "model.safetensors", {"format": "pt"})
+    model_type = text.get("model_type")
+    architecture = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) or MODEL_MAPPING_NAMES.get(model_type)
+    (folder / "config.json").write_text(json.dumps({**text, "architectures": [architecture]}, indent=2))
+    return {
+        "architectures": config.get("architectures"),
+        "model_type": config.get("model_type"),
+        "sha256": originals,
+        "tensors_kept": len(kept),
+        "tensors_left_out": left_out,
+    }
+
+
+def materialise_local(
+    path: str | Path, sha256: dict[str, str], family: str | None, out_dir: str | Path, allow_pickle: bool = False
+) -> dict[str, Any]:
     """Copy a model folder on this machine (a relative path counts from the working directory), verified like a
-    package's (:func:`_copy_model_folder`)."""
+    package's (:func:`_copy_model_folder`; pickle weights only with ``allow_pickle``, converted to safetensors);
+    its family recognised from its config.json."""
     src = Path(path).expanduser().resolve()
     if not src.is_dir():
         raise AcquisitionError(f"local model folder {src} does not exist")
-    _copy_model_folder(src, Path(out_dir), sha256, f"local folder {src}")
-    return write_manifest(Path(out_dir), {"source": "local", "family": family, "path": str(src)})
+    out, where = Path(out_dir), f"local folder {src}"
+    pickles = _copy_model_folder(src, out, sha256, where, allow_pickle)
+    recognise_folder(out, where, family)  # a refused model is refused before its weights are read
+    converted = convert_pickle(out, pickles, where)
+    return write_manifest(out, {"source": "local", **_recognised(out, where, family), "path": str(src), **converted})
 
 
 def materialise_package(
-    package: str, subdir: str, sha256: dict[str, str], family: str, out_dir: str | Path
+    package: str, subdir: str, sha256: dict[str, str], family: str | None, out_dir: str | Path
 ) -> dict[str, Any]:
     """Copy a model bundled in an installed package (its code is never run), after verifying the pinned sha256 of
     every file the model is loaded from: weights, ``config.json`` and each tokenizer file; a file without a pin,
@@ -146,10 +298,11 @@ def materialise_package(
         version = importlib.metadata.version(package.split(".")[0])
     except importlib.metadata.PackageNotFoundError:
         version = None
-    return write_manifest(out, {"source": "package", "family": family, "package": package, "package_version": version})
+    found = _recognised(out, f"package {package}", family)
+    return write_manifest(out, {"source": "package", **found, "package": package, "package_version": version})
 
 
-def materialise_hub(source: dict[str, Any], family: str, out_dir: str | Path, key: str) -> dict[str, Any]:
+def materialise_hub(source: dict[str, Any], family: str | None, out_dir: str | Path, key: str) -> dict[str, Any]:
     """Download a hub snapshot (safetensors, configs, tokenizer) at its revision into ``out_dir``, every file checked
     against the hash the hub announced and the config's pins (:mod:`san.models.hub`); the manifest records the
     repository, revision, resolved commit and the sha256 of every file. ``key`` is the source's config path, named
@@ -159,9 +312,51 @@ def materialise_hub(source: dict[str, Any], family: str, out_dir: str | Path, ke
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     record = fetch(source, key, out)
-    hashes = hash_folder(out)
-    verify_hashes(hashes, source.get("sha256"), f"hub {record['repo_id']}@{record['commit']}")
-    return write_manifest(out, {"source": "hub", "family": family, **record})
+    where = f"hub {record['repo_id']}@{record['commit']}"
+    verify_hashes(hash_folder(out), source.get("sha256"), where)  # the downloaded files, before any conversion
+    recognise_folder(out, where, family)  # a refused model is refused before its weights are read
+    record.update(convert_pickle(out, record.pop("pickle_files", []), where))
+    found = _recognised(out, where, family)
+    return write_manifest(out, {"source": "hub", **found, **record})
+
+
+def convert_pickle(folder: Path, names: list[str], where: str) -> dict[str, Any]:
+    """Convert the pickle checkpoint files ``names`` of ``folder`` (``pytorch_model*.bin``, fetched only for an
+    entry with ``allow_pickle: true``) into safetensors files of the same tensors and remove them: the pickles are
+    read with ``torch.load(weights_only=True)`` (tensors and plain containers only, no code), every later load
+    reads the safetensors. What the manifest records: the pickles' sha256 and the conversion."""
+    if not names:
+        return {}
+    from safetensors.torch import save_file
+
+    hashes, converted = {}, {}
+    for name in names:
+        path = folder / name
+        hashes[name] = sha256_file(path)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure of an untrusted file
+            raise AcquisitionError(f"{where}: {name} is not a loadable tensor checkpoint ({exc})") from exc
+        if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+            raise AcquisitionError(f"{where}: {name} does not hold a mapping of names to tensors")
+        target = name.replace("pytorch_model", "model").removesuffix(".bin") + ".safetensors"
+        save_file({k: v.detach().clone().contiguous() for k, v in state.items()}, folder / target, {"format": "pt"})
+        converted[name] = target
+        path.unlink()
+    index = folder / "pytorch_model.bin.index.json"
+    if index.is_file():
+        data = json.loads(index.read_text())
+        data["weight_map"] = {k: converted.get(v, v) for k, v in data.get("weight_map", {}).items()}
+        (folder / "model.safetensors.index.json").write_text(json.dumps(data, indent=2))
+        hashes[index.name] = sha256_file(index)
+        index.unlink()
+    return {
+        "pickle_sha256": hashes,
+        "converted_from_pickle": (
+            f"safetensors written from the pickle checkpoint {sorted(converted)} by the acquisition job "
+            "(allow_pickle: true; torch.load with weights_only=True)"
+        ),
+    }
 
 
 def distribution_file(distribution: str, file: str) -> Path:
@@ -216,7 +411,7 @@ def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, 
     return names
 
 
-def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str | Path) -> dict[str, Any]:
+def materialise_package_parts(source: dict[str, Any], family: str | None, out_dir: str | Path) -> dict[str, Any]:
     """Reassemble a model from files of installed distributions (``source['parts']``, concatenated in order) and
     verify every file the model is loaded from against its pin before anything is loaded: a zip archive's model
     folder (``format: zip``, ``folder``), or one GGUF file (``format: gguf``, ``file_name``) that is then dequantised
@@ -251,12 +446,21 @@ def materialise_package_parts(source: dict[str, Any], family: str, out_dir: str 
         )
     else:
         raise AcquisitionError(f"{where}: unknown format {source['format']!r}; expected zip or gguf")
-    manifest["check"] = sanity_check(out, family, source.get("check"), lm)
+    manifest.update(_recognised(out, where, family))
+    manifest["check"] = sanity_check(out, manifest["family"], source.get("check"), lm)
     return write_manifest(out, manifest)
 
 
-def _materialise(name: str, family: str, weights: str, source: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+def _materialise(
+    name: str, family: str | None, weights: str, source: dict[str, Any] | None, out_dir: Path, pretrained: Path | None
+) -> dict[str, Any]:
+    if source is None:
+        raise AcquisitionError(f"model {name!r} has no {weights} weights (models.{name}.{weights} is null)")
     if weights == "init":
+        if "config" not in source:  # the architecture of the pretrained weights' config.json
+            if pretrained is None:
+                raise AcquisitionError(f"model {name!r}: init without init.config needs the pretrained folder")
+            return materialise_init_from(pretrained, int(source.get("seed", 0)), out_dir)
         return materialise_init(family, source["config"], int(source.get("seed", 0)), out_dir)
     kind = source["source"]
     if kind == "package_parts":  # runs its check itself, on the LM it has loaded already
@@ -266,24 +470,38 @@ def _materialise(name: str, family: str, weights: str, source: dict[str, Any], o
             source["package"], source.get("subdir", "model"), source["sha256"], family, out_dir
         )
     elif kind == "local":
-        manifest = materialise_local(source["path"], source["sha256"], family, out_dir)
+        manifest = materialise_local(
+            source["path"], source["sha256"], family, out_dir, bool(source.get("allow_pickle"))
+        )
     elif kind == "hub":
         manifest = materialise_hub(source, family, out_dir, f"models.{name}.{weights}")
     else:
         raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
     if source.get("check"):  # the check only reads the folder: its recorded hashes stand
-        manifest = save_manifest(out_dir, {**manifest, "check": sanity_check(out_dir, family, source["check"])})
+        check = sanity_check(out_dir, manifest["family"], source["check"])
+        manifest = save_manifest(out_dir, {**manifest, "check": check})
     return manifest
 
 
-def materialise(name: str, family: str, weights: str, source: dict[str, Any], out_dir: str | Path) -> dict[str, Any]:
-    """Materialise weights ``weights`` (``init`` or ``pretrained``) of model ``name`` from its config entry. The
-    folder is built beside ``out_dir`` and moved into place only when complete (a failure leaves no folder)."""
+def materialise(
+    name: str,
+    family: str | None,
+    weights: str,
+    source: dict[str, Any],
+    out_dir: str | Path,
+    pretrained: str | Path | None = None,
+) -> dict[str, Any]:
+    """Materialise weights ``weights`` (``init`` or ``pretrained``) of model ``name`` from its config entry
+    (``family``: the configured family, or None to recognise it from the model's config.json; ``pretrained``: the
+    acquired pretrained folder, whose architecture an ``init`` without ``config`` initialises). The folder is built
+    beside ``out_dir`` and moved into place only when complete (a failure, an unsupported architecture included,
+    leaves no folder)."""
     out = Path(out_dir)
     staging = out.with_name(f".{out.name}.partial")
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        manifest = _materialise(name, family, weights, source, staging)
+        origin = None if pretrained is None else Path(pretrained)
+        manifest = _materialise(name, family, weights, source, staging, origin)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -319,17 +537,13 @@ def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None
 def load_model(folder: str | Path, family: str, dtype: torch.dtype = torch.float64) -> PreTrainedModel:
     """Load a materialised model in eval mode with eager attention (attention matrices are returned).
 
-    The folder's files must match its manifest (:func:`verify_folder`), its ``model_type`` must match ``family``,
-    weights come from safetensors only and must fill exactly the model's parameters.
+    The folder's files must match its manifest (:func:`verify_folder`), its config.json must be of ``family``
+    (:func:`recognise_folder`), weights come from safetensors only and must fill exactly the model's parameters.
     """
     folder = Path(folder)
     verify_folder(folder)
-    entry = family_entry(family)
-    config_cls, model_cls = entry.config_cls, entry.model_cls
-    with (folder / "config.json").open() as fh:
-        model_type = json.load(fh).get("model_type")
-    if model_type != config_cls.model_type:
-        raise ValueError(f"{folder}/config.json has model_type {model_type!r}, but the config says family {family!r}")
+    found = recognise_folder(folder, str(folder), family)
+    model_cls = family_entry(family).model_cls_for(found.model_type)
     model, info = model_cls.from_pretrained(
         folder,
         attn_implementation="eager",

@@ -4,6 +4,7 @@ a paraphrase closer to the anchor than an unrelated sentence. The result goes in
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +45,18 @@ def sanity_check(folder: Path, family: str, check: dict[str, Any] | None, lm: Pr
     if not check or check.get("kind", "none") == "none":
         return {"kind": "none"}
     entry = family_entry(family)
+    model_type = json.loads((folder / "config.json").read_text()).get("model_type")
     tokenizer = AutoTokenizer.from_pretrained(folder)
     if check["kind"] == "continuation":
         if lm is None:
-            if entry.lm_cls is None:
+            lm_cls = entry.lm_cls_for(model_type)
+            if lm_cls is None:
                 raise AcquisitionError(f"family {family!r} has no causal LM: use check kind 'paraphrase' or 'none'")
-            lm = entry.lm_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
+            lm = lm_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
         result = {"kind": "continuation", **continuation_check(lm, tokenizer, check)}
     elif check["kind"] == "paraphrase":
-        model = entry.model_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
+        model_cls = entry.model_cls_for(model_type)
+        model = model_cls.from_pretrained(folder, dtype=torch.float32, use_safetensors=True).eval()
         result = paraphrase_check(model, tokenizer)
     else:
         raise AcquisitionError(f"unknown sanity check {check['kind']!r}; expected continuation, paraphrase or none")

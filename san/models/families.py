@@ -42,6 +42,24 @@ class Family:
     def lm_cls(self) -> type[PreTrainedModel] | None:
         return None if self.row.lm_class is None else _transformers_class(self.row.lm_class)
 
+    def model_cls_for(self, model_type: str | None) -> type[PreTrainedModel]:
+        """The base-model class of a checkpoint of ``model_type`` recognised as this family: the row's own class
+        for its config class's ``model_type``, else transformers' base model of that ``model_type`` (a class whose
+        blocks compute this family's block, e.g. OLMo's for the Llama family)."""
+        if model_type is None or model_type == self.config_cls.model_type:
+            return self.model_cls
+        from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+        return _transformers_class(MODEL_MAPPING_NAMES[model_type])
+
+    def lm_cls_for(self, model_type: str | None) -> type[PreTrainedModel] | None:
+        """The causal-LM class of a checkpoint of ``model_type`` recognised as this family (None: an encoder)."""
+        if self.lm_cls is None or model_type is None or model_type == self.config_cls.model_type:
+            return self.lm_cls
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        return _transformers_class(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type])
+
     def layers(self, model: nn.Module) -> Sequence[nn.Module]:
         """The blocks of ``model`` whose outputs are the residual stream, in order."""
         return operator.attrgetter(self.row.blocks)(model)

@@ -184,3 +184,19 @@ def load_tokenizer(folder: str | Path):
     from transformers import AutoTokenizer  # imports torch
 
     return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+
+
+def recorded_family(folders: list[str | Path] | tuple[str | Path, ...]) -> tuple[str, dict[str, Any]]:
+    """The family of a model and how it was recognised, as the manifests of its weight folders record them (the
+    acquisition job recognised it from the model's config.json, :mod:`san.models.recognise`); every weight set of
+    one model must be of one family. The analysis jobs read the family here, never from the config."""
+    found = {}
+    for folder in folders:
+        manifest = read_manifest(folder)
+        if "family" not in manifest:
+            raise AcquisitionError(f"{folder}/{MANIFEST} records no family: rerun its acquire_model job")
+        found[str(folder)] = (manifest["family"], manifest.get("recognition") or {"family": manifest["family"]})
+    families = {family for family, _ in found.values()}
+    if len(families) != 1:
+        raise AcquisitionError(f"the weight folders of one model are of different families: {found}")
+    return next(iter(found.values()))

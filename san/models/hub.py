@@ -32,6 +32,8 @@ from san.models.folders import MANIFEST, AcquisitionError, read_manifest, sha256
 
 #: files of a model repository that the model folder is built from (top level only)
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
+#: pickle checkpoints, fetched only for an entry with ``allow_pickle: true`` and a repository without safetensors
+PICKLE_PATTERNS = ["pytorch_model*.bin", "pytorch_model.bin.index.json"]
 #: files taken from a separate tokenizer repository
 TOKENIZER_PATTERNS = ["tokenizer*", "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt", "*.model"]
 #: every file in a subfolder (``fnmatch``'s ``*`` crosses ``/``): never downloaded
@@ -179,10 +181,22 @@ def fetch(source: dict[str, Any], key: str, out: Path) -> dict[str, Any]:
     records about where they came from (repository, revision, resolved commit of each)."""
     repo_id, revision = source["repo_id"], source.get("revision", "main")
     commit, folder = snapshot(repo_id, revision, source.get("commit"), HUB_PATTERNS, f"{key}.")
-    if not (folder / "model.safetensors").is_file():
-        raise AcquisitionError(f"hub {repo_id}@{commit} has no model.safetensors (only safetensors are loaded)")
-    record = {"repo_id": repo_id, "revision": revision, "commit": commit}
+    record: dict[str, Any] = {"repo_id": repo_id, "revision": revision, "commit": commit}
+    safetensors = (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file()
     record["files"] = copy_verified(folder, out, HUB_PATTERNS, f"hub {repo_id}@{commit}")
+    if not safetensors:
+        if not source.get("allow_pickle"):
+            raise AcquisitionError(
+                f"hub {repo_id}@{commit} has no safetensors weights (model.safetensors or a sharded "
+                f"model.safetensors.index.json): a pickle checkpoint (pytorch_model.bin) is loaded only when the entry "
+                f"opts in with {key}.allow_pickle: true"
+            )
+        _, folder = snapshot(repo_id, commit, commit, PICKLE_PATTERNS, f"{key}.")
+        pickles = copy_verified(folder, out, PICKLE_PATTERNS, f"hub {repo_id}@{commit}")
+        if not any(name.endswith(".bin") for name in pickles):
+            raise AcquisitionError(f"hub {repo_id}@{commit} has neither safetensors nor pickle (.bin) weights")
+        record["files"] += pickles
+        record["pickle_files"] = sorted(n for n in pickles if n.endswith(".bin"))
     tok_repo = source.get("tokenizer_repo_id")
     if tok_repo:
         tok_rev = source.get("tokenizer_revision", "main")

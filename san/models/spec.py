@@ -4,9 +4,11 @@ torch (the workflow reads it while it parses the rules).
 A row names the family's transformers classes (by name: the registry :mod:`san.models.families` imports them on
 first use), the keys of its architecture config (layers, heads, width, longest input), where its blocks are, how its
 variants are made (``ablation``: a name that :mod:`san.models.ablations` looks up, so this table never imports the
-ablation code) and which checkpoint weights belong to a head the base model does not load. Adding a family is one
-row here plus its ablation code (and its variants' test in tests/unit/test_families.py, which recomputes every
-variant from the weights). No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
+ablation code), which checkpoint weights belong to a head the base model does not load, and which
+``architectures`` and ``model_types`` of a model's config.json it accepts (:mod:`san.models.recognise` recognises a
+model's family from them when its config entry names none). Adding a family is one row here plus its ablation
+code (and its variants' test in tests/unit/test_families.py, which recomputes every variant from the weights).
+No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
 
 The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
 position bias), the pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama, Qwen2, Qwen3 with
@@ -89,6 +91,14 @@ class FamilyRow:
     #: whether ``model.embeddings(input_ids=...)`` gives the embedded prose that the theory and propagation
     #: experiments feed to their own blocks (word + position + token-type embeddings, then LayerNorm)
     prose_embeddings: bool = False
+    #: class names of ``architectures[0]`` in a model's config.json recognised as this family
+    #: (:mod:`san.models.recognise`): the family's own classes, and any class whose blocks compute the family's
+    #: block with the same module names (OLMo's ``OlmoForCausalLM``: a Llama block with parameter-free LayerNorms;
+    #: XLM-RoBERTa's classes: RoBERTa's blocks), loaded by transformers' auto classes for its own ``model_type``
+    architectures: tuple[str, ...] = ()
+    #: ``model_type`` values of config.json recognised as this family when ``architectures[0]`` names no family's
+    #: class (a fine-tuned head, e.g. ``BertForSequenceClassification``, falls back to ``bert``)
+    model_types: tuple[str, ...] = ()
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -109,85 +119,103 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     "bert": FamilyRow(
         "models/bert/configuration_bert.py", "BertConfig", "BertModel", **_ENCODER,
         position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("cls.",),
-        prose_embeddings=True,
+        prose_embeddings=True, architectures=("BertModel", "BertForMaskedLM", "BertForPreTraining"),
+        model_types=("bert",),
     ),
     "albert": FamilyRow(
         "models/albert/configuration_albert.py", "AlbertConfig", "AlbertModel", **_ENCODER,
         position_key="max_position_embeddings", ablation="albert", blocks="encoder.albert_layer_groups",
         head_prefixes=("predictions.", "sop_classifier."),
+        architectures=("AlbertModel", "AlbertForMaskedLM", "AlbertForPreTraining"), model_types=("albert",),
     ),
     "xlnet": FamilyRow(
         "models/xlnet/configuration_xlnet.py", "XLNetConfig", "XLNetModel", "n_layer", "n_head", "d_model", None,
         ablation="xlnet", blocks="layer", head_prefixes=("lm_loss.",), tokens_first=True,
-        forward_kwargs={"use_mems": False},
+        forward_kwargs={"use_mems": False}, architectures=("XLNetModel", "XLNetLMHeadModel"),
+        model_types=("xlnet",),
     ),
     "roberta": FamilyRow(
         "models/roberta/configuration_roberta.py", "RobertaConfig", "RobertaModel", **_ENCODER,
         position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("lm_head.",),
         position_offset=2,
+        architectures=("RobertaModel", "RobertaForMaskedLM", "XLMRobertaModel", "XLMRobertaForMaskedLM"),
+        model_types=("roberta", "xlm-roberta"),
     ),
     "mpnet": FamilyRow(
         "models/mpnet/configuration_mpnet.py", "MPNetConfig", "MPNetModel", **_ENCODER,
         position_key="max_position_embeddings", ablation="mpnet", blocks="encoder.layer", head_prefixes=("lm_head.",),
-        position_offset=2,
+        position_offset=2, architectures=("MPNetModel", "MPNetForMaskedLM"), model_types=("mpnet",),
     ),
     "gpt2": FamilyRow(
         "models/gpt2/configuration_gpt2.py", "GPT2Config", "GPT2Model", "n_layer", "n_head", "n_embd", "n_positions",
         ablation="gpt2", blocks="h", head_prefixes=("lm_head.",), causal=True,
         pre_norm_parts=("ln_1", "attn", None, "ln_2", "mlp", None), lm_class="GPT2LMHeadModel", final_norm="ln_f",
+        architectures=("GPT2Model", "GPT2LMHeadModel"), model_types=("gpt2",),
     ),
     "llama": FamilyRow(
         "models/llama/configuration_llama.py", "LlamaConfig", "LlamaModel", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="LlamaForCausalLM", final_norm="norm",
+        architectures=("LlamaModel", "LlamaForCausalLM", "OlmoModel", "OlmoForCausalLM"),
+        model_types=("llama", "olmo"),
     ),
     "gemma3": FamilyRow(
         "models/gemma3/configuration_gemma3.py", "Gemma3TextConfig", "Gemma3TextModel", **_DECODER,
         ablation="pre_norm", blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma3ForCausalLM",
-        final_norm="norm",
+        final_norm="norm", architectures=("Gemma3TextModel", "Gemma3ForCausalLM"), model_types=("gemma3_text",),
     ),
     "qwen2": FamilyRow(
         "models/qwen2/configuration_qwen2.py", "Qwen2Config", "Qwen2Model", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Qwen2ForCausalLM", final_norm="norm",
+        architectures=("Qwen2Model", "Qwen2ForCausalLM"), model_types=("qwen2",),
     ),
     "qwen3": FamilyRow(
         "models/qwen3/configuration_qwen3.py", "Qwen3Config", "Qwen3Model", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Qwen3ForCausalLM", final_norm="norm",
+        architectures=("Qwen3Model", "Qwen3ForCausalLM"), model_types=("qwen3",),
     ),
     "mistral": FamilyRow(
         "models/mistral/configuration_mistral.py", "MistralConfig", "MistralModel", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="MistralForCausalLM", final_norm="norm",
+        architectures=("MistralModel", "MistralForCausalLM"), model_types=("mistral",),
     ),
     "phi3": FamilyRow(
         "models/phi3/configuration_phi3.py", "Phi3Config", "Phi3Model", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Phi3ForCausalLM", final_norm="norm",
+        architectures=("Phi3Model", "Phi3ForCausalLM"), model_types=("phi3",),
     ),
     "gemma2": FamilyRow(
         "models/gemma2/configuration_gemma2.py", "Gemma2Config", "Gemma2Model", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma2ForCausalLM", final_norm="norm",
+        architectures=("Gemma2Model", "Gemma2ForCausalLM"), model_types=("gemma2",),
     ),
     "olmo2": FamilyRow(
         "models/olmo2/configuration_olmo2.py", "Olmo2Config", "Olmo2Model", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_OLMO2_PARTS, lm_class="Olmo2ForCausalLM", final_norm="norm",
+        architectures=("Olmo2Model", "Olmo2ForCausalLM"), model_types=("olmo2",),
     ),
     "gpt_neox": FamilyRow(
         "models/gpt_neox/configuration_gpt_neox.py", "GPTNeoXConfig", "GPTNeoXModel",
         **{**_DECODER, "head_prefixes": ("embed_out.", "lm_head.")}, ablation="pre_norm", blocks="layers",
         pre_norm_parts=_NEOX_PARTS, lm_class="GPTNeoXForCausalLM", final_norm="final_layer_norm",
         parallel_residual="use_parallel_residual",
+        architectures=("GPTNeoXModel", "GPTNeoXForCausalLM"), model_types=("gpt_neox",),
     ),
     "phi": FamilyRow(
         "models/phi/configuration_phi.py", "PhiConfig", "PhiModel", **_DECODER, ablation="pre_norm", blocks="layers",
         pre_norm_parts=_PHI_PARTS, lm_class="PhiForCausalLM", final_norm="final_layernorm", parallel_residual=True,
+        architectures=("PhiModel", "PhiForCausalLM"), model_types=("phi",),
     ),
     "granite": FamilyRow(
         "models/granite/configuration_granite.py", "GraniteConfig", "GraniteModel", **_DECODER, ablation="pre_norm",
         blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="GraniteForCausalLM", final_norm="norm",
         branch_multiplier="residual_multiplier",
+        architectures=("GraniteModel", "GraniteForCausalLM"), model_types=("granite",),
     ),
     "modernbert": FamilyRow(
         "models/modernbert/configuration_modernbert.py", "ModernBertConfig", "ModernBertModel", **_ENCODER,
         position_key="max_position_embeddings", ablation="pre_norm", blocks="layers",
         head_prefixes=("head.", "decoder."), pre_norm_parts=_MODERNBERT_PARTS, final_norm="final_norm",
+        architectures=("ModernBertModel", "ModernBertForMaskedLM"), model_types=("modernbert",),
     ),
 }  # fmt: skip
 
@@ -349,15 +377,61 @@ def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
         raise ConfigError(f"config key '{where}': {width_key} {width} is not divisible by {heads_key} {heads}")
 
 
+def init_entry(spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``init`` weights' entry of model entry ``spec``: as configured; ``{"seed": 0}`` (a random
+    initialisation of the pretrained weights' config.json architecture) when the entry has no ``init``; None for
+    ``init: null`` (no init weights)."""
+    if "init" not in spec:
+        return {"seed": 0}
+    return None if spec["init"] is None else dict(spec["init"])
+
+
+def weight_sets(spec: Mapping[str, Any]) -> list[str]:
+    """The weight sets of model entry ``spec``, in :data:`WEIGHT_ORDER`: ``init`` unless ``init: null``,
+    ``pretrained`` when a source is given."""
+    return (["init"] if init_entry(spec) is not None else []) + (["pretrained"] if spec.get("pretrained") else [])
+
+
+#: the weight sets, in the order every result lists them
+WEIGHT_ORDER = ("init", "pretrained")
+
+
+def explicit_architecture(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(family, init.config)`` of an entry whose architecture the config states (known while the workflow parses
+    its rules); None for an entry whose architecture is its pretrained weights' config.json (known only after
+    acquisition)."""
+    init = init_entry(spec)
+    if spec.get("family") is None or init is None or "config" not in init:
+        return None
+    return spec["family"], init["config"]
+
+
 def check_models(config: dict[str, Any]) -> None:
-    """Cross-checks of the ``models`` section against ``text``: every architecture is valid for its family
-    (:func:`check_architecture`) and has position embeddings for ``text.seq_len`` tokens, and only causal decoder
-    families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key."""
+    """Cross-checks of the ``models`` section against ``text``: an entry has weights to analyse; an explicit
+    architecture names its family, is valid for it (:func:`check_architecture`) and has position embeddings for
+    ``text.seq_len`` tokens; an init without architecture has pretrained weights to take it from; only causal
+    decoder families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key. (An entry
+    without ``family`` is recognised from its config.json by its acquisition job, the first job of the model.)"""
     text = config.get("text", {})
     for name, spec in config.get("models", {}).items():
-        arch = spec.get("init", {}).get("config", {})
-        check_architecture(name, spec["family"], arch)
-        _check_positions(name, spec["family"], arch, text.get("seq_len"))
+        init = init_entry(spec)
+        if init is None and not spec.get("pretrained"):
+            raise ConfigError(f"config key 'models.{name}': init is null and there is no pretrained source: no weights")
+        if init is not None and "config" in init and spec.get("family") is None:
+            raise ConfigError(
+                f"config key 'models.{name}.init.config': an explicit architecture needs 'models.{name}.family' "
+                f"(the transformers config class its keys belong to; one of {list(FAMILIES)})"
+            )
+        if init is not None and "config" not in init and not spec.get("pretrained"):
+            raise ConfigError(
+                f"config key 'models.{name}.init': without 'config', the init weights are a random initialisation of "
+                f"the pretrained weights' architecture, but 'models.{name}.pretrained' gives no source; give "
+                f"'models.{name}.init.config' and 'models.{name}.family'"
+            )
+        explicit = explicit_architecture(spec)
+        if explicit is not None:
+            check_architecture(name, *explicit)
+            _check_positions(name, *explicit, text.get("seq_len"))
         _check_decoder_only(name, spec)
 
 
@@ -374,11 +448,15 @@ def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any)
 
 
 def _check_decoder_only(name: str, spec: dict[str, Any]) -> None:
-    """A continuation check or GGUF weights (decoder-only) need a causal family."""
+    """A continuation check or GGUF weights (decoder-only) need a causal family; GGUF weights a given family (the
+    dequantisation loads the file as that family's causal LM before any config.json exists)."""
     pretrained = spec.get("pretrained") or {}
     check = (pretrained.get("check") or {}).get("kind")
-    decoder_only = check == "continuation" or pretrained.get("format") == "gguf"
-    if decoder_only and spec["family"] not in CAUSAL:
+    gguf = pretrained.get("format") == "gguf"
+    if gguf and spec.get("family") is None:
+        raise ConfigError(f"config key 'models.{name}.family': GGUF weights need the family given (a causal decoder)")
+    decoder_only = check == "continuation" or gguf
+    if decoder_only and spec.get("family") is not None and spec["family"] not in CAUSAL:
         what = "check kind 'continuation'" if check == "continuation" else "GGUF weights"
         raise ConfigError(
             f"config key 'models.{name}.pretrained': {what} need a causal decoder family "

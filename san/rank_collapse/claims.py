@@ -13,8 +13,8 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.models.spec import PURE_ATTENTION, WITH_SKIP
-from san.rank_collapse.spec import METRICS
+from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
+from san.rank_collapse.spec import METRICS, result_family
 
 
 def _f(x: float) -> float:
@@ -232,12 +232,14 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", and the path products.
 
     ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
-    ``attention_product_models``, ``causal`` (one rule for causal decoders in every verdict) and ``thresholds``
-    (config ``report``)."""
+    ``attention_product_models`` and ``thresholds`` (config ``report``); the causal decoders (one rule for them in
+    every verdict) are the results whose recorded family is causal."""
     from san.core.storage import read_netcdf
 
-    t, causal = params["thresholds"], tuple(params["causal"])
+    t = params["thresholds"]
     results = dict(zip(params["models"], map(read_netcdf, inputs["rank_collapse"]), strict=True))
+    # the causal decoders, by the family each result records (as recognised when its weights were acquired)
+    causal = tuple(m for m, ds in results.items() if result_family(ds.attrs) in CAUSAL)
     pretrained = any("pretrained" in ds["weights"] for ds in results.values())
     products = dict(
         zip(params["attention_product_models"], map(read_netcdf, inputs["attention_products"]), strict=True)

@@ -10,7 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import FAMILY_TABLE, VARIANTS, arch_value, check_models, depth_and_heads
+from san.models.spec import (
+    FAMILY_TABLE,
+    VARIANTS,
+    arch_value,
+    check_models,
+    depth_and_heads,
+    explicit_architecture,
+    weight_sets,
+)
 
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
 #: exponentially, and only float64 resolves them below float32's resolution (~1e-7, down to ~1e-16); the variants
@@ -52,7 +60,8 @@ def model_cost(family: str, arch: dict[str, Any], weight_sets: int, dtypes: dict
 def model_priorities(config: dict[str, Any]) -> dict[str, float]:
     """Scheduling priority of each analysed model's jobs, in (0, 1): below the path-effectiveness chains (priority
     >= 1), above every other job (0). Models rank by :func:`model_cost`, the costliest first, so the longest
-    rank-collapse jobs do not end alone; acquiring pretrained weights (a GGUF dequantisation takes minutes) ranks
+    rank-collapse jobs do not end alone (a model whose architecture is its downloaded config.json ranks first);
+    acquiring pretrained weights (a GGUF dequantisation takes minutes) ranks
     above every analysis, in (0.5, 1)."""
     settings = config.get("rank_collapse", {})
     names = list(settings.get("models", []))
@@ -60,12 +69,24 @@ def model_priorities(config: dict[str, Any]) -> dict[str, float]:
 
     def cost(name: str) -> float:
         spec = config["models"][name]
+        explicit = explicit_architecture(spec)
+        if explicit is None:  # the architecture of downloaded weights, known only after acquisition: first
+            return float("inf")
         dtypes = variant_dtypes(spec.get("dtype", settings.get("dtype", VARIANT_DTYPES)), variants)
-        sets = 1 + bool(spec.get("pretrained"))
-        return model_cost(spec["family"], spec.get("init", {}).get("config", {}), sets, dtypes)
+        sets = len(weight_sets(spec))
+        return model_cost(*explicit, sets, dtypes)
 
     order = sorted(names, key=cost)
     return {name: (rank + 1) / (2 * (len(order) + 1)) for rank, name in enumerate(order)}
+
+
+def result_family(attrs: dict[str, Any]) -> str:
+    """The family a rank-collapse or path-products result file records (its ``config`` attribute): the family the
+    acquisition job recognised from the model's config.json, which the summary reads instead of the config (an entry
+    may name no family)."""
+    import json
+
+    return json.loads(attrs["config"])["family"]
 
 
 #: the three measures of token uniformity stored per layer (variables of results/rank_collapse/{model}.nc): the

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import PROSE_EMBEDDING_FAMILY
+from san.models.spec import PROSE_EMBEDDING_FAMILY, init_entry
 
 #: input kinds: prose (the rank-collapse experiment's sequences through BERT's init embeddings) and Gaussian tokens
 INPUT_KINDS = ("prose", "gaussian")
@@ -29,10 +29,11 @@ def check_config(config: dict[str, Any]) -> None:
             f"config key 'theory.embedding_model': unknown model {name!r}; define it under 'models' "
             f"(defined: {sorted(models)})"
         )
-    if models[name]["family"] != PROSE_EMBEDDING_FAMILY:
+    if models[name].get("family") != PROSE_EMBEDDING_FAMILY or init_entry(models[name]) is None:
         raise ConfigError(
-            f"config key 'theory.embedding_model': model {name!r} has family {models[name]['family']!r}; "
-            f"expected a {PROSE_EMBEDDING_FAMILY} model (its init embeddings embed the prose)"
+            f"config key 'theory.embedding_model': model {name!r} has family {models[name].get('family')!r} and "
+            f"init {init_entry(models[name])!r}; expected a model with family {PROSE_EMBEDDING_FAMILY!r} given in "
+            "the config and init weights (its init embeddings embed the prose)"
         )
     text, theory = config.get("text", {}), config["theory"]
     for key, available in (("tokens", "seq_len"), ("n_sequences", "n_sequences")):

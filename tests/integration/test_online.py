@@ -1,7 +1,8 @@
 """The paper's online configuration end to end against a local hub (tests/hub_server.py): `snakemake --configfile
 config/paper.yaml` with ``HF_ENDPOINT`` pointing at the fixture, which serves a tiny BERT under paper.yaml's
 repository name and wiki_bio's Parquet conversion; the real rules, huggingface_hub and datasets clients. Then the
-acquisition rule offline from the cache, and with a misspelt repository."""
+acquisition rule offline from the cache, and with a misspelt repository. And a model named by its hub id alone,
+recognised from its config.json."""
 
 import io
 import json
@@ -15,7 +16,7 @@ from san.core.storage import read_netcdf
 from san.models.folders import bundled_model_dir, load_tokenizer
 
 from helpers import copy_workflow, snakemake, tiny_config, write_config
-from hub_repos import PARQUET_BRANCH, WIKI_BIO
+from hub_repos import BY_HUB_ID, PARQUET_BRANCH, WIKI_BIO
 
 MODEL, REPO = "bert-base-cased", "google-bert/bert-base-cased"
 RESULT = f"results/rank_collapse/{MODEL}.nc"
@@ -90,3 +91,28 @@ def test_acquisition_offline_from_the_cache_and_a_misspelt_repository(run, hub_s
     assert proc.returncode != 0 and "no such repository" in log and f"models.{MODEL}.pretrained.repo_id" in log
     folder = wf / f"results/models/{MODEL}"  # no partial folder (Snakemake also removes the emptied parent)
     assert not (wf / target).exists() and (not folder.exists() or not any(folder.iterdir()))
+
+
+def test_a_model_named_by_its_hub_id_alone_builds_rank_collapse(tmp_path, default_config, hub_server):
+    """``models: {m: {pretrained: {source: hub, repo_id, revision}}}``: the acquisition recognises the family
+    from config.json, the init weights are a random initialisation of the same architecture, and every result
+    records the family, how it was recognised and the structural facts."""
+    wf = copy_workflow(tmp_path / "wf")
+    cfg = tiny_config(default_config)
+    cfg["models"]["by-id"] = {"pretrained": {"source": "hub", "repo_id": BY_HUB_ID, "revision": "main"}}
+    cfg["rank_collapse"]["models"] = ["by-id"]
+    write_config(wf, cfg)
+    targets = ["results/rank_collapse/by-id.nc", "results/attention_products/by-id.nc"]
+    snakemake(wf, *targets, "--cores", "2", env=hub_env(hub_server, tmp_path / "hf_home"))
+    commit = hub_server.repos[("model", BY_HUB_ID)].commit("main")
+    ds = read_netcdf(wf / targets[0])
+    assert list(ds["weights"].values) == ["init", "pretrained"] and ds.sizes["layer"] == 4
+    assert np.isfinite(ds["residual_ratio"].values).all()
+    assert json.loads(ds.attrs["config"])["family"] == "llama"
+    recognition = json.loads(ds.attrs["recognition"])
+    assert (recognition["family"], recognition["by"], recognition["model_type"]) == ("llama", "architectures", "olmo")
+    assert recognition["facts"]["kv_heads"] == 2 and recognition["facts"]["norms"] == "pre"
+    manifests = json.loads(ds.attrs["manifests"])
+    assert manifests["pretrained"]["commit"] == commit
+    assert manifests["init"]["architecture_sha256"] == manifests["pretrained"]["sha256"]["config.json"]
+    assert json.loads(read_netcdf(wf / targets[1]).attrs["recognition"])["family"] == "llama"

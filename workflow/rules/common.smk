@@ -11,7 +11,7 @@ from san.core.gpus import visible_gpus
 from san.core.config import load_config_file
 from san.experiments import check_config
 from san.imports import library_inputs
-from san.models.spec import CAUSAL
+from san.models.spec import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import model_priorities
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
@@ -113,20 +113,29 @@ def figures(stem):
 
 # Models of the rank-collapse experiment (and of every experiment that reads its inputs).
 def model_weights(model):
-    """Weight sets of a model: 'init' always, 'pretrained' when the config defines a source for it."""
-    spec = config["models"][model]
-    return ["init"] + (["pretrained"] if spec.get("pretrained") else [])
+    """Weight sets of a model: 'init' unless `init: null`, 'pretrained' when the config defines a source for it."""
+    return weight_sets(config["models"][model])
 
 
 def model_slice(wildcards):
-    """The config slice that determines a model folder: family plus the chosen weights' entry."""
+    """The config slice that determines a model folder: the family (None: recognised from the model's config.json)
+    plus the chosen weights' entry."""
     spec = config["models"][wildcards.model]
     return {
         "name": wildcards.model,
-        "family": spec["family"],
+        "family": spec.get("family"),
         "weights": wildcards.weights,
-        "source": spec["init"] if wildcards.weights == "init" else spec["pretrained"],
+        "source": init_entry(spec) if wildcards.weights == "init" else spec["pretrained"],
     }
+
+
+def init_origin(wildcards):
+    """Input function: the pretrained folder whose config.json architecture the init weights take (an entry
+    without `init.config`), else nothing."""
+    spec = config["models"][wildcards.model]
+    if wildcards.weights == "init" and explicit_architecture(spec) is None:
+        return {"pretrained": f"{RESULTS}/models/{wildcards.model}/pretrained"}
+    return {}
 
 
 def model_settings(section, drop=()):

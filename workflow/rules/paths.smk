@@ -1,7 +1,7 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
 from san.paths.spec import priorities, task_architectures
-from san.models.spec import depth_and_heads
+from san.models.spec import depth_and_heads, explicit_architecture
 
 PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]
@@ -18,13 +18,15 @@ PATHS_PRIORITY = priorities(PATHS_SLICES, PATHS["evaluation"]["n_paths"], PATHS[
 
 # The config slice of one task, the only config a task's jobs see.
 paths_task_slice = lambda wildcards: PATHS_SLICES[wildcards.task]
-# Architectures of the path-length distribution: the paper's list, the configured models, the tasks' SANs.
+# Architectures of the path-length distribution: the paper's list, the configured models whose architecture the
+# config states (not those taken from downloaded weights), the tasks' SANs.
 PATHS_ARCHITECTURES = (
     [{**a, "source": "paper"} for a in PATHS["architectures"]]
     + [
-        dict(zip(("layers", "heads"), depth_and_heads(spec["family"], spec["init"]["config"])), name=name)
+        dict(zip(("layers", "heads"), depth_and_heads(*explicit_architecture(spec))), name=name)
         | {"source": "config model"}
         for name, spec in config["models"].items()
+        if explicit_architecture(spec) is not None
     ]
     + [{**a, "source": "paths task"} for a in task_architectures(PATHS_SLICES)]
 )

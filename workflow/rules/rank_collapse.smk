@@ -28,7 +28,10 @@ rule corpus:
 
 
 rule acquire_model:
-    """Materialise one model's weights (init from config, package-bundled, or a hub snapshot) into a folder."""
+    """Materialise one model's weights (init from config or of the pretrained architecture, package-bundled, a local
+    folder or a hub snapshot) into a folder; the family recognised from its config.json (san.models.recognise)."""
+    input:
+        unpack(init_origin),
     output:
         directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
     log:
@@ -88,7 +91,6 @@ rule rank_collapse:
     resources:
         **model_resources("rank_collapse", gpu=compute_gpu("rank_collapse")),
     params:
-        family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
         settings=model_settings("rank_collapse", drop=("models",)),
         compute=compute_params("rank_collapse"),
@@ -113,7 +115,6 @@ rule attention_products:
     resources:
         **model_resources("attention_products", gpu=compute_gpu("attention_products")),
     params:
-        family=lambda w: config["models"][w.model]["family"],
         weights=lambda w: model_weights(w.model),
         settings=model_settings("attention_products", drop=("models",)),
         batch_size=config["rank_collapse"]["batch_size"],

@@ -33,7 +33,6 @@ rule summary:
     params:
         models=config["rank_collapse"]["models"],
         attention_product_models=ATTENTION_PRODUCT_MODELS,
-        causal=[m for m in config["rank_collapse"]["models"] if config["models"][m]["family"] in CAUSAL],
         tasks=config["paths"]["tasks"],
         thresholds=config["report"],
         theory={k: config["theory"][k] for k in ("float_floor", "limit")},
