@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from _common import ROOT, met, real_paths, write_table
+from _common import ROOT, alternating_ratio, met, ratio_cell, real_paths, write_table
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -310,28 +310,32 @@ def time_products(tcfg: dict, seeds: list[int], tasks: list) -> dict[str, float]
     return {"single": single, "ensemble": ensemble}
 
 
-def time_seed_evaluation(seeds: list[int], tasks: list, eval_cfg: dict, n_inputs: int | None) -> dict[str, float]:
-    """CPU seconds of the path evaluation (the full protocol) of the networks of ``seeds``, each on its own
-    evaluation set: seed by seed (each seed's network alone, :meth:`SAN.member`) and all seeds of the stack in one
-    batched computation (:func:`~san.paths.evaluate.evaluate_path_sets`); the results must be equal."""
+def time_seed_evaluation(seeds: list[int], tasks: list, eval_cfg: dict, n_inputs: int | None) -> dict[str, Any]:
+    """The CPU-time ratio of the path evaluation (the full protocol) of the networks of ``seeds``, each on its own
+    evaluation set, all seeds of the stack in one batched computation (:func:`~san.paths.evaluate.evaluate_path_sets`)
+    against seed by seed (each seed's network alone, :meth:`SAN.member`), in alternating order
+    (:func:`_common.alternating_ratio`: median and range); the results must be equal."""
     model = SAN(tasks[0].model_config, seeds).eval()
     evs = [t.eval if n_inputs is None else _subset(t.eval, n_inputs) for t in tasks]
     cfg, mb = model.cfg, eval_cfg["memory_mb"]
     sets = sample_path_sets(cfg.n_layers, cfg.n_heads, eval_cfg["n_paths"], eval_cfg["n_repeats"], eval_cfg["seed"])
     one = lambda t: None if t is None else t[None]  # noqa: E731
-    t0 = time.process_time()
-    loop = torch.cat(
-        [evaluate_path_sets(model.member(i), e.inputs[None], e.labels[None], one(e.mask), sets, mb) for i, e in
-         enumerate(evs)]
-    )  # fmt: skip
-    loop_s = time.process_time() - t0
     ev = stack_data(evs)
-    t0 = time.process_time()
-    batched = evaluate_path_sets(model, ev.inputs, ev.labels, ev.mask, sets, mb)
-    batched_s = time.process_time() - t0
-    if not torch.equal(loop, batched):
+    out = {}
+
+    def loop():
+        out["loop"] = torch.cat(
+            [evaluate_path_sets(model.member(i), e.inputs[None], e.labels[None], one(e.mask), sets, mb) for i, e in
+             enumerate(evs)]
+        )  # fmt: skip
+
+    def batched():
+        out["batched"] = evaluate_path_sets(model, ev.inputs, ev.labels, ev.mask, sets, mb)
+
+    ratio = alternating_ratio(batched, loop, pairs=3, clock=time.process_time)  # alternating order, CPU time
+    if not torch.equal(out["loop"], out["batched"]):
         raise AssertionError("seed-batched path evaluation differs from the seed-by-seed one")
-    return {"loop_s": loop_s, "batched_s": batched_s, "inputs": len(evs[0])}
+    return {"ratio": ratio, "inputs": len(evs[0])}
 
 
 def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, rounds: int, eval_cfg: dict,
@@ -371,14 +375,12 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
               f" ensemble ~{t['ensemble_step'] * steps_total:.0f} s")  # fmt: skip
         n_inputs = mem_eval if tcfg["task"] == "memorization" else None
         ev = time_seed_evaluation(seeds, seed_task_list, eval_cfg, n_inputs)
-        print(f"     path evaluation ({ev['inputs']} inputs per seed): {n_seeds} seeds one by one"
-              f" {ev['loop_s']:.1f} CPU s,"
-              f" batched over seeds {ev['batched_s']:.1f} CPU s (ratio {ev['batched_s'] / ev['loop_s']:.2f}),"
-              " equal results")  # fmt: skip
+        print(f"     path evaluation ({ev['inputs']} inputs per seed), {n_seeds} seeds batched / one by one, CPU:"
+              f" {ratio_cell(ev['ratio'])} (3 pairs, alternating order), equal results")  # fmt: skip
         rows.append([name, f"{1e3 * t['single_step']:.2f}", f"{1e3 * per_seed:.2f}",
                      f"{per_seed / t['single_step']:.2f}", f"{100 * floor / t['single_step']:.0f}%",
                      f"{100 * floor / per_seed:.0f}%", f"{bound:.2f}",
-                     f"{ev['batched_s'] / ev['loop_s']:.2f}"])  # fmt: skip
+                     ratio_cell(ev["ratio"])])  # fmt: skip
     header = ["task", "one seed: ms/step", f"{n_seeds}-seed ensemble: ms/step per seed", "ratio",
               "floor share, one seed", "floor share, ensemble", "ratio if all but products were free",
               "evaluation batched / seed by seed"]  # fmt: skip
