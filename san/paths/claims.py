@@ -8,7 +8,7 @@ against the input-blind predictor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -80,24 +80,20 @@ def path_decomposition_claims(
     gains = [t["short_share_of_gain"] for t in per_task.values()]
     is_exact = V.every(V.judged(e < exact, int(np.isfinite(e))) for e in errors)
     # a task whose model does not beat the input-blind level has no gain to share: not judged there
-    carry = V.every(V.judged(g > most, int(np.isfinite(g))) for g in gains)
-    return {
-        "short": short,
-        "tolerance": tolerance,
-        "exact": is_exact,
-        "max_reconstruction_error": max(errors) if errors else float("nan"),
-        "most": most,
-        "exact_threshold": exact,
-        "short_carry_most_of_gain": carry,
-        "per_task": per_task,
-        "caption": caption,
-        "verdicts": [
-            V.entry("exact", is_exact, V.REGRESSION,
-                    f"the exact decomposition reconstructs every trained model (error below {exact:g}; an identity)"),
-            V.entry("short_carry_most_of_gain", carry, V.SCIENTIFIC,
-                    f"paths of length <= {short} carry more than {most:.0%} of the gain over the input-blind level"),
-        ],
-    }  # fmt: skip
+    carry = _every_above(gains, most)
+    identity = f"the exact decomposition reconstructs every trained model (error below {exact:g}; an identity)"
+    share = f"paths of length <= {short} carry more than {most:.0%} of the gain over the input-blind level"
+    verdicts = [V.entry("exact", is_exact, V.REGRESSION, identity),
+                V.entry("short_carry_most_of_gain", carry, V.SCIENTIFIC, share)]  # fmt: skip
+    max_error = max(errors) if errors else float("nan")
+    return {"short": short, "tolerance": tolerance, "exact": is_exact, "max_reconstruction_error": max_error,
+            "most": most, "exact_threshold": exact, "short_carry_most_of_gain": carry, "per_task": per_task,
+            "caption": caption, "verdicts": verdicts}  # fmt: skip
+
+
+def _every_above(values: Iterable[float], threshold: float) -> bool | None:
+    """Every value above ``threshold``; a value that is not finite (NaN: nothing measured) is not judged."""
+    return V.every(V.judged(v > threshold, int(np.isfinite(v))) for v in values)
 
 
 def _effectiveness_task(ds: xr.Dataset, short: int) -> dict[str, Any]:
@@ -137,11 +133,9 @@ def path_effectiveness_claims(
         "short_beats_long": {task: t["short_best"] - t["longest"] for task, t in per_task.items()},
         "models_learn": {task: t["full"] - t["chance"] for task, t in per_task.items()},
     }
-    beats = V.every(V.judged(d > margin, int(np.isfinite(d))) for d in differences["short_beats_long"].values())
-    learn = V.every(V.judged(d > margin, int(np.isfinite(d))) for d in differences["models_learn"].values())
-    reach = V.every(
-        V.judged(t["short_share_of_gain"] > most, int(np.isfinite(t["short_share_of_gain"]))) for t in per_task.values()
-    )
+    beats = _every_above(differences["short_beats_long"].values(), margin)
+    learn = _every_above(differences["models_learn"].values(), margin)
+    reach = _every_above((t["short_share_of_gain"] for t in per_task.values()), most)
     caption = "; ".join(
         f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
         f"{t['n_paths']} paths) {t['short_best']:.3f} ({100 * t['short_share_of_gain']:.0f}% of the full model's gain "
