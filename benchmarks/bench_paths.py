@@ -376,7 +376,7 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
         n_inputs = mem_eval if tcfg["task"] == "memorization" else None
         ev = time_seed_evaluation(seeds, seed_task_list, eval_cfg, n_inputs)
         print(f"     path evaluation ({ev['inputs']} inputs per seed), {n_seeds} seeds batched / one by one, CPU:"
-              f" {ratio_cell(ev['ratio'])} (3 pairs, alternating order), equal results")  # fmt: skip
+              f" {ratio_cell(ev['ratio'])}, alternating order, equal results")  # fmt: skip
         rows.append([name, f"{1e3 * t['single_step']:.2f}", f"{1e3 * per_seed:.2f}",
                      f"{per_seed / t['single_step']:.2f}", f"{100 * floor / t['single_step']:.0f}%",
                      f"{100 * floor / per_seed:.0f}%", f"{bound:.2f}",
