@@ -13,7 +13,7 @@ from san.paths import claims as paths
 from san.rank_collapse import claims as rank_collapse
 from san.report.captions import render_captions
 from san.report.claims import propagation_claims, propagation_verdicts
-from san.report.provenance import run_record
+from san.report.provenance import results_config_hash, run_record
 from san.theory import claims as theory
 
 WINGS = (rank_collapse.claims, circle.claims, paths.claims, theory.claims, propagation_claims)
@@ -26,7 +26,9 @@ with job_log(snakemake.log[0]) as log:
     for wing in WINGS:
         claims.update(wing(inputs, params))
     claims["verdicts"] = V.collect(claims, {"propagation": propagation_verdicts(claims["propagation"] or {})})
-    claims["provenance"] = run_record(params["config_hash"])
+    # the run's record names its config by the slices its results were computed from (their ``config``
+    # attributes): a config edit that changes no result (a figure's style) changes no record and reruns no summary
+    claims["provenance"] = run_record(results_config_hash([f for fs in inputs.values() for f in fs]))
     Path(snakemake.output.json).write_text(json.dumps(claims, indent=2, sort_keys=True))
     out_dir = Path(snakemake.output.captions[0]).parent
     written = render_captions(Path(inputs["templates"][0]).parent, out_dir, claims)

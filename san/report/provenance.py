@@ -7,8 +7,9 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from san.core.provenance import git_commit
@@ -27,9 +28,22 @@ def machine() -> str:
     return f"{platform.node() or 'unknown host'} ({platform.machine() or 'unknown'}, {os.cpu_count()} CPUs)"
 
 
+def results_config_hash(files: Iterable[str | Path]) -> str:
+    """:func:`config_hash` of the config slices the run's result files were computed from: the ``config`` attribute
+    of every netCDF file among ``files``, by file name (other files are skipped). Two runs whose results were
+    computed from the same settings share it, whatever else of their configs (figure styles, thresholds) differs."""
+    import netCDF4
+
+    slices = {}
+    for path in sorted({Path(f) for f in files if str(f).endswith(".nc")}):
+        with netCDF4.Dataset(path) as ds:
+            slices[path.as_posix()] = ds.getncattr("config") if "config" in ds.ncattrs() else None
+    return config_hash(slices)
+
+
 def run_record(config_digest: str, now: datetime | None = None) -> dict[str, str]:
     """The record of the run writing now: the checkout's commit (``+dirty`` for local edits), ``config_digest``
-    (:func:`config_hash` of the run's whole config), the UTC date and :func:`machine`."""
+    (:func:`results_config_hash` of the run's results), the UTC date and :func:`machine`."""
     now = now or datetime.now(UTC)
     return {
         "commit": git_commit(),

@@ -246,7 +246,7 @@ def check(work: Path, c: Case, *args: str) -> list[Job]:
 
 # every section of config.yaml that holds settings (the top-level device is a single value)
 SECTIONS = ("text", "models", "rank_collapse", "attention_products", "theory", "propagation", "report", "figures")
-SECTIONS += ("circle", "paths")
+SECTIONS += ("circle", "paths", "compute")
 
 
 def overlay(work: Path, section: str, key: tuple[str, ...] = (), value: Any = None) -> list[str]:
@@ -325,7 +325,7 @@ def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> No
         if head:
             rule = head.group(1)
         elif rule and line.strip().startswith("input:"):
-            declared.setdefault(rule, set()).update(re.findall(r"(?:^|[\s,])(san/[\w/]+\.py)", line))
+            declared.setdefault(rule, set()).update(re.findall(r"(?:^|[\s,])(san/[\w/.-]+)", line))
     scripts = rule_scripts(workflow_copy)
     assert set(scripts) <= set(declared), "every rule with a script is scheduled"
     package = workflow_copy / "san"
@@ -339,6 +339,6 @@ def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> No
 
 def test_tiny_config_shrinks_every_section(default_config: dict) -> None:
     """The tiny config shrinks every experiment section (a new section needs an entry in tests/config/tiny.yaml)."""
-    known = set(yaml.safe_load(TINY.read_text())) | {"device"}
+    known = set(yaml.safe_load(TINY.read_text())) | {"torch_env"}  # a scalar, not an experiment section
     new = set(default_config) - known
     assert not new, f"config sections {sorted(new)} are not shrunk by tests/config/tiny.yaml"

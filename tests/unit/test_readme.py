@@ -279,3 +279,24 @@ def test_a_run_record_names_commit_config_date_and_machine():
     assert line.startswith("<sub>Source run: commit 0123456789ab+dirty, config ") and "2026-01-02 03:04 UTC" in line
     with pytest.raises(KeyError, match="machine"):
         provenance.source_line({k: v for k, v in record.items() if k != "machine"})
+
+
+def test_the_runs_config_hash_is_its_results_settings(tmp_path):
+    """The run record names the settings the results were computed from: the same result configs give the same
+    hash in any order, another result config another hash, and files other than netCDF do not count."""
+    import xarray as xr
+
+    from san.report import provenance
+
+    def result(name, cfg):
+        path = tmp_path / name
+        xr.Dataset(attrs={"config": json.dumps(cfg)}).to_netcdf(path)
+        return path
+
+    a, b = result("a.nc", {"x": 1}), result("b.nc", {"y": 2})
+    other = tmp_path / "table.csv"
+    other.write_text("x\n")
+    digest = provenance.results_config_hash([a, b, other])
+    assert digest == provenance.results_config_hash([str(b), str(a)])
+    result("b.nc", {"y": 3})
+    assert provenance.results_config_hash([a, b]) != digest

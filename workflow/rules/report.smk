@@ -1,7 +1,6 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
-from san.report.provenance import config_hash
 from san.report.readme import TABLES as README_TABLES
 
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
@@ -37,8 +36,6 @@ rule summary:
         thresholds=config["report"],
         theory={k: config["theory"][k] for k in ("float_floor", "limit")},
         sweeps=PROPAGATION_SWEEPS,
-        # the run's record names the whole config by its hash (a number, not a slice: no job depends on it)
-        config_hash=config_hash(config),
     script:
         "../../scripts/summary.py"
 
