@@ -229,6 +229,8 @@ def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
 
 def test_publish_refuses_tables_of_another_run_and_unnamed_benchmarks(tmp_path):
     root = _copy_documents(tmp_path / "repo")
+    manifest = root / readme.MANIFEST
+    before = manifest.read_text() if manifest.exists() else None
     results = _results_with_tables(tmp_path / "results")
     for name in readme.GALLERY:
         _png(results / "figures" / f"{name}.png", width_in=1.0)
@@ -243,7 +245,7 @@ def test_publish_refuses_tables_of_another_run_and_unnamed_benchmarks(tmp_path):
     (bench / "bench_run.md").write_text("| jobs |\n| --- |\n| 3 |\n")
     with pytest.raises(ValueError, match="name no run"):
         readme.publish(results, root, bench)
-    assert not (root / readme.MANIFEST).exists()
+    assert (manifest.read_text() if manifest.exists() else None) == before, "a refused publish writes nothing"
 
 
 def test_the_committed_snapshots_are_what_a_run_published():
