@@ -24,6 +24,12 @@ def _paths(config: dict[str, Any], schemas: Path) -> dict[str, dict[str, Any]]:
     return paths.task_slices(config["paths"], schemas / "paths.schema.yaml")
 
 
+def _report(config: dict[str, Any], schemas: Path) -> None:
+    from san.report.claims import check_config as report_check  # the wings' claims modules (numpy, xarray)
+
+    report_check(config["report"])
+
+
 #: the cross-checks of each experiment's section, run in this order after the schema; each returns what the rules
 #: need from it (or None)
 CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
@@ -32,6 +38,7 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
     "paths": _paths,
     "theory": lambda config, schemas: theory.check_config(config),
     "propagation": lambda config, schemas: propagation.check_config(config),
+    "report": _report,
 }
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from san.core import verdicts as V
+from san.core.config import ConfigError
 from san.models.spec import PURE_ATTENTION, WITH_SKIP
 
 
@@ -38,9 +39,17 @@ def circle_claims(
     p = pure_c / pure_n if pure_n else float("nan")
     q = skip_c / skip_n if skip_n else float("nan")
     se = float(np.sqrt(p * (1 - p) / pure_n + q * (1 - q) / skip_n)) if pure_n and skip_n else float("nan")
-    holds = V.judged(
-        p - q - sigmas * se > margin and p >= pure_fraction_min and q <= skip_fraction_max, min(pure_n, skip_n)
+    m = V.margin(p - q, se, sigmas, margin, above=True)
+    holds = V.judged(V.clears(m) is True and p >= pure_fraction_min and q <= skip_fraction_max, min(pure_n, skip_n))
+    # positive control: the variants with skip connections through pure attention's test ("collapses in at least
+    # pure_fraction_min of its runs") must fail
+    control = V.control(
+        "the variants with skip connections in place of pure attention",
+        None,
+        V.judged(q >= pure_fraction_min, skip_n),
+        value=q,
     )
+    caption = "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items())
     return {
         "per_variant": {v: {"collapsed": c, "runs": n} for v, (c, n) in counts.items()},
         "pure_collapsed": pure_c,
@@ -53,16 +62,34 @@ def circle_claims(
         "difference": p - q,
         "difference_se": se,
         "pure_collapses_more": holds,
-        "caption": "; ".join(f"{v}: {c}/{n} runs collapsed" for v, (c, n) in counts.items()),
+        "caption": caption,
         "verdicts": [
-            V.entry("pure_collapses_more", holds, V.SCIENTIFIC,
-                    f"pure attention collapses in at least {pure_fraction_min:.0%} of its runs, skip variants in at "
-                    f"most {skip_fraction_max:.0%}, pure more often by more than {margin:g} ({sigmas:g} s.e.)"),
+            V.row("pure_collapses_more",
+                  "pure attention collapses the two sequences; skip connections counteract it",
+                  kind=V.SCIENTIFIC, form=V.OBSERVATION, source="Dong et al. 2021, Fig. 3", holds=holds,
+                  value=p - q, margin=m,
+                  test=f"pure attention collapses in at least {pure_fraction_min:.0%} of its runs, skip variants in "
+                  f"at most {skip_fraction_max:.0%}, pure more often by more than {margin:g} after {sigmas:g} "
+                  "binomial standard errors",
+                  detail=f"collapsed: pure attention {pure_c}/{pure_n}, with skips {skip_c}/{skip_n}; difference "
+                  f"{p - q:.2f} ± {se:.2f} (s.e.)", positive_control=control),
         ],
     }  # fmt: skip
 
 
+def check_config(report: Mapping[str, Any]) -> None:
+    """Cross-checks of ``report.circle`` the schema cannot express: the skip variants' largest collapsed fraction at
+    most pure attention's smallest, else a skip fraction between the two would pass the claim's skip half and its
+    positive control alike; raises :class:`~san.core.config.ConfigError` naming the keys."""
+    c = report["circle"]
+    if c["skip_fraction_max"] > c["pure_fraction_min"]:
+        raise ConfigError(
+            f"report.circle.skip_fraction_max = {c['skip_fraction_max']} must be at most "
+            f"report.circle.pure_fraction_min = {c['pure_fraction_min']}"
+        )
+
+
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The circle wing's section of summary.json: :func:`circle_claims` on ``inputs['circle']`` (the collapse
-    table) with ``params['thresholds']['circle']``."""
-    return {"circle": circle_claims(pd.read_csv(inputs["circle"][0]), **params["thresholds"]["circle"])}
+    table) with ``params['report']['circle']``."""
+    return {"circle": circle_claims(pd.read_csv(inputs["circle"][0]), **params["report"]["circle"])}

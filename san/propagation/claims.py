@@ -1,90 +1,61 @@
 """Published statements about collapse at initialisation, checked on the propagation sweeps (torch-free).
 
-One claim per statement, worded as the paper words it, with its kind (universal, existential, quantitative or
-observation) and source, the test that fits the kind, ``holds`` (True / False; None, verdict "not judged", when the
-sweep lacks what the test needs, e.g. a single size for a trend or a single seed for a spread) and the measured
-number. Every threshold comes from
-config ``report.propagation`` (the argument ``t`` below) and is stated in each claim's ``test``.
+One verdict row (:func:`san.core.verdicts.row`) per statement, worded as the paper words it, with its kind
+(scientific, or demonstration for a construction), its form (universal, existential, quantitative or observation),
+its source, the test that fits the form, the verdict (not judged when the sweep lacks what the test needs, e.g. a
+single size or a single seed), the measured number, its margin and the numbers behind the verdict. Every scientific
+row carries its positive control: the same test against a deliberately wrong reference (an offset recursion or
+prediction, a mask or residual of the other kind, the effects with alternating signs) that must fail. Every
+threshold and every control's setting comes from config ``report.propagation`` (the argument ``t`` below) and is
+stated in each row's ``test``; comparisons follow the one spread and margin rule of :mod:`san.core.verdicts`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from san.core import verdicts as V
+from san.core.config import ConfigError
 from san.core.storage import read_structured_attr
 from san.propagation import theory
+from san.propagation.results import fixed_params, predicted_critical_beta
 from san.propagation.spec import CONSTRUCTION_NORMS, PARAMS
 
-#: the verdict strings of a claim: ``holds`` True, False, None
-VERDICTS = {True: "holds", False: "fails", None: "not judged"}
+NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
+NAIT_SAADA = "Nait Saada, Naderi & Tanner 2025"
+
+#: offsets (of a correlation or a participation) scanned for a row's power: the largest at which its test passes
+OFFSETS = np.round(np.arange(0.0, 1.0001, 0.005), 3)
+#: relative offsets of a predicted statistic scanned for the critical variance's power
+RELATIVE_OFFSETS = np.round(np.arange(0.0, 3.0001, 0.01), 2)
 
 
-def _claim(
-    paper: str,
-    statement: str,
-    kind: str,
-    source: str,
-    test: str,
-    holds: bool | None,
-    value: float,
-    detail: str,
-) -> dict[str, Any]:
-    """One claim: the paper's statement, its ``kind`` (universal: refuted by one counterexample; existential: shown
-    by a construction, never refuted by a random draw; quantitative: compared with the theory's prediction of the same
-    statistic at the same finite size; observation: a figure's reading, replicated), where the paper states it
-    (``source``), the test that fits the kind, the verdict (``holds`` None and ``verdict`` "not judged" when the test
-    judges nothing), the measured number and the numbers behind the verdict."""
-    holds = None if holds is None else bool(holds)
-    return {
-        "paper": paper,
-        "statement": statement,
-        "kind": kind,
-        "source": source,
-        "test": test,
-        "holds": holds,
-        "verdict": VERDICTS[holds],
-        "value": float(value),
-        "detail": detail,
-    }
+def check_config(report: Mapping[str, Any]) -> None:
+    """Cross-checks of ``report.propagation`` the schema cannot express: every control's offset must make its
+    reference wrong by more than the tolerance it is judged against (else a right answer could not be told from
+    the control); raises :class:`~san.core.config.ConfigError` naming the key."""
+    t = report["propagation"]
+    for offset, tolerance in (("recursion_offset", "agreement"), ("overlap_offset", "overlap_tolerance")):
+        if t[offset] <= t[tolerance]:
+            raise ConfigError(
+                f"report.propagation.{offset} = {t[offset]} must exceed report.propagation.{tolerance} = "
+                f"{t[tolerance]}: a control offset within the tolerance is not a wrong reference"
+            )
 
 
-def _spread(values: np.ndarray) -> float:
-    """Standard error of the mean over seeds (0 for a single seed: no spread to widen the margin)."""
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    return float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else 0.0
+def _row(key: str, paper: str, statement: str, form: str, source: str, **kwargs: Any) -> dict[str, Any]:
+    """A scientific row of this wing (:func:`san.core.verdicts.row`), its source naming the paper."""
+    kind = kwargs.pop("kind", V.SCIENTIFIC)
+    return V.row(key, f"{paper}: {statement}", kind=kind, form=form, source=f"{paper}, {source}", **kwargs)
 
 
-def fixed_params(ds: xr.Dataset) -> dict[str, Any]:
-    """The fixed parameters of a sweep result (its ``fixed`` attribute, a JSON object)."""
-    return read_structured_attr(ds, "fixed")
-
-
-def block_kwargs(ds: xr.Dataset) -> dict[str, Any]:
-    """Keyword arguments of :func:`theory.block_step` for the fixed block of a sweep result (qk_variance)."""
-    fixed = fixed_params(ds)
-    residual = read_structured_attr(ds, "residuals")[fixed["residual"]]
-    depth = int(ds.sizes["layer"] - 1)
-    branch = depth**-0.5 if residual["branch"] == ds.attrs["inv_sqrt_depth"] else float(residual["branch"])
-    return {
-        "var_v": fixed["var_v"],
-        "var_b": fixed["var_b"],
-        "var_w": fixed["var_w"],
-        "skip": float(residual["skip"]),
-        "branch": branch,
-        "mlp": bool(fixed["mlp"]),
-    }
-
-
-def predicted_critical_beta(ds: xr.Dataset) -> float:
-    """The predicted critical beta of a qk_variance result: the smallest beta whose last-layer attention condenses
-    under the recursion started from the measured input correlation (:func:`theory.critical_beta_at_depth`)."""
-    depth = int(ds.sizes["layer"] - 1)
-    return theory.critical_beta_at_depth(float(ds["cosine"].isel(layer=0).mean()), depth, **block_kwargs(ds))
+def _se(values: np.ndarray) -> float:
+    """Standard error over seeds (:func:`san.core.verdicts.spread`)."""
+    return V.spread(np.asarray(values, dtype=float).ravel())[1]
 
 
 def _has(ds: xr.Dataset, dim: str, *values) -> bool:
@@ -107,65 +78,78 @@ def decay_rate(residual: np.ndarray, floor: float) -> tuple[float, float]:
     return float(-slope), float(r2)
 
 
-def depth_gaps(ds: xr.Dataset) -> xr.DataArray:
-    """Largest |simulated mean cosine - G&G recursion| over layers, per grid point (post-LN points only)."""
-    gap = abs(ds["cosine"].mean("seed") - ds["theory_cosine"]).max("layer")
-    return gap.where(np.isfinite(ds["theory_cosine"]).any("layer"))
-
-
 def depth_gaps_by_seed(ds: xr.Dataset) -> xr.DataArray:
     """Largest |simulated cosine - G&G recursion| over layers, per grid point and seed (post-LN points only)."""
     gap = abs(ds["cosine"] - ds["theory_cosine"]).max("layer")
     return gap.where(np.isfinite(ds["theory_cosine"]).any("layer"))
 
 
-NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
+def alternating(values: np.ndarray) -> np.ndarray:
+    """Per-seed effects with alternating signs (+, -, +, ...): a null of no effect with the same spread, the
+    shuffled control of a comparison over seeds."""
+    v = np.asarray(values, dtype=float).ravel()
+    return v * np.where(np.arange(v.size) % 2 == 0, 1.0, -1.0)
 
 
 def _noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     """Universal over model depths and the depth sweep's grid: every 1/sqrt(L) point keeps its last-layer cosine,
-    mean plus ``spread_sigmas`` standard errors over seeds, below ``collapsed_cosine``, at every configured model
-    depth (``final_cosine``; the sweep's own depth where it has no other)."""
-    if "final_cosine" in ds:
-        inv = ds["final_cosine"].sel(residual="inv_sqrt_depth")
-        depths = [int(d) for d in ds.model_depth.values]
-    else:
-        inv = ds["cosine"].isel(layer=-1).sel(residual="inv_sqrt_depth")
-        depths = [int(ds.sizes["layer"] - 1)]
-    k, n = t["spread_sigmas"], inv.sizes["seed"]
-    upper = inv.mean("seed") + (k * inv.std("seed", ddof=1) / np.sqrt(n) if n > 1 else 0.0)
-    worst = float(upper.max())
+    mean plus ``sigmas`` standard errors over seeds, below ``collapsed_cosine``, at every configured model depth
+    (``final_cosine``; the sweep's own depth where it has no other). Positive control: the unscaled residual
+    (a = b = 1) through the same test must fail; the detail counts the grid points where each collapses."""
+    last = ds["final_cosine"] if "final_cosine" in ds else ds["cosine"].isel(layer=-1)
+    depths = [int(d) for d in ds.model_depth.values] if "model_depth" in last.dims else [int(ds.sizes["layer"] - 1)]
+    k, limit = t["sigmas"], t["collapsed_cosine"]
+
+    def upper(residual: str) -> xr.DataArray:
+        c = last.sel(residual=residual)
+        n = c.sizes["seed"]
+        return c.mean("seed") + (k * c.std("seed", ddof=1) / np.sqrt(n) if n > 1 else 0.0)
+
+    inv = upper("inv_sqrt_depth")
+    worst = float(inv.max())
+    m = V.margin(worst, 0.0, k, limit, above=False)
     by_depth = (
-        ", ".join(f"L = {d}: {float(upper.sel(model_depth=d).max()):.3f}" for d in depths)
-        if "model_depth" in upper.dims
+        ", ".join(f"L = {d}: {float(inv.sel(model_depth=d).max()):.3f}" for d in depths)
+        if "model_depth" in inv.dims
         else f"L = {depths[0]}: {worst:.3f}"
     )
-    last = ds["cosine"].isel(layer=-1)
-    skip = float(last.sel(residual="skip").mean("seed").min()) if _has(ds, "residual", "skip") else float("nan")
-    return _claim(
+    collapsed = int((inv >= limit).sum())
+    if _has(ds, "residual", "skip"):
+        plain = upper("skip")
+        plain_collapsed = int((plain >= limit).sum())
+        ctrl = V.control("the unscaled residual (a = b = 1) in place of 1/sqrt(L)", None,
+                         V.judged(plain_collapsed == 0, plain.size), value=float(plain.max()))  # fmt: skip
+        control_detail = f"; the unscaled residual (a = b = 1) collapses at {plain_collapsed} of {plain.size}"
+    else:
+        ctrl = V.control("the unscaled residual (a = b = 1) in place of 1/sqrt(L)", None, None)
+        control_detail = "; no unscaled residual in this sweep (control not judged)"
+    return _row(
+        "depth.noci",
         NOCI,
         "Scaling the residual branches by 1/sqrt(L) prevents rank collapse: tokens stay apart at any depth.",
-        "universal",
+        V.UNIVERSAL,
         "abstract; depth-scaled residual branches",
-        f"at every model depth L in {depths} and every grid point of the depth sweep, the 1/sqrt(L) runs' last-layer "
-        f"cosine, mean + {k} standard errors over {n} seeds, < {t['collapsed_cosine']}",
-        worst < t["collapsed_cosine"],
-        worst,
-        f"largest last-layer cosine of the 1/sqrt(L) branches (mean + {k} s.e.) by depth: {by_depth}; a = b = 1 at "
-        f"L = {ds.sizes['layer'] - 1} at least {skip:.3f}",
+        holds=V.judged(m > 0, inv.size),
+        value=worst,
+        margin=m,
+        test=f"at every model depth L in {depths} and every grid point of the depth sweep, the 1/sqrt(L) runs' "
+        f"last-layer cosine, mean + {k} standard errors over seeds, < {limit}",
+        detail=f"1/sqrt(L) collapses at {collapsed} of {inv.size} grid points{control_detail}; largest last-layer "
+        f"cosine of the 1/sqrt(L) branches (mean + {k} s.e.) by depth: {by_depth}",
+        positive_control=ctrl,
     )
 
 
-def own_start_gaps(ds: xr.Dataset, betas: list) -> xr.DataArray:
-    """Largest |simulated cosine - G&G recursion| over layers, per residual scaling, beta, width, T and seed, with the
-    recursion started from that seed's own measured input correlation (post-LN points; the stored ``theory_cosine``
-    starts from the seeds' mean, which adds the input's sampling spread to every per-seed gap)."""
+def own_start_differences(ds: xr.Dataset, betas: list) -> xr.DataArray:
+    """Simulated cosine minus the G&G recursion, per residual scaling, beta, width, T, seed and layer, with the
+    recursion started from that seed's own measured input correlation (post-LN points; the stored
+    ``theory_cosine`` starts from the seeds' mean, which adds the input's sampling spread to every per-seed gap)."""
     fixed, residuals = fixed_params(ds), read_structured_attr(ds, "residuals")
     depth = int(ds.sizes["layer"] - 1)
     cos = ds["cosine"].sel(norm="post_ln", beta=betas)
     if "residual" not in cos.dims:
         cos = cos.expand_dims(residual=[fixed["residual"]])
-    out = xr.full_like(cos.isel(layer=0), np.nan)
+    out = xr.full_like(cos, np.nan)
     for res in cos.residual.values:
         r = residuals[str(res)]
         branch = depth**-0.5 if r["branch"] == ds.attrs.get("inv_sqrt_depth") else float(r["branch"])
@@ -173,67 +157,94 @@ def own_start_gaps(ds: xr.Dataset, betas: list) -> xr.DataArray:
                  "branch": branch, "mlp": bool(fixed["mlp"])}  # fmt: skip
         for beta in cos.beta.values:
             at = cos.sel(residual=res, beta=beta)
-            curves = np.apply_along_axis(
-                lambda c, b=float(beta), kw=block: np.abs(c - theory.recursion(c[0], b, depth, **kw)).max(),
+            out.loc[{"residual": res, "beta": beta}] = np.apply_along_axis(
+                lambda c, b=float(beta), kw=block: c - theory.recursion(c[0], b, depth, **kw),
                 at.get_axis_num("layer"),
                 at.values,
             )
-            out.loc[{"residual": res, "beta": beta}] = curves
     return out
 
 
+def _largest_gaps(diff: xr.DataArray, offset: float) -> xr.DataArray:
+    """Per width, T and seed: the largest |difference - offset| over every other dimension (residual, beta,
+    layer): the gap to the recursion shifted by ``offset``."""
+    return abs(diff - offset).max([d for d in diff.dims if d not in ("width", "seq_len", "seed")])
+
+
 def _agreement_claim(ds: xr.Dataset, sub: list, t: Mapping[str, Any]) -> dict[str, Any]:
-    """A limit statement judged as a trend: the largest subcritical gap to the recursion (over residual scalings,
-    beta and layers; per seed, the recursion from the seed's own input correlation) shrinks from the smallest (d, T)
-    to the largest by more than ``spread_sigmas`` standard errors over seeds. The gap at the largest size is reported
-    beside ``agreement`` (the project's reading of "a few hundredths", not a threshold of the paper)."""
-    g = own_start_gaps(ds, sub)
-    g = g.max([d for d in g.dims if d not in ("width", "seq_len", "seed")])
-    small, large = g.isel(width=0, seq_len=0), g.isel(width=-1, seq_len=-1)
-    drop = (small - large).values
-    mean, se, k = float(drop.mean()), _spread(drop), t["spread_sigmas"]
-    judged = ds.sizes["width"] > 1 or ds.sizes["seq_len"] > 1
-    at_large = float(large.mean())
+    """The claim "exact in the limit", judged at the largest (d, T) against a tolerance set before the run: the largest
+    subcritical gap to the recursion (over residual scalings, beta and layers; per seed, the recursion from the
+    seed's own input correlation), mean plus ``sigmas`` standard errors over seeds, at most ``agreement`` (the
+    project's reading of "a few hundredths"). Positive control: the recursion offset by ``recursion_offset`` must
+    fail the same test; the power is the largest offset at which it still passes. The gap's drop from the smallest
+    size is shown beside it (a trend alone shrinks whatever theory it is compared with)."""
+    diff = own_start_differences(ds, sub)
+    k, tol, offset = t["sigmas"], t["agreement"], t["recursion_offset"]
+
+    def at_largest(shift: float) -> tuple[float, float]:
+        g = _largest_gaps(diff, shift).isel(width=-1, seq_len=-1).values
+        mean, se, _ = V.spread(g)
+        return V.margin(mean, se, k, tol, above=False), mean
+
+    m, at_large = at_largest(0.0)
+    small = float(_largest_gaps(diff, 0.0).isel(width=0, seq_len=0).mean())
+    se = _se(_largest_gaps(diff, 0.0).isel(width=-1, seq_len=-1).values)
     d0, d1, t0, t1 = ds.width.values[0], ds.width.values[-1], ds.seq_len.values[0], ds.seq_len.values[-1]
-    return _claim(
+    power = V.largest_passing(lambda s: V.clears(at_largest(s)[0]), OFFSETS)
+    control_margin, control_gap = at_largest(offset)
+    return _row(
+        "depth.recursion_exact_in_limit",
         GG,
         "The recursion for the token correlation through post-LN blocks is exact in the limit of infinite "
         "width and sequence length.",
-        "quantitative (a limit)",
+        V.QUANTITATIVE,
         "Result 1, Fig. 1 (their setting: d = 720, T up to 512, L = 50, beta 0.5 and 3)",
-        f"largest gap to the recursion for beta < {t['subcritical_fraction']} beta_c(p0) shrinks from (d, T) = "
-        f"({d0}, {t0}) to ({d1}, {t1}) by more than {k} standard errors over seeds; the gap at the largest size is "
-        f"shown beside {t['agreement']} (our reading of 'a few hundredths', not the paper's threshold)",
-        (mean > k * se) if judged else None,
-        mean,
-        f"gap {float(small.mean()):.3f} at ({d0}, {t0}) -> {at_large:.3f} at ({d1}, {t1}): drop {mean:+.3f} ± {se:.3f} "
-        f"(s.e.); at the largest size {'within' if at_large <= t['agreement'] else 'above'} {t['agreement']}",
-    )
+        holds=V.clears(m),
+        value=at_large,
+        margin=m,
+        test=f"at the largest size (d, T) = ({d1}, {t1}): the largest gap to the recursion for beta < "
+        f"{t['subcritical_fraction']} beta_c(p0), mean + {k} standard errors over seeds, at most {tol} (our reading "
+        "of 'a few hundredths', set before the run)",
+        detail=f"gap {at_large:.3f} ± {se:.3f} (s.e.) at ({d1}, {t1}), {small:.3f} at ({d0}, {t0}); against the "
+        f"recursion + {offset}: {control_gap:.3f}; passes up to an offset of "
+        + ("none" if power is None else f"{power:g}"),
+        positive_control=V.control(f"the recursion offset by +{offset}", offset, V.clears(control_margin),
+                                   power=power, value=control_gap),
+    )  # fmt: skip
 
 
 def _finite_size_claim(ds: xr.Dataset, sup: list, t: Mapping[str, Any]) -> dict[str, Any]:
-    """T effect minus d effect on the gap, per seed; holds when its mean exceeds ``spread_sigmas`` standard errors
-    of the seed spread (not judged with a single seed: no spread to judge by)."""
+    """T effect minus d effect on the gap, per seed; holds when its mean exceeds ``sigmas`` standard errors of the
+    seed spread (not judged with a single seed: no spread to judge by). Positive control: the per-seed effects with
+    alternating signs (a null of no effect with the same spread) must fail."""
     g = depth_gaps_by_seed(ds).sel(norm="post_ln", beta=sup)
     g = g.mean([d for d in g.dims if d not in ("width", "seq_len", "seed")])
     d_eff = g.isel(width=0).mean("seq_len") - g.isel(width=-1).mean("seq_len")
     t_eff = g.isel(seq_len=0).mean("width") - g.isel(seq_len=-1).mean("width")
     diff = (t_eff - d_eff).values
-    se, mean, k = _spread(diff), float(diff.mean()), t["spread_sigmas"]
-    return _claim(
+    k = t["sigmas"]
+    mean, se, n = V.spread(diff)
+    m = V.margin(mean, se, k, 0.0, above=True)
+    null_mean, null_se, _ = V.spread(alternating(diff))
+    null = V.margin(null_mean, null_se, k, 0.0, above=True)
+    return _row(
+        "depth.finite_size_dominated_by_T",
         f"{GG} (finite-size)",
         "Near and above the critical variance the gap to the infinite-size recursion is dominated by the "
         "sequence length T, not the width d.",
-        "quantitative (finite size)",
+        V.QUANTITATIVE,
         "Sec. 3 assumptions: the REM limit T -> infinity with logits scaled by sqrt(log T)",
-        "drop of the mean gap from the smallest to the largest T exceeds the drop from the smallest to the largest d "
-        f"by more than {k} standard errors over {diff.size} seeds (beta >= beta_c(p0))",
-        None if diff.size < 2 else mean > k * se,
-        mean,
-        f"gap drop with T ({ds.seq_len.values[0]}->{ds.seq_len.values[-1]}): {float(t_eff.mean()):+.3f}; "
+        holds=V.judged(m > 0, n - 1),
+        value=mean,
+        margin=m,
+        test="drop of the mean gap from the smallest to the largest T exceeds the drop from the smallest to the "
+        f"largest d by more than {k} standard errors over {diff.size} seeds (beta >= beta_c(p0))",
+        detail=f"gap drop with T ({ds.seq_len.values[0]}->{ds.seq_len.values[-1]}): {float(t_eff.mean()):+.3f}; "
         f"with d ({ds.width.values[0]}->{ds.width.values[-1]}): {float(d_eff.mean()):+.3f}; difference "
-        f"{mean:+.3f} ± {se:.3f} (standard error over seeds)",
-    )
+        f"{mean:+.3f} ± {se:.3f} (standard error over seeds); with alternating signs {null_mean:+.3f}",
+        positive_control=V.control("the per-seed differences with alternating signs (no effect, same spread)",
+                                   None, V.judged(null > 0, n - 1), value=null_mean),
+    )  # fmt: skip
 
 
 def _depth_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -250,19 +261,12 @@ def _depth_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def observed_critical_beta(ds: xr.Dataset, condensed: float) -> float:
-    """The critical beta read off a qk_variance sweep (:func:`theory.critical_statistic` of the measured last-layer
-    participation, mean over seeds)."""
-    y = ds["attention_overlap"].isel(layer=-1).mean("seed")
-    return theory.critical_statistic(ds.beta.values, y.values, condensed)
-
-
 def _with_seq_len(ds: xr.Dataset) -> xr.Dataset:
     """``ds`` with a ``seq_len`` dimension (the fixed T where the sweep does not vary it)."""
     return ds if "seq_len" in ds.dims else ds.expand_dims(seq_len=[int({**PARAMS, **fixed_params(ds)}["seq_len"])])
 
 
-def _critical_rows(ds: xr.Dataset, condensed: float) -> list[dict[str, float]]:
+def _critical_rows(ds: xr.Dataset, condensed: float) -> list[dict[str, Any]]:
     """Per T: the critical statistic of the simulation (mean over seeds, and per seed), of the finite-T recursion and
     of the infinite-T recursion (the same statistic on each), and the infinite-T depth-L onset beta*."""
     rows = []
@@ -294,82 +298,126 @@ def critical_agreement(observed: float, predicted: float, tolerance: float) -> b
 
 
 def _critical_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
+    """The critical statistic within ``critical_tolerance`` of the finite-T recursion's at every T. Positive
+    control: the infinite-T recursion's statistic in its place must fail; the power is the largest relative offset
+    of the finite-T prediction (up or down) at which every T still passes."""
     rows, tol = _critical_rows(ds, t["condensed"]), t["critical_tolerance"]
-    verdicts = [critical_agreement(r["observed"], r["finite"], tol) for r in rows]
-    judged = [v for v in verdicts if v is not None]
-    controls = [critical_agreement(r["infinite"], r["finite"], tol) for r in rows]
+
+    def check(reference: str, scale: float = 1.0) -> V.Verdict:
+        verdicts = [critical_agreement(r["observed"], scale * r[reference], tol) for r in rows]
+        judged = [v for v in verdicts if v is not None]
+        return V.every(judged) if judged else None
+
+    up = V.largest_passing(lambda s: check("finite", 1.0 + s), RELATIVE_OFFSETS)
+    down = V.largest_passing(lambda s: check("finite", 1.0 - s), RELATIVE_OFFSETS[RELATIVE_OFFSETS < 1])
+    power = None if up is None and down is None else max(up or 0.0, down or 0.0)
     last = rows[-1]
-    return _claim(
+    ratio = last["observed"] / last["finite"] if np.isfinite(last["finite"]) else float("nan")
+    return _row(
+        "qk_variance.critical_variance",
         GG,
         "Rank collapse below and entropy collapse above a critical query-key variance, at the value the theory "
         "predicts.",
-        "quantitative",
+        V.QUANTITATIVE,
         "Result 1 and the REM attention update (their theory_update_relu.py)",
-        f"at every T, the simulation's critical beta (median of beta (1 - Y) over points with last-layer "
+        holds=check("finite"),
+        value=ratio,
+        margin=tol - max(abs(r["observed"] / r["finite"] - 1.0) for r in rows),
+        test=f"at every T, the simulation's critical beta (median of beta (1 - Y) over points with last-layer "
         f"participation Y > {t['condensed']}) within {tol:.0%} of the same statistic of the finite-T recursion (no "
         "fitted parameter; the finite-T correction is the T-key softmax in place of its REM limit)",
-        all(judged) if judged else None,
-        last["observed"] / last["finite"] if np.isfinite(last["finite"]) else float("nan"),
-        "; ".join(
-            f"T = {r['seq_len']}: observed {r['observed']:.2f} ± {_spread(r['per_seed']):.2f} (s.e.), finite-T "
+        detail="; ".join(
+            f"T = {r['seq_len']}: observed {r['observed']:.2f} ± {_se(r['per_seed']):.2f} (s.e.), finite-T "
             f"recursion {r['finite']:.2f}, infinite-T recursion {r['infinite']:.2f}"
             for r in rows
         )
-        + f"; the infinite-T statistic {'fails' if not any(c for c in controls if c is not None) else 'passes'} the "
-        f"same comparison; infinite-T onset at depth {ds.sizes['layer'] - 1}: beta* = {last['beta_star']:.2f}",
-    )
+        + f"; passes up to a relative offset of the prediction of {'none' if power is None else f'{power:g}'}; "
+        f"infinite-T onset at depth {ds.sizes['layer'] - 1}: beta* = {last['beta_star']:.2f}",
+        positive_control=V.control("the infinite-T recursion's statistic (the REM limit) in place of the finite-T "
+                                   "one", None, check("infinite"), power=power),
+    )  # fmt: skip
 
 
 def _per_layer_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     """Each layer's participation against the finite-T prediction at that layer's measured input correlation: the
-    gap of the seed means, less ``spread_sigmas`` standard errors of the measured participation, at most
-    ``overlap_tolerance`` at every T, beta and layer."""
+    gap of the seed means, plus ``sigmas`` standard errors of the measured participation (more noise never helps),
+    at most ``overlap_tolerance`` at every T, beta and layer. Positive control: the prediction offset by
+    ``overlap_offset`` must fail; the power is the largest offset at which the test still passes."""
     y = ds["attention_overlap"].isel(layer=slice(1, None))
-    mean, k = y.mean("seed"), t["spread_sigmas"]
+    mean, k, tol, offset = y.mean("seed"), t["sigmas"], t["overlap_tolerance"], t["overlap_offset"]
     se = (y.std("seed", ddof=1) / np.sqrt(y.sizes["seed"])).fillna(0.0) if y.sizes["seed"] > 1 else 0.0 * mean
-    gap = abs(mean - ds["finite_overlap"].isel(layer=slice(1, None)).mean("seed"))
-    gap_inf = abs(mean - ds["theory_overlap"].isel(layer=slice(1, None)).mean("seed"))
-    beyond = (gap - k * se).clip(min=0.0)
-    others = [d for d in gap.dims if d != "seq_len"]
-    by_t, by_t_raw, by_t_inf = beyond.max(others), gap.max(others), gap_inf.max(others)
-    worst, tol = float(by_t.max()), t["overlap_tolerance"]
-    return _claim(
+    predicted = ds["finite_overlap"].isel(layer=slice(1, None)).mean("seed")
+    others = [d for d in mean.dims if d != "seq_len"]
+
+    def upper(shift: float) -> xr.DataArray:
+        return (abs(mean - predicted - shift) + k * se).max(others)
+
+    worst = float(upper(0.0).max())
+    m = V.margin(worst, 0.0, k, tol, above=False)
+    power = V.largest_passing(lambda s: V.clears(tol - float(upper(s).max())), OFFSETS)
+    control_worst = float(upper(offset).max())
+    raw = abs(mean - predicted).max(others)
+    to_limit = abs(mean - ds["theory_overlap"].isel(layer=slice(1, None)).mean("seed")).max(others)
+    return _row(
+        "qk_variance.per_layer_rem",
         GG,
         "The attention participation of each layer follows the REM update at that layer's input correlation.",
-        "quantitative",
+        V.QUANTITATIVE,
         "Sec. 3, the self-attention update from the Random Energy Model",
-        f"at every T, beta and layer: |measured Y - finite-T prediction at the measured input correlation| (seed "
-        f"means), less {k} standard errors over seeds, <= {tol}",
-        worst <= tol if np.isfinite(worst) else None,
-        worst,
-        "; ".join(
-            f"T = {int(s)}: largest gap {float(by_t_raw.sel(seq_len=s)):.3f} ({float(by_t.sel(seq_len=s)):.3f} beyond "
-            f"the spread; to the REM limit {float(by_t_inf.sel(seq_len=s)):.3f})"
+        holds=V.clears(m) if np.isfinite(worst) else None,
+        value=worst,
+        margin=m,
+        test=f"at every T, beta and layer: |measured Y - finite-T prediction at the measured input correlation| (seed "
+        f"means), plus {k} standard errors over seeds, <= {tol}",
+        detail="; ".join(
+            f"T = {int(s)}: largest gap {float(raw.sel(seq_len=s)):.3f} ({float(upper(0.0).sel(seq_len=s)):.3f} with "
+            f"the spread; to the REM limit {float(to_limit.sel(seq_len=s)):.3f})"
             for s in ds.seq_len.values
-        ),
-    )
+        )
+        + f"; against the prediction + {offset}: {control_worst:.3f}; passes up to an offset of "
+        + ("none" if power is None else f"{power:g}"),
+        positive_control=V.control(f"the finite-T prediction offset by +{offset}", offset,
+                                   V.clears(tol - control_worst), power=power, value=control_worst),
+    )  # fmt: skip
 
 
 def _trend_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
-    """The gap to the infinite-T REM participation shrinks as T grows (per seed, smallest against largest T)."""
+    """The gap to the infinite-T REM participation shrinks as T grows (per seed, smallest against largest T, by
+    more than ``sigmas`` standard errors). Positive control: the REM limit offset by ``overlap_offset``, which a
+    limit the participation approaches must not be approached by; the power is the largest offset at which the
+    trend still passes."""
     y = ds["attention_overlap"].isel(layer=slice(1, None))
-    gap = abs(y - ds["theory_overlap"].isel(layer=slice(1, None)))
-    per_seed = gap.mean([d for d in gap.dims if d not in ("seq_len", "seed")])
-    drop = (per_seed.isel(seq_len=0) - per_seed.isel(seq_len=-1)).values
-    mean, se, k = float(drop.mean()), _spread(drop), t["spread_sigmas"]
+    limit = ds["theory_overlap"].isel(layer=slice(1, None))
+    k, offset = t["sigmas"], t["overlap_offset"]
+    judgeable = ds.sizes["seq_len"] > 1
+
+    def drop(shift: float) -> tuple[float, float, float, xr.DataArray]:
+        gap = abs(y - limit - shift)
+        per_seed = gap.mean([d for d in gap.dims if d not in ("seq_len", "seed")])
+        mean, se, _ = V.spread((per_seed.isel(seq_len=0) - per_seed.isel(seq_len=-1)).values)
+        return V.margin(mean, se, k, 0.0, above=True), mean, se, per_seed
+
+    m, mean, se, per_seed = drop(0.0)
+    control_margin, control_mean, _, _ = drop(offset)
+    power = V.largest_passing(lambda s: V.clears(drop(s)[0]), OFFSETS) if judgeable else None
     t0, t1 = int(ds.seq_len.values[0]), int(ds.seq_len.values[-1])
-    return _claim(
+    return _row(
+        "qk_variance.rem_limit_in_T",
         f"{GG} (finite-size)",
         "The REM update is the T -> infinity limit: the participation approaches it as the sequence length grows.",
-        "quantitative (a limit)",
+        V.QUANTITATIVE,
         "Sec. 3 assumptions: the REM limit T -> infinity",
-        f"mean |measured Y - REM limit| over beta and layers drops from T = {t0} to T = {t1} by more than {k} standard "
-        f"errors over {drop.size} seeds",
-        (mean > k * se) if ds.sizes["seq_len"] > 1 else None,
-        mean,
-        ", ".join(f"T = {int(s)}: {float(per_seed.sel(seq_len=s).mean()):.3f}" for s in ds.seq_len.values)
-        + f"; drop {mean:+.3f} ± {se:.3f} (s.e.)",
-    )
+        holds=V.clears(m) if judgeable else None,
+        value=mean,
+        margin=m,
+        test=f"mean |measured Y - REM limit| over beta and layers drops from T = {t0} to T = {t1} by more than {k} "
+        f"standard errors over {per_seed.sizes['seed']} seeds",
+        detail=", ".join(f"T = {int(s)}: {float(per_seed.sel(seq_len=s).mean()):.3f}" for s in ds.seq_len.values)
+        + f"; drop {mean:+.3f} ± {se:.3f} (s.e.); to the REM limit + {offset}: drop {control_mean:+.3f}; passes up "
+        "to an offset of " + ("none" if power is None else f"{power:g}"),
+        positive_control=V.control(f"the REM limit offset by +{offset}", offset,
+                                   V.clears(control_margin) if judgeable else None, power=power, value=control_mean),
+    )  # fmt: skip
 
 
 def _qk_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -384,24 +432,37 @@ def _rates_by_seed(r: xr.DataArray, mask: str, floor: float) -> np.ndarray:
     return np.array([decay_rate(r.sel(mask=mask, seed=s).values, floor)[0] for s in r.seed.values])
 
 
+def _collapses(r: xr.DataArray, mask: str, t: Mapping[str, Any]) -> tuple[bool, float, float, float]:
+    """Whether every seed of ``mask`` collapses below ``collapsed_residual`` with a straight-line log decay; with
+    the mean rate, the smallest R^2 and the largest last residual."""
+    curves = r.sel(mask=mask)
+    fits = [decay_rate(curves.sel(seed=s).values, t["residual_floor"]) for s in r.seed.values]
+    worst_last, worst_r2 = float(np.nanmax(curves.isel(layer=-1).values)), min(f[1] for f in fits)
+    ok = worst_last < t["collapsed_residual"] and worst_r2 > t["linear_r2"]
+    return ok, float(np.mean([f[0] for f in fits])), worst_r2, worst_last
+
+
 def _causal_claim(r: xr.DataArray, t: Mapping[str, Any]) -> dict[str, Any]:
-    """Universal: every seed's causal run collapses below ``collapsed_residual`` with a straight-line log decay."""
-    causal = r.sel(mask="causal")
-    fits = [decay_rate(causal.sel(seed=s).values, t["residual_floor"]) for s in r.seed.values]
-    lasts = causal.isel(layer=-1).values
-    worst_last, worst_r2 = float(np.nanmax(lasts)), min(f[1] for f in fits)
-    rate = float(np.mean([f[0] for f in fits]))
-    return _claim(
+    """Universal: every seed's causal run collapses below ``collapsed_residual`` with a straight-line log decay.
+    Positive control: a local mask (one-directional sliding window where swept, else sliding) through the same test
+    must fail."""
+    ok, rate, worst_r2, worst_last = _collapses(r, "causal", t)
+    local = next((m for m in ("sliding_causal", "sliding") if m in r.mask.values), None)
+    control_ok = _collapses(r, local, t)[0] if local else None
+    return _row(
+        "masks.causal_collapse",
         WU,
         "Pure masked (causal) attention still suffers from exponential collapse to a rank-one subspace.",
-        "universal",
+        V.UNIVERSAL,
         "abstract; Fig. 2 (pure attention)",
-        f"every seed (a counterexample refutes): causal, no LN, last-layer relative residual < "
+        holds=ok,
+        value=rate,
+        margin=V.margin(worst_last, 0.0, 0.0, t["collapsed_residual"], above=False),
+        test=f"every seed (a counterexample refutes): causal, no LN, last-layer relative residual < "
         f"{t['collapsed_residual']} and ln(residual) linear in depth (R^2 > {t['linear_r2']})",
-        worst_last < t["collapsed_residual"] and worst_r2 > t["linear_r2"],
-        rate,
-        f"decay rate {rate:.3f} per layer (x{np.exp(-rate):.3f}), smallest R^2 {worst_r2:.3f}, largest last "
+        detail=f"decay rate {rate:.3f} per layer (x{np.exp(-rate):.3f}), smallest R^2 {worst_r2:.3f}, largest last "
         f"{worst_last:.1e} over {r.sizes['seed']} seeds",
+        positive_control=V.control(f"the {local} mask in place of the causal one", None, control_ok),
     )
 
 
@@ -410,86 +471,110 @@ LOCAL_PAIRS = (("sliding", "full"), ("sliding_causal", "causal"))
 
 
 def _local_claim(r: xr.DataArray, t: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Each local mask decays slower than its global counterpart by more than ``rate_margin`` per layer after
+    ``sigmas`` standard errors over seeds. Positive control: the per-seed differences with alternating signs (no
+    effect, same spread) must fail."""
     pairs = [(lo, gl) for lo, gl in LOCAL_PAIRS if lo in r.mask.values and gl in r.mask.values]
     if not pairs:
         return None
-    k, margin, floor = t["spread_sigmas"], t["rate_margin"], t["residual_floor"]
-    parts, oks = [], []
+    k, rate_margin, floor = t["sigmas"], t["rate_margin"], t["residual_floor"]
+    parts, margins, nulls = [], [], []
     for lo, gl in pairs:
         diff = _rates_by_seed(r, gl, floor) - _rates_by_seed(r, lo, floor)
-        mean, se = float(diff.mean()), _spread(diff)
-        oks.append(mean - k * se > margin)
+        mean, se, _ = V.spread(diff)
+        margins.append(V.margin(mean, se, k, rate_margin, above=True))
+        null_mean, null_se, _ = V.spread(alternating(diff))
+        nulls.append(V.margin(null_mean, null_se, k, rate_margin, above=True))
         rate_lo, rate_gl = float(_rates_by_seed(r, lo, floor).mean()), float(_rates_by_seed(r, gl, floor).mean())
-        parts.append(f"{lo} {rate_lo:.4f} vs {gl} {rate_gl:.3f} per layer (slower by {mean:.3f} ± {se:.3f})")
-    return _claim(
+        parts.append(f"{lo} {rate_lo:.4f} vs {gl} {rate_gl:.3f} per layer (slower by {mean:.3f} ± {se:.3f}; "
+                     f"with alternating signs {null_mean:+.3f})")  # fmt: skip
+    return _row(
+        "masks.local_slows",
         WU,
         "Sparse or local masked attention can provably slow down the collapse rate.",
-        "quantitative (comparison)",
+        V.QUANTITATIVE,
         "abstract; Fig. 2 (sliding and one-directional sliding windows)",
-        f"each local mask's decay rate (no LN) below its global counterpart's (sliding vs full, one-directional "
-        f"sliding vs causal) by more than {margin} per layer plus {k} standard errors over seeds",
-        all(oks),
-        min(float((_rates_by_seed(r, gl, floor) - _rates_by_seed(r, lo, floor)).mean()) for lo, gl in pairs),
-        "; ".join(parts),
-    )
+        holds=all(x > 0 for x in margins),
+        value=min(float((_rates_by_seed(r, gl, floor) - _rates_by_seed(r, lo, floor)).mean()) for lo, gl in pairs),
+        margin=min(margins),
+        test=f"each local mask's decay rate (no LN) below its global counterpart's (sliding vs full, one-directional "
+        f"sliding vs causal) by more than {rate_margin} per layer plus {k} standard errors over seeds",
+        detail="; ".join(parts),
+        positive_control=V.control("the per-seed rate differences with alternating signs (no effect, same spread)",
+                                   None, all(x > 0 for x in nulls)),
+    )  # fmt: skip
 
 
 def _fig2_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     """The Fig. 2 reading at random init, on the paper's mu: with LayerNorm mu(X_L) stays above ``mu_kept`` of
-    mu(X_0) for every mask; beside it the scale-free relative residual, which tells rank collapse from shrinking."""
+    mu(X_0) for every mask; beside it the scale-free relative residual, which tells rank collapse from shrinking.
+    Positive control: the same reading without LayerNorm must fail."""
     kept = (ds["mu"].isel(layer=-1) / ds["mu"].isel(layer=0)).min("seed")  # every seed
     rel = ds["relative_residual"].mean("seed").isel(layer=-1)
     ln, plain = kept.sel(norm="post_ln"), kept.sel(norm="none")
     masks = list(ds.mask.values)
-    return _claim(
+    return _row(
+        "masks.layernorm_mu_kept",
         WU,
         "With LayerNorm added to pure attention, mu(X(t)) no longer converges to zero in randomly initialised models.",
-        "observation",
+        V.OBSERVATION,
         "Fig. 2 (randomly initialised, log-log)",
-        f"with post-LN, mu(X_L) / mu(X_0) > {t['mu_kept']} for every mask and seed (mu absolute; the relative "
+        holds=all(float(ln.sel(mask=m)) > t["mu_kept"] for m in masks),
+        value=float(ln.min()),
+        margin=float(ln.min()) - t["mu_kept"],
+        test=f"with post-LN, mu(X_L) / mu(X_0) > {t['mu_kept']} for every mask and seed (mu absolute; the relative "
         "residual beside it is scale-free)",
-        all(float(ln.sel(mask=m)) > t["mu_kept"] for m in masks),
-        float(ln.min()),
-        "mu(X_L)/mu(X_0) with LN: "
+        detail="mu(X_L)/mu(X_0) with LN: "
         + ", ".join(f"{m} {float(ln.sel(mask=m)):.1e}" for m in masks)
         + "; without: "
         + ", ".join(f"{m} {float(plain.sel(mask=m)):.1e}" for m in masks)
         + "; relative residual with LN: "
         + ", ".join(f"{m} {float(rel.sel(norm='post_ln', mask=m)):.1e}" for m in masks),
-    )
+        positive_control=V.control("the same runs without LayerNorm", None,
+                                   all(float(plain.sel(mask=m)) > t["mu_kept"] for m in masks)),
+    )  # fmt: skip
 
 
-def staying_fraction(ratio_last: np.ndarray, rank2: float) -> float:
-    """Fraction of the draws whose last-layer ratio exceeds ``rank2`` (a NaN counts as collapsed)."""
-    r = np.nan_to_num(np.asarray(ratio_last, dtype=float), nan=0.0)
-    return float((r > rank2).mean())
+def staying_fraction(ratio: np.ndarray, rank2: float) -> float:
+    """Fraction of the draws (rows of ``ratio``, draw by layer 1..L) whose s2/s1 stays above ``rank2`` at every
+    layer. Rank one is absorbing in exact arithmetic: a draw that fell below the threshold once counts as
+    collapsed, and a later s2/s1 above it is round-off of tokens that have shrunk to the float floor. A NaN (all
+    tokens equal) counts as collapsed."""
+    r = np.nan_to_num(np.atleast_2d(np.asarray(ratio, dtype=float)), nan=0.0)
+    return float((r.min(axis=-1) > rank2).mean())
 
 
-def construction_holds(ratio_last: np.ndarray, t: Mapping[str, Any]) -> bool:
+def construction_holds(ratio: np.ndarray, t: Mapping[str, Any]) -> bool:
     """Whether at least ``stay_fraction`` of the inputs near the construction's equilibrium keep a centred rank-2
-    ratio above ``rank2_ratio`` at the last layer."""
-    return staying_fraction(ratio_last, t["rank2_ratio"]) >= t["stay_fraction"]
+    ratio above ``rank2_ratio`` at every layer (:func:`staying_fraction`)."""
+    return staying_fraction(ratio, t["rank2_ratio"]) >= t["stay_fraction"]
 
 
 def _layernorm_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
+    """The LayerNorm construction (a demonstration): with the sphere normalisation and with LayerNorm at least
+    ``stay_fraction`` of the draws stay rank 2 at every layer, without normalisation fewer do."""
+    ratio = ds["construction_ratio"].isel(layer=slice(1, None)).transpose("construction_norm", "draw", "layer")
+    frac = {n: staying_fraction(ratio.sel(construction_norm=n).values, t["rank2_ratio"]) for n in CONSTRUCTION_NORMS}
+    ok = {n: construction_holds(ratio.sel(construction_norm=n).values, t) for n in CONSTRUCTION_NORMS}
     last = ds["construction_ratio"].isel(layer=-1)
-    frac = {n: staying_fraction(last.sel(construction_norm=n).values, t["rank2_ratio"]) for n in
-            CONSTRUCTION_NORMS}  # fmt: skip
-    ok = {n: construction_holds(last.sel(construction_norm=n).values, t) for n in CONSTRUCTION_NORMS}
     built = read_structured_attr(ds, "construction")
-    return _claim(
+    return _row(
+        "masks.layernorm_construction",
         WU,
         "With LayerNorm, for suitable value matrices, a general class of sequences does not converge to a rank-one "
         "subspace; without LayerNorm it does.",
-        "existential",
+        V.EXISTENTIAL,
         "abstract and the LayerNorm counterexamples (a construction of this project: causal uniform attention, "
         "V = [[1, 0], [-1, 1/2]] on a plane, see san/propagation/construction.py)",
-        f"{built['draws']} inputs within {built['perturbation']} of the rank-2 equilibrium ({built['tokens']} tokens, "
-        f"d = {built['width']}), {ds.sizes['layer'] - 1} layers: at least {t['stay_fraction']:.0%} keep s2/s1 of the "
-        f"centred tokens > {t['rank2_ratio']} with the sphere normalisation and with LayerNorm, fewer without",
-        ok["sphere"] and ok["layer_norm"] and not ok["none"],
-        frac["layer_norm"],
-        f"equilibrium s2/s1 {ds.attrs['construction_equilibrium_ratio']:.3f}; staying rank 2: sphere "
+        kind=V.DEMONSTRATION,
+        holds=ok["sphere"] and ok["layer_norm"] and not ok["none"],
+        value=frac["layer_norm"],
+        margin=min(frac["layer_norm"], frac["sphere"]) - t["stay_fraction"],
+        test=f"{built['draws']} inputs within {built['perturbation']} of the rank-2 equilibrium ({built['tokens']} "
+        f"tokens, d = {built['width']}), {ds.sizes['layer'] - 1} layers: at least {t['stay_fraction']:.0%} keep s2/s1 "
+        f"of the centred tokens > {t['rank2_ratio']} at every layer with the sphere normalisation and with "
+        "LayerNorm, fewer without (a draw that fell below once counts as collapsed: later readings are round-off)",
+        detail=f"equilibrium s2/s1 {ds.attrs['construction_equilibrium_ratio']:.3f}; staying rank 2: sphere "
         f"{frac['sphere']:.0%}, LayerNorm {frac['layer_norm']:.0%}, none {frac['none']:.0%}; median last s2/s1 "
         + ", ".join(f"{n} {float(np.nanmedian(last.sel(construction_norm=n))):.1e}" for n in CONSTRUCTION_NORMS),
     )
@@ -511,8 +596,9 @@ def _mask_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _gap_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Stable-rank growth from the shortest to the longest T, per seed: with A its mean plus ``spread_sigmas``
-    standard errors stays below ``stable_rank_growth``, with A - 11^T/T its mean minus them exceeds it."""
+    """Stable-rank growth from the shortest to the longest T, per seed: with A its mean plus ``sigmas`` standard
+    errors stays below ``stable_rank_growth``, with A - 11^T/T its mean minus them exceeds it. Positive control: the
+    same test with the two attention matrices exchanged must fail."""
     if not _has(ds, "centred", 0, 1) or ds.sizes.get("seq_len", 0) < 2:
         return []
     sr = ds["stable_rank"].isel(layer=-1)
@@ -523,27 +609,35 @@ def _gap_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
         other["norm"] = "post_ln"
     s = sr.sel(other)
     growth = s.isel(seq_len=-1) / s.isel(seq_len=0)  # (centred, seed)
-    k, g = t["spread_sigmas"], t["stable_rank_growth"]
+    k, g = t["sigmas"], t["stable_rank_growth"]
     plain, centred = growth.sel(centred=0).values, growth.sel(centred=1).values
-    plain_hi, centred_lo = plain.mean() + k * _spread(plain), centred.mean() - k * _spread(centred)
+
+    def margins(stays: np.ndarray, grows: np.ndarray) -> float:
+        a, b = V.spread(stays), V.spread(grows)
+        return min(V.margin(a[0], a[1], k, g, above=False), V.margin(b[0], b[1], k, g, above=True))
+
+    m = margins(plain, centred)
     mean = s.mean("seed")
     t0, t1 = int(ds.seq_len[0]), int(ds.seq_len[-1])
     return [
-        _claim(
-            "Nait Saada, Naderi & Tanner 2025",
+        _row(
+            "sequence_length.rank_collapse_in_width",
+            NAIT_SAADA,
             "Rank collapse in width: as the sequence length grows the spectral gap of the attention matrix drives "
             "the tokens to rank one; removing the uniform component, A - 11^T/T, cures it.",
-            "quantitative (comparison)",
+            V.QUANTITATIVE,
             "abstract; their configs.py and stable_ranks.py (isometric input, d = T)",
-            f"at {other}: the stable rank's growth from T={t0} to T={t1}, over seeds, with A stays below {g}x (mean + "
-            f"{k} s.e.) while with A - 11^T/T it exceeds {g}x (mean - {k} s.e.)",
-            bool(plain_hi < g and centred_lo > g),
-            float(mean.sel(centred=1).isel(seq_len=-1) / mean.sel(centred=0).isel(seq_len=-1)),
-            f"stable rank after {ds.sizes['layer'] - 1} layers, T={t0} -> T={t1}: A "
+            holds=V.clears(m),
+            value=float(mean.sel(centred=1).isel(seq_len=-1) / mean.sel(centred=0).isel(seq_len=-1)),
+            margin=m,
+            test=f"at {other}: the stable rank's growth from T={t0} to T={t1}, over seeds, with A stays below {g}x "
+            f"(mean + {k} s.e.) while with A - 11^T/T it exceeds {g}x (mean - {k} s.e.)",
+            detail=f"stable rank after {ds.sizes['layer'] - 1} layers, T={t0} -> T={t1}: A "
             f"{float(mean.sel(centred=0).isel(seq_len=0)):.2f} -> {float(mean.sel(centred=0).isel(seq_len=-1)):.2f} "
-            f"(growth {plain.mean():.2f} ± {_spread(plain):.2f}); A - 11^T/T "
+            f"(growth {plain.mean():.2f} ± {_se(plain):.2f}); A - 11^T/T "
             f"{float(mean.sel(centred=1).isel(seq_len=0)):.2f} -> {float(mean.sel(centred=1).isel(seq_len=-1)):.2f} "
-            f"(growth {centred.mean():.2f} ± {_spread(centred):.2f})",
+            f"(growth {centred.mean():.2f} ± {_se(centred):.2f})",
+            positive_control=V.control("A and A - 11^T/T exchanged", None, V.clears(margins(centred, plain))),
         )
     ]
 
@@ -573,9 +667,19 @@ def held(ds: xr.Dataset, keep: tuple[str, ...]) -> xr.Dataset:
     return ds.sel(sel)
 
 
-def claims(results: Mapping[str, xr.Dataset], thresholds: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Every claim that the given sweep results (by sweep name) can test, by sweep; ``thresholds``: config
-    ``report.propagation``."""
-    return {
-        name: check(held(results[name], USES[name]), thresholds) for name, check in CHECKS.items() if name in results
-    }
+def sweep_claims(results: Mapping[str, xr.Dataset], t: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every verdict row that the given sweep results (by sweep name) can test, keys ``<sweep>.<claim>``; ``t``:
+    config ``report.propagation``."""
+    checks: dict[str, Callable[[xr.Dataset, Mapping[str, Any]], list[dict[str, Any]]]] = CHECKS
+    return [r for name, check in checks.items() if name in results for r in check(held(results[name], USES[name]), t)]
+
+
+def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The propagation wing's section of summary.json: :func:`sweep_claims` on ``inputs['propagation']`` (one file
+    per sweep of ``params['sweeps']``) with ``params['report']['propagation']``; None without a sweep."""
+    if not params["sweeps"]:
+        return {"propagation": None}
+    from san.core.storage import read_netcdf
+
+    results = dict(zip(params["sweeps"], map(read_netcdf, inputs["propagation"]), strict=True))
+    return {"propagation": {"verdicts": sweep_claims(results, params["report"]["propagation"])}}

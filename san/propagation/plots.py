@@ -12,7 +12,7 @@ import seaborn as sns
 import xarray as xr
 
 from san.core.plotting import DOUBLE_IN, figsize, legend_outside, save
-from san.propagation.claims import fixed_params, predicted_critical_beta
+from san.propagation.results import fixed_params, predicted_critical_beta
 from san.propagation.spec import PARAMS
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.config import ConfigError
 from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
 from san.rank_collapse.spec import METRICS, result_family
 
@@ -44,6 +45,11 @@ def rank_collapse_claims(
                     if v in m["variant"]
                 },
                 "skip_at_last": {v: _f(m.sel(variant=v).isel(layer=-1)) for v in WITH_SKIP if v in m["variant"]},
+                "skip_at_layer": {
+                    v: _f(m.sel(variant=v, layer=min(layer, int(m["layer"].max()))))
+                    for v in WITH_SKIP
+                    if v in m["variant"]
+                },
                 "last_layer": int(m["layer"].max()),
             }
         per_model[name] = entry
@@ -60,12 +66,22 @@ def rank_collapse_claims(
     skip = [x for e in init for x in e["skip_at_last"].values()]
     collapses = V.judged(bool(pure) and max(pure) < threshold, len(pure))
     survives = V.judged(bool(skip) and min(skip) > floor, len(skip))
+    # positive control: the variants with skip connections through the same test ("below the threshold by the
+    # layer") must fail
+    skip_early = [x for e in init for x in e["skip_at_layer"].values()]
+    control = V.control(
+        "the variants with skip connections in place of pure attention",
+        None,
+        V.judged(bool(skip_early) and max(skip_early) < threshold, len(skip_early)),
+        value=max(skip_early) if skip_early else None,
+    )
+    pure_max = max(pure) if pure else float("nan")
     return {
         "layer": layer,
         "threshold": threshold,
         "floor": floor,
         "pure_collapses": collapses,
-        "pure_max": max(pure) if pure else float("nan"),
+        "pure_max": pure_max,
         "skip_survives": survives,
         "skip_min": min(skip) if skip else float("nan"),
         "judged": [name for name in per_model if name not in causal],
@@ -73,11 +89,19 @@ def rank_collapse_claims(
         "per_model": per_model,
         "caption_rows": rows,
         "verdicts": [
-            V.entry("pure_collapses", collapses, V.SCIENTIFIC,
-                    f"pure attention at initialisation falls below {threshold:g} by layer {layer} "
-                    "(bidirectional models)"),
-            V.entry("skip_survives", survives, V.REGRESSION,
-                    f"the skip control: variants with skip connections stay above {floor:g} at the last layer"),
+            V.row("pure_collapses", "pure attention loses rank doubly exponentially with depth", kind=V.SCIENTIFIC,
+                  form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=collapses, value=pure_max,
+                  margin=np.log10(threshold / pure_max) if pure and pure_max > 0 else None,
+                  test=f"pure attention at initialisation below {threshold:g} by layer {layer} in every bidirectional "
+                  "model (margin in decades)",
+                  detail=f"largest {pure_max:.1e}; the skip variants at that layer: "
+                  + (f"smallest {min(skip_early):.2f}" if skip_early else "none"),
+                  positive_control=control),
+            V.row("skip_survives",
+                  f"the skip control: variants with skip connections stay above {floor:g} at the last layer",
+                  kind=V.REGRESSION, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=survives,
+                  value=min(skip) if skip else None, margin=min(skip) - floor if skip else None,
+                  test=f"every skip variant's last-layer ratio above {floor:g}"),
         ],
     }  # fmt: skip
 
@@ -143,6 +167,23 @@ def pretrained_collapse_claims(
     collapses = V.judged(
         all(f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)), len(firsts)
     )
+    # positive control: the full transformer (the variant with skip connections and MLPs) through the same test
+    transformer = [
+        first_layer_below(
+            results[n].sel(weights="pretrained")["residual_ratio"].mean("sample").sel(variant="transformer"), threshold
+        )
+        for n in judged
+        if "transformer" in results[n]["variant"]
+    ]
+    t_depths = [judged[n]["depth"] for n in judged if "transformer" in results[n]["variant"]]
+    control = V.control(
+        "the full transformer in place of pure attention",
+        None,
+        V.judged(
+            all(f is not None and f <= max_layer_fraction * d for f, d in zip(transformer, t_depths, strict=True)),
+            len(transformer),
+        ),
+    )
     rows = {name: _pretrained_row(e) for name, e in per_model.items()}
     return {
         "threshold": threshold,
@@ -154,9 +195,14 @@ def pretrained_collapse_claims(
         "per_model": per_model,
         "caption_rows": rows,
         "verdicts": [
-            V.entry("pure_collapses_in_every_model", collapses, V.SCIENTIFIC,
-                    f"pretrained pure attention falls below {threshold:g} within {max_layer_fraction:g} of the depth "
-                    "(still fast; bidirectional models)"),
+            V.row("pure_collapses_in_every_model", "with pretrained weights pure attention collapses slower, but still "
+                  "fast", kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)",
+                  holds=collapses, value=max((f for f in firsts if f is not None), default=None),
+                  test=f"pretrained pure attention falls below {threshold:g} within {max_layer_fraction:g} of the "
+                  "depth in every bidirectional model",
+                  detail="first layer below / depth: " + ", ".join(
+                      f"{n} {'never' if f is None else f} / {d}" for n, f, d in zip(judged, firsts, depths, strict=True)
+                  ), positive_control=control),
         ],
     }  # fmt: skip
 
@@ -175,8 +221,11 @@ def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: fl
             }
             for w in ds["weights"].values
         }
-    shrinks = [v["longest"] <= max_ratio * v["shortest"] for e in per_model.values() for v in e.values()]
-    closer = V.judged(all(shrinks), len(shrinks))
+    pairs = [v for e in per_model.values() for v in e.values()]
+    closer = V.judged(all(v["longest"] <= max_ratio * v["shortest"] for v in pairs), len(pairs))
+    # positive control: the path lengths exchanged (the shortest paths judged as if they were the longest) must fail
+    swapped = V.judged(all(v["shortest"] <= max_ratio * v["longest"] for v in pairs), len(pairs))
+    worst = max((v["longest"] / v["shortest"] for v in pairs if v["shortest"] > 0), default=float("nan"))
     rows = {
         name: "; ".join(
             f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items()
@@ -189,8 +238,12 @@ def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: fl
         "per_model": per_model,
         "caption_rows": {name: row + "." for name, row in rows.items()},
         "verdicts": [
-            V.entry("longer_paths_closer_to_rank1", closer, V.SCIENTIFIC,
-                    f"the longest attention paths' median rank-1 residual is at most {max_ratio:g} of the shortest's"),
+            V.row("longer_paths_closer_to_rank1", "products along longer attention paths are closer to rank 1",
+                  kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, appendix (path products)",
+                  holds=closer, value=worst, margin=max_ratio - worst,
+                  test=f"the longest paths' median rank-1 residual at most {max_ratio:g} of the shortest's, for every "
+                  "model and weights",
+                  positive_control=V.control("the shortest and longest paths exchanged", None, swapped)),
         ],
     }  # fmt: skip
 
@@ -212,6 +265,21 @@ def pretrained_slower_claims(
         per_model[name] = {"init": init, "pretrained": pre, "factor": pre / init if init > 0 else float("inf")}
     factors = [e["factor"] for e in per_model.values()]
     slower = V.judged(all(f >= min_factor for f in factors), len(factors))
+    # positive control: the full transformer's pretrained / init ratio through the same test must fail
+    t_factors = []
+    for name in per_model:
+        ds = results[name]
+        if "transformer" in ds["variant"]:
+            m = ds["residual_ratio"].mean("sample").sel(variant="transformer")
+            at = min(layer, int(m["layer"].max()))
+            init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
+            t_factors.append(pre / init if init > 0 else float("inf"))
+    control = V.control(
+        "the full transformer in place of pure attention",
+        None,
+        V.judged(all(f >= min_factor for f in t_factors), len(t_factors)),
+        value=min(t_factors) if t_factors else None,
+    )
     return {
         "layer": layer,
         "min_factor": min_factor,
@@ -221,10 +289,26 @@ def pretrained_slower_claims(
         "causal": [n for n in results if n in causal],
         "per_model": per_model,
         "verdicts": [
-            V.entry("slower_in_every_model", slower, V.SCIENTIFIC,
-                    f"pretrained pure attention at layer {layer} sits at least {min_factor:g}x above init (slower)"),
+            V.row("slower_in_every_model", "pretrained pure attention collapses slower than at initialisation",
+                  kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)", holds=slower,
+                  value=min(factors) if factors else None,
+                  margin=min(factors) / min_factor if factors else None,
+                  test=f"pretrained pure attention at layer {layer} at least {min_factor:g}x above init in every "
+                  "bidirectional model (margin: smallest factor / required)",
+                  positive_control=control),
         ],
     }  # fmt: skip
+
+
+def check_config(report: Mapping[str, Any]) -> None:
+    """Cross-checks of the rank-collapse wing's report keys the schema cannot express: the skip variants' floor
+    above the collapse threshold (else one ratio could count as collapsed and as surviving); raises
+    :class:`~san.core.config.ConfigError` naming the keys."""
+    if report["rank_collapse"]["floor"] <= report["rank_collapse"]["threshold"]:
+        raise ConfigError(
+            f"report.rank_collapse.floor = {report['rank_collapse']['floor']} must exceed "
+            f"report.rank_collapse.threshold = {report['rank_collapse']['threshold']}"
+        )
 
 
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,11 +316,11 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", and the path products.
 
     ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
-    ``attention_product_models`` and ``thresholds`` (config ``report``); the causal decoders (one rule for them in
+    ``attention_product_models`` and ``report`` (config ``report``); the causal decoders (one rule for them in
     every verdict) are the results whose recorded family is causal."""
     from san.core.storage import read_netcdf
 
-    t = params["thresholds"]
+    t = params["report"]
     results = dict(zip(params["models"], map(read_netcdf, inputs["rank_collapse"]), strict=True))
     # the causal decoders, by the family each result records (as recognised when its weights were acquired)
     causal = tuple(m for m, ds in results.items() if result_family(ds.attrs) in CAUSAL)

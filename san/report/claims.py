@@ -1,30 +1,45 @@
-"""Claims the report reads from a wing whose module returns them in its own shape (torch-free)."""
+"""The wings whose claims make up summary.json, registered once, and the one loop over them (torch-free).
+
+Every wing's claims module answers one contract: ``check_config(report)`` (cross-checks of config ``report`` that
+its schema cannot express, before any compute) and ``claims(inputs, params) -> {section: {...} | None}``, each
+section listing its verdict rows (:func:`san.core.verdicts.row`) under ``verdicts``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
+from san.circle import claims as circle
 from san.core import verdicts as V
+from san.paths import claims as paths
+from san.propagation import claims as propagation
+from san.rank_collapse import claims as rank_collapse
+from san.theory import claims as theory
+
+#: the wings of the report, in the order of summary.json's sections
+WINGS: dict[str, ModuleType] = {
+    "rank_collapse": rank_collapse,
+    "circle": circle,
+    "paths": paths,
+    "theory": theory,
+    "propagation": propagation,
+}
 
 
-def propagation_verdicts(section: Mapping[str, list[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """The verdict rows of the propagation claims (``{sweep: [claim, ...]}``, each claim with ``paper``,
-    ``statement`` and ``holds`` True, False or None): scientific verdicts of the follow-up literature."""
-    return [
-        V.entry(f"{sweep}.{i}", c["holds"], V.SCIENTIFIC, f"{c['paper']}: {c['statement']}")
-        for sweep, cs in section.items()
-        for i, c in enumerate(cs)
-    ]
+def check_config(report: Mapping[str, Any]) -> None:
+    """Every wing's cross-checks of config ``report``; raises :class:`san.core.config.ConfigError` naming the key."""
+    for wing in WINGS.values():
+        wing.check_config(report)
 
 
-def propagation_claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    """The propagation wing's section (:func:`san.propagation.claims.claims` on ``inputs['propagation']``, sweeps
-    ``params['sweeps']``, thresholds ``params['thresholds']['propagation']``); its verdict rows come from
-    :func:`propagation_verdicts` (the section is a mapping of sweeps, with no ``verdicts`` key of its own)."""
-    from san.core.storage import read_netcdf
-    from san.propagation.claims import claims
-
-    datasets = dict(zip(params["sweeps"], map(read_netcdf, inputs["propagation"]), strict=True))
-    section = claims(datasets, params["thresholds"]["propagation"])
-    return {"propagation": section}
+def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Every wing's sections (``claims(inputs, params)``) and the verdict table (``verdicts``: the rows split by
+    kind, :func:`san.core.verdicts.collect`), after :func:`check_config` on ``params['report']``."""
+    check_config(params["report"])
+    sections: dict[str, Any] = {}
+    for wing in WINGS.values():
+        sections.update(wing.claims(inputs, params))
+    sections["verdicts"] = V.collect(sections)
+    return sections

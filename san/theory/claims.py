@@ -9,6 +9,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.config import ConfigError
 from san.theory import bound as B
 from san.theory.spec import VERDICT
 
@@ -62,7 +63,9 @@ def nominal_check(ds: xr.Dataset, valid: xr.DataArray, violations_max: int, fact
         "decided": decided,
         "threshold": violations_max,
         "holds": V.judged(violations <= violations_max, decided),
-        "control": V.control(V.judged(tight <= violations_max, decided), factor, {"violations": tight}),
+        "control": V.control(
+            f"the bound divided by {factor:g}", factor, V.judged(tight <= violations_max, decided), value=tight
+        ),
     }
 
 
@@ -90,7 +93,12 @@ def certified_check(
         "certified_missing_no_ln": missing,
         "certified_pairs_no_ln": n_valid,
         "certified_holds_no_ln": check(0.0),
-        "certified_control": V.control(check(_log10_factor(factor)), factor),
+        "certified_control": V.control(
+            f"the bound divided by {factor:g}",
+            factor,
+            check(_log10_factor(factor)),
+            power=10 ** (smallest - margin_min) if np.isfinite(smallest) else None,
+        ),
     }
 
 
@@ -135,14 +143,15 @@ def adversarial_claims(
     holds = V.judged(bool(top <= log10_gamma_max), draws)
     tightened = V.judged(bool(top <= log10_gamma_max - _log10_factor(factor)), draws)
     start_top = _stats(start)["max"] if start is not None else float("nan")
+    power = float(10 ** (log10_gamma_max - top)) if draws else float("nan")
     return {
         "log10_gamma_max": top,
         "gamma_max": float(10**top),
         "log10_gamma_median": _stats(g)["median"],
         "threshold_log10_gamma": log10_gamma_max,
         "holds": holds,
-        "control": V.control(tightened, factor),
-        "power_factor": float(10 ** (log10_gamma_max - top)) if draws else float("nan"),
+        "control": V.control(f"the bound divided by {factor:g}", factor, tightened, power=power),
+        "power_factor": power,
         "ascent_gain": top - start_top,
         "log10_gamma_start_max": start_top,
         "draws": draws,
@@ -186,13 +195,34 @@ def theorem_claims(
     out["slack_no_ln"] = _stats(ds["slack"].where(valid).sel(layernorm=0))
     out["log10_gamma_required_no_ln"] = _stats(ds["log10_gamma_required"].where(valid).sel(layernorm=0))
     out.update(certified_check(no_ln, valid.sel(layernorm=0), thresholds["certified_margin_min"], factor))
+    nominal, certified = out["nominal"], out["certified_control"]
     verdicts = [
-        V.entry("nominal.holds", out["nominal"]["holds"], V.REGRESSION,
-                "random weights respect the proven bound with gamma = 1", out["nominal"]["control"]),
-        V.entry("certified_holds_no_ln", out["certified_holds_no_ln"], V.REGRESSION,
-                "the certified bound holds on every random-weight pair (a proven inequality)",
-                out["certified_control"]),
-    ]  # fmt: skip
+        V.row(
+            "nominal.holds",
+            "random weights respect the proven bound with gamma = 1",
+            kind=V.REGRESSION,
+            form=V.UNIVERSAL,
+            source="Dong et al. 2021, Theorem 2.2",
+            holds=nominal["holds"],
+            value=nominal["violations"],
+            margin=nominal["threshold"] - nominal["violations"],
+            test=f"at most {nominal['threshold']} of {nominal['decided']} random-weight pairs without LayerNorm "
+            "violate the nominal bound",
+            positive_control=nominal["control"],
+        ),
+        V.row(
+            "certified_holds_no_ln",
+            "the certified bound holds on every random-weight pair (a proven inequality)",
+            kind=V.REGRESSION,
+            form=V.UNIVERSAL,
+            source="Dong et al. 2021, Theorem 2.2",
+            holds=out["certified_holds_no_ln"],
+            value=out["certified_margin_min_no_ln"],
+            margin=out["certified_margin_min_no_ln"] - out["certified_margin_threshold"],
+            test=f"every certified margin log10(bound / residual) at least {out['certified_margin_threshold']:g}",
+            positive_control=certified,
+        ),
+    ]
     if "log10_gamma_adversarial" in ds:
         adv = out["adversarial"] = adversarial_claims(
             ds,
@@ -200,12 +230,33 @@ def theorem_claims(
             factor=factor,
             negative_control_log10_gamma=thresholds["negative_control_log10_gamma"],
         )
+        power = adv["power_factor"]
         verdicts += [
-            V.entry("adversarial.holds", adv["holds"], V.SCIENTIFIC,
-                    "no searched layer needs gamma above the threshold (adversarial search)", adv["control"]),
-            V.entry("adversarial.controls_detected", adv["controls_detected"], V.REGRESSION,
-                    "the search finds the bound violated on layers outside the theorem (negative controls)"),
-        ]  # fmt: skip
+            V.row(
+                "adversarial.holds",
+                "no searched layer needs gamma above the threshold (adversarial search)",
+                kind=V.SCIENTIFIC,
+                form=V.UNIVERSAL,
+                source="Dong et al. 2021, Theorem 2.2",
+                holds=adv["holds"],
+                value=adv["log10_gamma_max"],
+                margin=adv["threshold_log10_gamma"] - adv["log10_gamma_max"],
+                test=f"the largest certified log10 gamma over {adv['draws']} searched draws at most "
+                f"{adv['threshold_log10_gamma']:g}",
+                detail=f"largest gamma {adv['gamma_max']:.3g}; passes against the bound divided by up to "
+                f"{power:.3g} (control: divided by {factor:g})",
+                positive_control=adv["control"],
+            ),
+            V.row(
+                "adversarial.controls_detected",
+                "the search finds the bound violated on layers outside the theorem (negative controls)",
+                kind=V.REGRESSION,
+                form=V.EXISTENTIAL,
+                source="this project's adversarial search",
+                holds=adv["controls_detected"],
+                test=f"each negative control's largest log10 gamma above {adv['negative_control_criterion']:.3g}",
+            ),
+        ]
     out.update(exponent_stats(ds))
     if fig2:
         out["fig2_exponent"] = {
@@ -233,10 +284,22 @@ def fig2_exponents(ratio: xr.DataArray, floor: float, limit: float) -> xr.DataAr
     return xr.DataArray(picked, dims=dims, coords={d: ratio[d] for d in dims})
 
 
+def check_config(report: Mapping[str, Any]) -> None:
+    """Cross-checks of ``report.theorem`` the schema cannot express: the negative controls' criterion at or above
+    the theorem's own threshold (a layer outside the theorem counts as violating the bound only where the theorem's
+    layer would fail); raises :class:`~san.core.config.ConfigError` naming the keys."""
+    t = report["theorem"]
+    if t["negative_control_log10_gamma"] < t["log10_gamma_max"]:
+        raise ConfigError(
+            f"report.theorem.negative_control_log10_gamma = {t['negative_control_log10_gamma']} must be at least "
+            f"report.theorem.log10_gamma_max = {t['log10_gamma_max']}"
+        )
+
+
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The theory wing's section of summary.json: :func:`theorem_claims` on ``inputs['theorem']`` with the Fig. 2
     exponents of every rank-collapse result (``inputs['rank_collapse']``, models ``params['models']``, SAN
-    variant; ``params['theory']``: ``float_floor`` and ``limit``) and ``params['thresholds']['theorem']``."""
+    variant; ``params['theory']``: ``float_floor`` and ``limit``) and ``params['report']['theorem']``."""
     from san.core.storage import read_netcdf
 
     floor, limit = params["theory"]["float_floor"], params["theory"]["limit"]
@@ -244,6 +307,4 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
         m: fig2_exponents(read_netcdf(f)["residual_ratio"].sel(variant="SAN"), floor, limit)
         for m, f in zip(params["models"], inputs["rank_collapse"], strict=True)
     }
-    theorem = inputs["theorem"]
-    path = theorem if isinstance(theorem, str) else theorem[0]
-    return {"theorem": theorem_claims(read_netcdf(path), params["thresholds"]["theorem"], fig2)}
+    return {"theorem": theorem_claims(read_netcdf(inputs["theorem"][0]), params["report"]["theorem"], fig2)}

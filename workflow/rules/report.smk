@@ -33,7 +33,7 @@ rule summary:
         models=config["rank_collapse"]["models"],
         attention_product_models=ATTENTION_PRODUCT_MODELS,
         tasks=config["paths"]["tasks"],
-        thresholds=config["report"],
+        report=config["report"],
         theory={k: config["theory"][k] for k in ("float_floor", "limit")},
         sweeps=PROPAGATION_SWEEPS,
     script:
