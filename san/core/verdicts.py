@@ -143,8 +143,7 @@ def row(
     ``statement`` (as its source states it), ``kind`` (:data:`KINDS`), ``form`` (:data:`FORMS`), ``source`` (paper
     and place), ``holds`` (the check: True, False, None), the measured ``value`` and its ``margin`` (:func:`margin`),
     the ``test`` that judges it, the numbers behind it (``detail``) and, required for a scientific row, its
-    ``positive_control`` (:func:`control`). ``verdict`` is :data:`NO_POWER` when a scientific check holds and its
-    control holds too, else the check's label."""
+    ``positive_control`` (:func:`control`). ``verdict`` is the printed state (:func:`printed`)."""
     if kind not in KINDS:
         raise ValueError(f"verdict kind {kind!r} of {key!r}: expected one of {KINDS}")
     if form not in FORMS:
@@ -160,7 +159,7 @@ def row(
         "source": source,
         "test": test,
         "holds": holds,
-        "verdict": printed(holds, positive_control),
+        "verdict": printed(holds, positive_control, kind),
         "value": None if value is None or not np.isfinite(value) else float(value),
         "margin": None if margin is None or not np.isfinite(margin) else float(margin),
         "detail": detail,
@@ -170,10 +169,16 @@ def row(
     return out
 
 
-def printed(holds: Verdict, positive_control: Mapping[str, Any] | None) -> str:
-    """The printed state of a check beside its positive control: :data:`NO_POWER` when the check holds and its
-    control holds too (the test cannot tell the right reference from the wrong one), else the check's label."""
-    if positive_control is not None and holds is True and positive_control["fails_as_it_must"] is False:
+def printed(holds: Verdict, positive_control: Mapping[str, Any] | None, kind: str = SCIENTIFIC) -> str:
+    """The printed state of a check beside its positive control: for a scientific row, :data:`NO_POWER` when the
+    check holds and its control holds too (the test cannot tell the right reference from the wrong one), else the
+    check's label. A regression row's control only reports (a proven inequality passes a tighter bound too)."""
+    if (
+        kind == SCIENTIFIC
+        and positive_control is not None
+        and holds is True
+        and positive_control["fails_as_it_must"] is False
+    ):
         return NO_POWER
     return label(holds)
 
@@ -182,7 +187,7 @@ def rejudged(r: Mapping[str, Any], holds: Verdict) -> dict[str, Any]:
     """Row ``r`` with its check replaced by ``holds`` (e.g. the check reached over seeds), its printed verdict
     recomputed by :func:`printed`."""
     holds = None if holds is None else bool(holds)
-    return {**r, "holds": holds, "verdict": printed(holds, r.get("positive_control"))}
+    return {**r, "holds": holds, "verdict": printed(holds, r.get("positive_control"), r["kind"])}
 
 
 def verdict_of(section: Mapping[str, Any] | None, key: str) -> str:

@@ -1,5 +1,6 @@
 """The report's captions: ``workflow/report/*.rst`` templates filled with the claims of this run (every wing's
-``claims`` module), for ``snakemake --report``."""
+``claims`` module), for ``snakemake --report``. A caption prints a verdict as its row in summary.json does
+(:func:`san.core.verdicts.verdict_of`: holds, fails, not judged or no power)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,18 @@ from typing import Any
 
 import jinja2
 
-from san.core.verdicts import NOT_JUDGED
+from san.core.verdicts import NOT_JUDGED, verdict_of
 
 
 def yes_no(flag: bool | None) -> str:
     """A verdict as the captions print it; None (the results hold no evidence for the claim) is "not judged",
     neither a yes nor a no (:mod:`san.core.verdicts`)."""
     return NOT_JUDGED if flag is None else "yes" if flag else "no"
+
+
+def sweep_rows(section: Mapping[str, Any] | None, sweep: str) -> list[Mapping[str, Any]]:
+    """The verdict rows of one propagation sweep (keys ``<sweep>.<claim>``); none without a section."""
+    return [r for r in (section or {}).get("verdicts", []) if r["key"].startswith(f"{sweep}.")]
 
 
 def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) -> list[Path]:
@@ -35,6 +41,8 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
     env.filters["e"] = lambda x: f"{x:.1e}"
     env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
     env.globals["yes_no"] = yes_no
+    env.globals["verdict"] = verdict_of
+    env.globals["sweep_rows"] = sweep_rows
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(Path(templates).glob("*.rst")):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from san.core.verdicts import verdict_of
 from san.report.captions import yes_no
 from san.report.provenance import source_line
 
@@ -191,11 +192,13 @@ def circle_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
 
 
 def _control(control: Mapping[str, Any]) -> str:
-    """A positive control's cell: its factor, its verdict, and whether it failed as it must."""
-    must = {True: "fails as it must", False: "does NOT fail: no power at this factor"}.get(
+    """A positive control's cell: its wrong reference, its verdict, whether it failed as it must, and the power
+    (the largest wrongness at which the check still passes) where computed."""
+    must = {True: "fails as it must", False: "does NOT fail: no power"}.get(
         control.get("fails_as_it_must"), "not judged"
     )
-    return f"/ {fmt(control['factor'])}: {must}"
+    power = "" if control.get("power") is None else f"; passes up to {fmt(control['power'])}"
+    return f"{control['reference']}: {must}{power}"
 
 
 THEOREM_TABLES = (("theorem_pairs", "no (the theorem)"), ("layernorm_pairs", "yes (outside the theorem)"))
@@ -228,8 +231,8 @@ def theorem_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
          yes_no(lookup(summary, "theorem.certified_holds_no_ln", name)), _control(certified)],
         [f"adversarial search: largest gamma ({adv['draws']} draws; n = {', '.join(map(str, sizes['n']))}; "
          f"H = {', '.join(map(str, sizes['H']))}; ascent gain {fmt(adv['ascent_gain'])} decades)", "scientific",
-         fmt(adv["gamma_max"]), f"<= {fmt(10 ** adv['threshold_log10_gamma'])}", yes_no(adv["holds"]),
-         _control(adv["control"])],
+         fmt(adv["gamma_max"]), f"<= {fmt(10 ** adv['threshold_log10_gamma'])}",
+         verdict_of(lookup(summary, "theorem", name), "adversarial.holds"), _control(adv["control"])],
     ]  # fmt: skip
     for control, c in adv["controls"].items():
         checks.append([f"negative control {control}: largest log10 gamma", "regression", fmt(c["log10_gamma_max"]),
@@ -247,35 +250,40 @@ def theorem_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     )
 
 
-PROPAGATION_KEYS = ("paper", "statement", "kind", "source", "holds", "detail")
-"""The keys of each propagation claim that the table prints."""
+PROPAGATION_KEYS = ("source", "statement", "form", "verdict", "detail")
+"""The keys of each propagation verdict row that the table prints."""
 
 
 def propagation_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
-    """The follow-up literature's statements at initialisation: per sweep and claim, whether it holds here and the
-    measured numbers behind the verdict."""
+    """The follow-up literature's statements at initialisation: per claim, its verdict here (with its positive
+    control) and the measured numbers behind it."""
     rows = []
-    for sweep, claims in lookup(summary, "propagation", "propagation").items():
-        for i, claim in enumerate(claims):
-            missing = [c for c in PROPAGATION_KEYS if c not in claim]
-            if missing:
-                raise MissingKey(f"summary.json 'propagation.{sweep}' claim {i} has no {missing}, which the README "
-                                 f"table 'propagation' needs")  # fmt: skip
-            verdict = yes_no(claim["holds"])
-            rows.append([claim["paper"], claim["statement"], claim["kind"], claim["source"], verdict, claim["detail"]])
-    return markdown(["paper", "statement", "kind", "source", "holds here?", "measured"], rows)
+    for i, claim in enumerate(lookup(summary, "propagation.verdicts", "propagation")):
+        missing = [c for c in PROPAGATION_KEYS if c not in claim]
+        if missing:
+            raise MissingKey(f"summary.json 'propagation.verdicts' row {i} has no {missing}, which the README "
+                             f"table 'propagation' needs")  # fmt: skip
+        control = _control(claim["positive_control"]) if "positive_control" in claim else ""
+        rows.append([claim["source"], claim["statement"], claim["form"], claim["verdict"], control, claim["detail"]])
+    return markdown(["source", "statement", "form", "verdict here", "positive control", "measured"], rows)
 
 
 def verdicts_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
-    """Every verdict of the run, the scientific verdicts (findings the run could refute) apart from the regression
-    checks (true by construction: identities, proven inequalities, controls), with each positive control."""
+    """Every verdict of the run by kind: the scientific verdicts (findings the run could refute, each with its
+    positive control), the regression checks (true by construction: identities, proven inequalities, controls) and
+    the demonstrations (examples built to satisfy an existential claim)."""
     name = "verdicts"
     rows = []
-    for kind, title in (("scientific", "scientific verdict"), ("regression", "regression check")):
+    kinds = (
+        ("scientific", "scientific verdict"),
+        ("regression", "regression check"),
+        ("demonstration", "demonstration"),
+    )
+    for kind, title in kinds:
         for v in lookup(summary, f"verdicts.{kind}", name):
             control = _control(v["positive_control"]) if "positive_control" in v else ""
-            rows.append([title, v["statement"], v["verdict"], control])
-    return markdown(["kind", "claim", "verdict", "positive control (reference / factor)"], rows)
+            rows.append([title, v["statement"], v["form"], v["verdict"], control])
+    return markdown(["kind", "claim", "form", "verdict", "positive control (wrong reference)"], rows)
 
 
 TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
