@@ -23,7 +23,8 @@ and of one **form** (what kind of statement it checks): :data:`UNIVERSAL` (refut
 wrong reference (an offset recursion, a tightened bound, a variant or mask of the other kind, the effects with
 alternating signs), whose setting comes from config before the run. The control must fail. A scientific check that
 holds while its control holds too cannot tell a right answer from a wrong one: its row prints :data:`NO_POWER` (a
-fourth state, never counted as "holds"). Where it is computable, the control also carries ``power``: the largest
+fourth state, never counted as "holds"); one whose control could not be run prints "not judged". Where it is
+computable, the control also carries ``power``: the largest
 wrongness of the reference (offset, factor) at which the test still passes.
 
 **One spread rule** (:func:`spread`): the standard error of the mean over seeds (sample standard deviation over the
@@ -170,16 +171,13 @@ def row(
 
 
 def printed(holds: Verdict, positive_control: Mapping[str, Any] | None, kind: str = SCIENTIFIC) -> str:
-    """The printed state of a check beside its positive control: for a scientific row, :data:`NO_POWER` when the
-    check holds and its control holds too (the test cannot tell the right reference from the wrong one), else the
-    check's label. A regression row's control only reports (a proven inequality passes a tighter bound too)."""
-    if (
-        kind == SCIENTIFIC
-        and positive_control is not None
-        and holds is True
-        and positive_control["fails_as_it_must"] is False
-    ):
-        return NO_POWER
+    """The printed state of a check beside its positive control. A scientific check that holds prints
+    :data:`HOLDS` only when its control fails as it must; :data:`NO_POWER` when the control holds too (the test
+    cannot tell the right reference from the wrong one); :data:`NOT_JUDGED` when the control could not be run (no
+    evidence that the test can fail). Otherwise, and for every other kind (a regression row's control only
+    reports: a proven inequality passes a tighter bound too), the check's label."""
+    if kind == SCIENTIFIC and holds is True and positive_control is not None:
+        return {True: HOLDS, False: NO_POWER, None: NOT_JUDGED}[positive_control["fails_as_it_must"]]
     return label(holds)
 
 

@@ -113,13 +113,17 @@ def _noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         if "model_depth" in inv.dims
         else f"L = {depths[0]}: {worst:.3f}"
     )
-    collapsed = int((inv >= limit).sum())
+    collapsed, points = int((inv >= limit).sum()), int(np.isfinite(inv).sum())
     if _has(ds, "residual", "skip"):
         plain = upper("skip")
+        if not np.isfinite(plain).any():  # the unscaled residual runs only at the sweep's own depth
+            last = ds["cosine"].isel(layer=-1)
+            plain = upper("skip")
+        plain_points = int(np.isfinite(plain).sum())
         plain_collapsed = int((plain >= limit).sum())
         ctrl = V.control("the unscaled residual (a = b = 1) in place of 1/sqrt(L)", None,
-                         V.judged(plain_collapsed == 0, plain.size), value=float(plain.max()))  # fmt: skip
-        control_detail = f"; the unscaled residual (a = b = 1) collapses at {plain_collapsed} of {plain.size}"
+                         V.judged(plain_collapsed == 0, plain_points), value=float(plain.max()))  # fmt: skip
+        control_detail = f"; the unscaled residual (a = b = 1) collapses at {plain_collapsed} of {plain_points}"
     else:
         ctrl = V.control("the unscaled residual (a = b = 1) in place of 1/sqrt(L)", None, None)
         control_detail = "; no unscaled residual in this sweep (control not judged)"
@@ -129,12 +133,12 @@ def _noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         "Scaling the residual branches by 1/sqrt(L) prevents rank collapse: tokens stay apart at any depth.",
         V.UNIVERSAL,
         "abstract; depth-scaled residual branches",
-        holds=V.judged(m > 0, inv.size),
+        holds=V.judged(m > 0, points),
         value=worst,
         margin=m,
         test=f"at every model depth L in {depths} and every grid point of the depth sweep, the 1/sqrt(L) runs' "
         f"last-layer cosine, mean + {k} standard errors over seeds, < {limit}",
-        detail=f"1/sqrt(L) collapses at {collapsed} of {inv.size} grid points{control_detail}; largest last-layer "
+        detail=f"1/sqrt(L) collapses at {collapsed} of {points} grid points{control_detail}; largest last-layer "
         f"cosine of the 1/sqrt(L) branches (mean + {k} s.e.) by depth: {by_depth}",
         positive_control=ctrl,
     )
@@ -166,9 +170,10 @@ def own_start_differences(ds: xr.Dataset, betas: list) -> xr.DataArray:
 
 
 def _largest_gaps(diff: xr.DataArray, offset: float) -> xr.DataArray:
-    """Per width, T and seed: the largest |difference - offset| over every other dimension (residual, beta,
-    layer): the gap to the recursion shifted by ``offset``."""
-    return abs(diff - offset).max([d for d in diff.dims if d not in ("width", "seq_len", "seed")])
+    """Per width, T and seed: the largest |difference - offset| over every other dimension (residual, beta, layers
+    after the input): the gap to the recursion shifted by ``offset``."""
+    later = diff.isel(layer=slice(1, None))  # layer 0: the recursion starts at the measured input
+    return abs(later - offset).max([d for d in diff.dims if d not in ("width", "seq_len", "seed")])
 
 
 def _agreement_claim(ds: xr.Dataset, sub: list, t: Mapping[str, Any]) -> dict[str, Any]:
