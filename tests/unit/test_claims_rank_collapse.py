@@ -119,3 +119,72 @@ def test_circle_claim_needs_a_margin_beyond_the_seed_spread():
     close = circle_claims(_circle(6, 4), **cfg)
     assert close["pure_collapses_more"] is False and close["difference"] == pytest.approx(0.2)
     assert circle_claims(_circle(6, 4), **{**cfg, "margin": 0.0, "sigmas": 0.0})["pure_collapses_more"] is True
+
+
+def _rows(out: dict) -> dict[str, dict]:
+    return {r["key"]: r for r in out["verdicts"]}
+
+
+def test_rank_collapse_control_is_the_skip_variants():
+    """Pure attention below the threshold by the layer; the skip variants (0.4 at layer 2) through the same test
+    fail, so the row holds; skip variants that collapse as fast leave the test without power."""
+    row = _rows(rank_collapse_claims({"m": _rank_collapse(2e-7, 0.3)}, **REPORT["rank_collapse"]))["pure_collapses"]
+    assert row["kind"] == "scientific" and row["form"] == "universal"
+    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
+    assert row["margin"] == pytest.approx(np.log10(REPORT["rank_collapse"]["threshold"] / 2e-7))
+    fast = _rank_collapse(2e-7, 0.3)
+    fast["residual_ratio"].loc[{"variant": ["SAN+skip", "transformer"], "layer": 2}] = 1e-8
+    row = _rows(rank_collapse_claims({"m": fast}, **REPORT["rank_collapse"]))["pure_collapses"]
+    assert row["holds"] is True and row["verdict"] == "no power"
+
+
+def test_pretrained_controls_are_the_full_transformer():
+    p = REPORT["pretrained_collapse"]
+    kw = {"threshold": p["threshold"], "max_layer_fraction": p["max_layer_fraction"]}
+    fast = {"m": _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}  # the transformer stays at 0.6 / 0.5
+    row = _rows(pretrained_collapse_claims(fast, **kw))["pure_collapses_in_every_model"]
+    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
+    both = {"m": _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
+    both["m"]["residual_ratio"].loc[{"weights": "pretrained", "variant": "transformer", "layer": [2, 3, 4, 5]}] = 1e-9
+    assert _rows(pretrained_collapse_claims(both, **kw))["pure_collapses_in_every_model"]["verdict"] == "no power"
+
+    slow_kw = {"layer": REPORT["rank_collapse"]["layer"], "min_factor": p["slower_factor"]}
+    ds = _pretrained([0.9, 0.5, 0.3, 0.1])
+    ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 1e-3
+    row = _rows(pretrained_slower_claims({"m": ds}, **slow_kw))["slower_in_every_model"]
+    # the transformer: 0.6 pretrained against 0.6 at init, a factor 1
+    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
+    ds["residual_ratio"].loc[{"weights": "init", "variant": "transformer"}] = 1e-3
+    assert _rows(pretrained_slower_claims({"m": ds}, **slow_kw))["slower_in_every_model"]["verdict"] == "no power"
+
+
+def test_attention_products_control_exchanges_the_path_lengths():
+    row = _rows(attention_product_claims({"m": _products(1e-6)}, **REPORT["attention_products"]))
+    row = row["longer_paths_closer_to_rank1"]
+    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
+    # residuals that do not depend on the length pass in either order with a ratio of 1: no power
+    flat = attention_product_claims({"m": _products(0.5)}, max_ratio=1.0)
+    assert _rows(flat)["longer_paths_closer_to_rank1"]["verdict"] == "no power"
+
+
+def test_circle_control_is_the_skip_variants_through_the_pure_test():
+    row = _rows(circle_claims(_circle(9, 1), **REPORT["circle"]))["pure_collapses_more"]
+    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
+    # skip variants collapsing in half their runs pass pure attention's "at least half" as well
+    loose = {**REPORT["circle"], "margin": 0.0}
+    row = _rows(circle_claims(_circle(10, 5), **loose))["pure_collapses_more"]
+    assert row["holds"] is True and row["verdict"] == "no power"
+
+
+def test_check_config_names_the_keys():
+    from san.report.claims import check_config
+
+    check_config(REPORT)
+    with pytest.raises(ValueError, match="report.circle.skip_fraction_max"):
+        check_config({**REPORT, "circle": {**REPORT["circle"], "skip_fraction_max": 0.6}})
+    with pytest.raises(ValueError, match="report.rank_collapse.floor"):
+        check_config({**REPORT, "rank_collapse": {**REPORT["rank_collapse"], "floor": 1e-4}})
+    with pytest.raises(ValueError, match="report.paths.seeds.min_share"):
+        check_config({**REPORT, "paths": {**REPORT["paths"], "seeds": {"rule": "every_seed", "min_share": 0.5}}})
+    with pytest.raises(ValueError, match="report.theorem.negative_control_log10_gamma"):
+        check_config({**REPORT, "theorem": {**REPORT["theorem"], "negative_control_log10_gamma": -1.0}})

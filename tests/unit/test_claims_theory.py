@@ -215,7 +215,19 @@ def test_theorem_checks_carry_positive_controls_and_kinds():
     }
     rows = {r["key"]: r for r in out["verdicts"]}
     for key in ("nominal.holds", "certified_holds_no_ln", "adversarial.holds"):
-        assert rows[key]["positive_control"]["factor"] == THRESHOLDS["control_factor"]
+        assert rows[key]["positive_control"]["setting"] == THRESHOLDS["control_factor"]
+    # the adversarial row prints its power (the largest factor that still passes) beside the verdict, and "no
+    # power" where the bound divided by the control factor passes too
+    adv = rows["adversarial.holds"]
+    power = 10 ** (THRESHOLDS["log10_gamma_max"] - out["adversarial"]["log10_gamma_max"])
+    assert adv["positive_control"]["power"] == pytest.approx(power)
+    assert adv["verdict"] == ("no power" if power > THRESHOLDS["control_factor"] else "holds")
+    weak = theorem_claims(ds, {**THRESHOLDS, "control_factor": power / 2})
+    assert {r["key"]: r["verdict"] for r in weak["verdicts"]}["adversarial.holds"] == "no power"
+    strong = theorem_claims(ds, {**THRESHOLDS, "control_factor": power * 2})
+    assert {r["key"]: r["verdict"] for r in strong["verdicts"]}["adversarial.holds"] == "holds"
+    # regression rows report their controls but never print "no power": a proven inequality passes tighter bounds
+    assert rows["nominal.holds"]["verdict"] == "holds"
     # a factor beyond the certified bound's smallest margin makes its control fail
     wide = 10 ** (out["certified_margin_min_no_ln"] + 0.5)
     tight = theorem_claims(ds, {**THRESHOLDS, "control_factor": wide})

@@ -89,7 +89,13 @@ RUN = {"commit": "0123456789abcdef", "config_hash": "abcdef012345", "date": "202
 
 def control(verdict: bool) -> dict:
     """A positive control's record (san.core.verdicts.control)."""
-    return {"factor": 2.0, "verdict": "holds" if verdict else "fails", "fails_as_it_must": not verdict}
+    return {
+        "reference": "the bound divided by 2",
+        "setting": 2.0,
+        "verdict": "holds" if verdict else "fails",
+        "fails_as_it_must": not verdict,
+        "power": 9.1 if verdict else None,
+    }
 
 
 def _summary() -> dict:
@@ -97,8 +103,9 @@ def _summary() -> dict:
     entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
              "last_layer": 12}  # fmt: skip
     group = {"respects": 5, "violates": 0, "undecided": 0, "float_floor": 1}
-    claim = {"paper": "Noci et al. 2022", "statement": "branches scaled", "kind": "universal", "source": "abstract",
-             "holds": True, "detail": "cosine 0.3"}  # fmt: skip
+    claim = {"key": "depth.noci", "statement": "branches scaled", "kind": "scientific", "form": "universal",
+             "source": "Noci et al. 2022, abstract", "holds": True, "verdict": "holds", "detail": "cosine 0.3",
+             "positive_control": control(False)}  # fmt: skip
     return {
         "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
         "pretrained_collapse": None,
@@ -137,12 +144,18 @@ def _summary() -> dict:
             },
             "fig2_exponent": {"bert": {"init": 3.3}},
         },  # fmt: skip
-        "propagation": {"depth": [claim]},
+        "propagation": {"verdicts": [claim]},
         "verdicts": {
             "scientific": [
-                {"statement": "gamma <= 1 (adversarial)", "verdict": "holds", "positive_control": control(True)}
+                {
+                    "statement": "gamma <= 1 (adversarial)",
+                    "form": "universal",
+                    "verdict": "no power",
+                    "positive_control": control(True),
+                }
             ],
-            "regression": [{"statement": "certified bound", "verdict": "not judged"}],
+            "regression": [{"statement": "certified bound", "form": "universal", "verdict": "not judged"}],
+            "demonstration": [],
         },
         "provenance": RUN,
     }
@@ -155,23 +168,29 @@ def test_tables_from_a_summary(tmp_path):
     out = {p.stem: p.read_text() for p in written}
     assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
-    assert "| Noci et al. 2022 | branches scaled | universal | abstract | yes | cosine 0.3 |" in out["propagation"]
+    assert (
+        "| Noci et al. 2022, abstract | branches scaled | universal | holds | the bound divided by 2: fails as it must "
+        "| cosine 0.3 |" in out["propagation"]
+    )
     assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
     assert (
         "| adversarial search: largest gamma (240 draws; n = 2, 4, 8; H = 1, 2; ascent gain 0.8 decades) | scientific "
-        "| 0.11 | <= 1 | yes | / 2: does NOT fail: no power at this factor |" in out["theorem"]
+        "| 0.11 | <= 1 | yes | the bound divided by 2: does NOT fail: no power; passes up to 9.1 |" in out["theorem"]
     )
     assert (
-        "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | not judged | / 2: fails as it must |"
-        in out["theorem"]
+        "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | not judged | the bound divided by 2: "
+        "fails as it must |" in out["theorem"]
     )
     assert (
         "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | violated (as it must) |  |"
         in out["theorem"]
     )
     assert "no model" in out["pretrained"].lower()
-    assert "| scientific verdict | gamma <= 1 (adversarial) | holds | / 2: does NOT fail" in out["verdicts"]
-    assert "| regression check | certified bound | not judged |  |" in out["verdicts"]
+    assert (
+        "| scientific verdict | gamma <= 1 (adversarial) | universal | no power | the bound divided by 2: does NOT fail"
+        in out["verdicts"]
+    )
+    assert "| regression check | certified bound | universal | not judged |  |" in out["verdicts"]
     line = "<sub>Source run: commit 0123456789ab, config abcdef012345, 2026-01-01 00:00 UTC, m.</sub>"
     assert all(text.rstrip().endswith(line) for text in out.values()), "every table names its run"
 
