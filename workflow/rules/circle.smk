@@ -72,7 +72,7 @@ rule circle_table:
         data=rules.circle_gather.output[0],
     output:
         report(
-            f"{RESULTS}/tables/circle_collapse.csv",
+            RESULT["circle_collapse"],
             caption=caption("circle_table"),
             category="Circle (Fig. 3)",
             labels={"table": "collapse"},
@@ -172,7 +172,7 @@ rule circle_loss:
         "../../scripts/circle_loss.py"
 
 
-FIG3 = [f"{RESULTS}/circle.nc", f"{RESULTS}/tables/circle_collapse.csv"]
+FIG3 = [f"{RESULTS}/circle.nc", RESULT["circle_collapse"]]
 FIG3 += figures("circle") + figures("circle_distance") + figures("circle_loss")
 TARGETS += FIG3
 

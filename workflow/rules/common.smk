@@ -33,6 +33,17 @@ os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
 os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
 
 RESULTS = "results"
+# Every result file that more than one rule reads, spelled once: its pattern (wildcards model, task, sweep); the rules
+# that write, read and target it expand this table.
+RESULT = {
+    "rank_collapse": f"{RESULTS}/rank_collapse/{{model}}.nc",
+    "attention_products": f"{RESULTS}/attention_products/{{model}}.nc",
+    "circle_collapse": f"{RESULTS}/tables/circle_collapse.csv",
+    "paths": f"{RESULTS}/paths/{{task}}.nc",
+    "paths_exact": f"{RESULTS}/paths/{{task}}_exact.nc",
+    "theorem": f"{RESULTS}/theorem.nc",
+    "propagation": f"{RESULTS}/propagation/{{sweep}}.nc",
+}
 # Conda environment of the torch rules (`snakemake --sdm conda`): envs/torch.yaml (CPU build) or envs/torch-cuda.yaml
 # (config `torch_env`), relative to the rules files.
 TORCH_ENV = f"../../envs/{config['torch_env']}.yaml"

@@ -67,7 +67,7 @@ rule paths_evaluate:
         data=rules.paths_train.output.data,
         train_log=rules.paths_train.output.train_log,
     output:
-        f"{RESULTS}/paths/{{task}}.nc",
+        RESULT["paths"],
     log:
         "logs/paths_evaluate/{task}.log",
     benchmark:
@@ -114,7 +114,7 @@ rule paths_counts:
 rule paths_table:
     """Per task: full-model and chance accuracy and the mean accuracy by path length for each number of paths."""
     input:
-        data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
+        data=expand(RESULT["paths"], task=PATHS_TASKS),
     output:
         f"{RESULTS}/paths/summary.csv",
     log:
@@ -133,7 +133,7 @@ rule paths_table:
 rule path_effectiveness:
     """Fig. 4 layout: one panel per task, mean over seeds and repeats by path length with the seeds' range."""
     input:
-        data=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
+        data=expand(RESULT["paths"], task=PATHS_TASKS),
     output:
         report(
             figures("path_effectiveness"),
@@ -183,7 +183,7 @@ rule path_length_distribution:
         "../../scripts/path_length_distribution.py"
 
 
-FIG4 = expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS)
+FIG4 = expand(RESULT["paths"], task=PATHS_TASKS)
 FIG4 += expand(f"{RESULTS}/paths/{{task}}/model.safetensors", task=PATHS_TASKS)
 FIG4 += [f"{RESULTS}/path_counts.nc", f"{RESULTS}/paths/summary.csv"]
 FIG4 += figures("path_effectiveness") + figures("path_length_distribution")

@@ -9,7 +9,7 @@ rule paths_decompose:
         model=rules.paths_train.output.model,
         data=rules.paths_train.output.data,
     output:
-        f"{RESULTS}/paths/{{task}}_exact.nc",
+        RESULT["paths_exact"],
     log:
         "logs/paths_decompose/{task}.log",
     benchmark:
@@ -30,8 +30,8 @@ rule paths_decompose:
 rule path_decomposition:
     """Per task: norm share by path length (trained, init) and truncated accuracy over the sampled protocol."""
     input:
-        exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS),
-        sampled=expand(f"{RESULTS}/paths/{{task}}.nc", task=PATHS_TASKS),
+        exact=expand(RESULT["paths_exact"], task=PATHS_TASKS),
+        sampled=expand(RESULT["paths"], task=PATHS_TASKS),
     output:
         report(
             figures("path_decomposition"),
@@ -55,6 +55,6 @@ rule path_decomposition:
         "../../scripts/path_decomposition.py"
 
 
-PATHS_DECOMPOSITION = expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=PATHS_TASKS)
+PATHS_DECOMPOSITION = expand(RESULT["paths_exact"], task=PATHS_TASKS)
 PATHS_DECOMPOSITION += figures("path_decomposition")
 TARGETS += PATHS_DECOMPOSITION

@@ -30,7 +30,7 @@ rule propagation_sweep:
     input:
         unpack(propagation_inputs),
     output:
-        f"{RESULTS}/propagation/{{sweep}}.nc",
+        RESULT["propagation"],
     log:
         "logs/propagation_sweep/{sweep}.log",
     benchmark:
@@ -53,7 +53,7 @@ rule propagation:
     """The signal-propagation sweeps at initialisation (beyond the paper) and their figures: cosine vs depth with
     the recursion, the beta transition, masks, T (the target of the whole experiment)."""
     input:
-        **{s: f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS},
+        **{s: RESULT["propagation"].format(sweep=s) for s in PROPAGATION_SWEEPS},
     output:
         **{
             s: report(
@@ -79,7 +79,7 @@ rule propagation:
         "../../scripts/propagation.py"
 
 
-PROPAGATION_TARGETS = [f"{RESULTS}/propagation/{s}.nc" for s in PROPAGATION_SWEEPS]
+PROPAGATION_TARGETS = [RESULT["propagation"].format(sweep=s) for s in PROPAGATION_SWEEPS]
 for _s in PROPAGATION_SWEEPS:
     PROPAGATION_TARGETS += figures(f"propagation_{_s}")
 TARGETS += PROPAGATION_TARGETS

@@ -79,7 +79,7 @@ rule rank_collapse:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
     output:
-        f"{RESULTS}/rank_collapse/{{model}}.nc",
+        RESULT["rank_collapse"],
     log:
         "logs/rank_collapse/{model}.log",
     benchmark:
@@ -104,7 +104,7 @@ rule attention_products:
         models=model_inputs("models"),
         inputs=model_inputs("inputs"),
     output:
-        f"{RESULTS}/attention_products/{{model}}.nc",
+        RESULT["attention_products"],
     log:
         "logs/attention_products/{model}.log",
     benchmark:
@@ -160,7 +160,7 @@ rule rank_collapse_model:
 rule rank_collapse_overview:
     """Fig. 2 as one figure: a panel per model at init, then per model with pretrained weights; log y axis."""
     input:
-        data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=RANK_COLLAPSE_MODELS),
+        data=expand(RESULT["rank_collapse"], model=RANK_COLLAPSE_MODELS),
     output:
         report(
             figures("rank_collapse_overview"),
@@ -186,7 +186,7 @@ rule rank_collapse_overview:
 rule rank_collapse_pretrained:
     """Every pretrained model side by side: SAN and transformer against depth l/L, the three measures, log y."""
     input:
-        data=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=PRETRAINED_MODELS),
+        data=expand(RESULT["rank_collapse"], model=PRETRAINED_MODELS),
     output:
         report(
             figures("rank_collapse_pretrained"),
@@ -238,10 +238,10 @@ rule attention_products_model:
 FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []
 FIG2 += figures("rank_collapse_pretrained") if PRETRAINED_MODELS else []
 for _model in RANK_COLLAPSE_MODELS:
-    FIG2 += [f"{RESULTS}/rank_collapse/{_model}.nc"]
+    FIG2 += [RESULT["rank_collapse"].format(model=_model)]
     FIG2 += figures(f"rank_collapse_model_{_model}") + figures(f"rank_collapse_model_{_model}_log")
 for _model in ATTENTION_PRODUCT_MODELS:
-    FIG2 += [f"{RESULTS}/attention_products/{_model}.nc"] + figures(f"attention_products_model_{_model}")
+    FIG2 += [RESULT["attention_products"].format(model=_model)] + figures(f"attention_products_model_{_model}")
 TARGETS += FIG2
 
 

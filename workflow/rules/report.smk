@@ -9,13 +9,13 @@ REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 rule summary:
     """Check each of the paper's claims on this run's results; write summary.json and the report's captions."""
     input:
-        rank_collapse=expand(f"{RESULTS}/rank_collapse/{{model}}.nc", model=config["rank_collapse"]["models"]),
-        attention_products=expand(f"{RESULTS}/attention_products/{{model}}.nc", model=ATTENTION_PRODUCT_MODELS),
-        circle=f"{RESULTS}/tables/circle_collapse.csv",
-        paths=expand(f"{RESULTS}/paths/{{task}}.nc", task=config["paths"]["tasks"]),
-        paths_exact=expand(f"{RESULTS}/paths/{{task}}_exact.nc", task=config["paths"]["tasks"]),
+        rank_collapse=expand(RESULT["rank_collapse"], model=config["rank_collapse"]["models"]),
+        attention_products=expand(RESULT["attention_products"], model=ATTENTION_PRODUCT_MODELS),
+        circle=RESULT["circle_collapse"],
+        paths=expand(RESULT["paths"], task=config["paths"]["tasks"]),
+        paths_exact=expand(RESULT["paths_exact"], task=config["paths"]["tasks"]),
         theorem=rules.theorem_sweep.output[0],
-        propagation=expand(f"{RESULTS}/propagation/{{sweep}}.nc", sweep=PROPAGATION_SWEEPS),
+        propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",

@@ -8,7 +8,7 @@ rule theorem_sweep:
         model=f"{RESULTS}/models/{THEORY_MODEL}/init",
         inputs=f"{RESULTS}/inputs/{THEORY_MODEL}/init.nc",
     output:
-        f"{RESULTS}/theorem.nc",
+        RESULT["theorem"],
     log:
         "logs/theorem_sweep.log",
     benchmark:
@@ -49,7 +49,7 @@ rule theorem_bound:
         "../../scripts/theorem_bound.py"
 
 
-THEOREM = [f"{RESULTS}/theorem.nc"] + figures("theorem_bound")
+THEOREM = [RESULT["theorem"]] + figures("theorem_bound")
 TARGETS += THEOREM
 
 
