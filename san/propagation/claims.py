@@ -327,7 +327,7 @@ def _critical_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         "Result 1 and the REM attention update (their theory_update_relu.py)",
         holds=check("finite"),
         value=ratio,
-        margin=tol - max(abs(r["observed"] / r["finite"] - 1.0) for r in rows),
+        margin=tol - float(np.max([abs(r["observed"] / r["finite"] - 1.0) for r in rows])),
         test=f"at every T, the simulation's critical beta (median of beta (1 - Y) over points with last-layer "
         f"participation Y > {t['condensed']}) within {tol:.0%} of the same statistic of the finite-T recursion (no "
         "fitted parameter; the finite-T correction is the T-key softmax in place of its REM limit)",
