@@ -140,3 +140,33 @@ def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
     never = pretrained_collapse_claims({"flat": _pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0)
     assert never["pure_collapses_in_every_model"] is False and never["within_layers"] is None
     assert "never" in never["caption_rows"]["flat"]
+
+
+def test_propagation_captions_print_each_rows_verdict_and_control(tmp_path):
+    """The propagation templates of workflow/report print each sweep's rows with their printed verdict (no power
+    included) and the control's reference and power; a demonstration row has no control."""
+    import shutil
+
+    from san.core import verdicts as V
+
+    from helpers import ROOT
+
+    control = V.control("the recursion offset by +0.1", 0.1, True, power=0.2)
+    rows = [
+        V.row("depth.recursion_exact_in_limit", "exact in the limit", kind=V.SCIENTIFIC, form=V.QUANTITATIVE,
+              source="G&G", holds=True, test="t", detail="gap 0.01", positive_control=control),
+        V.row("masks.layernorm_construction", "a construction", kind=V.DEMONSTRATION, form=V.EXISTENTIAL,
+              source="Wu", holds=True, test="t", detail="staying 98%"),
+    ]  # fmt: skip
+    templates = tmp_path / "t"
+    templates.mkdir()
+    for name in ("propagation_depth", "propagation_masks", "propagation_qk_variance"):
+        shutil.copy(ROOT / "workflow" / "report" / f"{name}.rst", templates)
+    out = {
+        p.stem: p.read_text() for p in render_captions(templates, tmp_path / "out", {"propagation": {"verdicts": rows}})
+    }
+    assert '"exact in the limit" — **no power**' in out["propagation_depth"]
+    assert "positive control, the recursion offset by +0.1: holds, passes up to 0.2" in out["propagation_depth"]
+    assert '"a construction" — **holds** (demonstration, existential' in out["propagation_masks"]
+    assert "positive control" not in out["propagation_masks"]
+    assert "exact in the limit" not in out["propagation_qk_variance"]
