@@ -15,7 +15,7 @@ TOL = {"rtol": 1e-10, "atol": 1e-10}
 def perturbed_model(family, config):
     """A tiny float64 model of ``family`` with architecture ``config`` whose every parameter is perturbed (zero
     biases, unit or zero norm weights would let a wrong formula pass)."""
-    config = FAMILIES[family].config_cls(**config, attn_implementation="eager")
+    config = FAMILIES[family].config_cls(**config, attn_implementation="eager", experts_implementation="eager")
     torch.manual_seed(0)
     model = FAMILIES[family].model_cls(config).double().eval()
     g = torch.Generator().manual_seed(2)
