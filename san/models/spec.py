@@ -274,7 +274,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     ),
 }  # fmt: skip
 
-#: the family names, in table order (the schema's enum of ``models.<name>.family``; a test keeps them in step)
+#: the family names, in table order (``models.<name>.family`` must be one: :func:`check_models`)
 FAMILIES = tuple(FAMILY_TABLE)
 #: families whose attention is causal
 CAUSAL = frozenset(name for name, row in FAMILY_TABLE.items() if row.causal)
@@ -462,13 +462,21 @@ def explicit_architecture(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]
 
 
 def check_models(config: dict[str, Any]) -> None:
-    """Cross-checks of the ``models`` section against ``text``: an entry has weights to analyse; an explicit
+    """Cross-checks of the ``models`` section against ``text``: a given family is a row of the table; an entry has
+    weights to analyse; an explicit
     architecture names its family, is valid for it (:func:`check_architecture`) and has position embeddings for
     ``text.seq_len`` tokens; an init without architecture has pretrained weights to take it from; only causal
     decoder families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key. (An entry
     without ``family`` is recognised from its config.json by its acquisition job, the first job of the model.)"""
     text = config.get("text", {})
     for name, spec in config.get("models", {}).items():
+        if spec.get("family") is not None and spec["family"] not in FAMILY_TABLE:
+            close = difflib.get_close_matches(str(spec["family"]), FAMILIES, n=1)
+            raise ConfigError(
+                f"config key 'models.{name}.family': {spec['family']!r} is no family of the table "
+                f"(san/models/spec.py); expected one of {list(FAMILIES)}"
+                + (f"; did you mean {close[0]!r}?" if close else "")
+            )
         init = init_entry(spec)
         if init is None and not spec.get("pretrained"):
             raise ConfigError(f"config key 'models.{name}': init is null and there is no pretrained source: no weights")
