@@ -109,3 +109,29 @@ def rotate(x, cos, sin):
     """Rotary embedding, rotate-half convention: dimension j pairs with j + head_dim/2."""
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+#: the paper's four variants (Fig. 2), written out here rather than taken from the code under test:
+#: ``(attention skip, MLP)``. SAN is the attention branch only; SAN+MLP is attention then the MLP, no skips;
+#: SAN+skip is attention with its residual; transformer is the unmodified model
+VARIANT_SWITCHES = {
+    "SAN": (False, False),
+    "SAN+MLP": (False, True),
+    "SAN+skip": (True, False),
+    "transformer": (True, True),
+}
+VARIANT_NAMES = tuple(VARIANT_SWITCHES)
+
+
+def routed(x, weights, experts):
+    """A mixture-of-experts layer's routed sum ``sum_e w_e(x) expert_e(x)``: ``weights`` (tokens, experts) holds each
+    token's routing weight of every expert (zero for an expert not chosen); every expert runs on every token and
+    the weights select (the references never gather tokens by expert, as transformers does)."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = sum(weights[:, e, None] * expert(flat) for e, expert in enumerate(experts))
+    return out.reshape(x.shape)
+
+
+def top_k_weights(scores, indices, n_experts):
+    """(tokens, experts): ``scores`` (tokens, k) placed at the chosen experts ``indices``, zeros elsewhere."""
+    return torch.zeros(scores.shape[0], n_experts, dtype=scores.dtype).scatter(1, indices, scores)
