@@ -96,6 +96,10 @@ class FamilyRow:
     #: "The MLP" of such a family is its whole expert layer: router, the chosen experts, shared experts and their
     #: gates (the module ``pre_norm_parts`` names; a layer that the config makes dense has a dense MLP there)
     experts_key: str | None = None
+    #: a variant's block output without the MLP where it is not the attention sub-block's output ``h``, as the
+    #: generated tables of docs/models.md write it (ALBERT's paper ablation: the FFN's two linear maps become
+    #: identities)
+    without_mlp: str | None = None
     #: whether ``model.embeddings(input_ids=...)`` gives the embedded prose that the theory and propagation
     #: experiments feed to their own blocks (word + position + token-type embeddings, then LayerNorm)
     prose_embeddings: bool = False
@@ -152,6 +156,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         **_ENCODER, position_key="max_position_embeddings", ablation="albert", blocks="encoder.albert_layer_groups",
         head_prefixes=("predictions.", "sop_classifier."),
         architectures=("AlbertModel", "AlbertForMaskedLM", "AlbertForPreTraining"), model_types=("albert",),
+        without_mlp="`N2(gelu(h) + h)`",
         notes="the paper's ALBERT: one shared layer, measured at each of its runs; without the MLP the FFN's two "
         "linear maps become identities (`LN(gelu(h) + h)` remains; `albert_no_mlp: remove` drops the FFN block)",
     ),
@@ -214,8 +219,8 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     "gpt_neox": _decoder(
         "gpt_neox", "gpt_neox", "GPTNeoX", head_prefixes=("embed_out.", "lm_head."), pre_norm_parts=_NEOX_PARTS,
         final_norm="final_layer_norm", parallel_residual="use_parallel_residual",
-        notes="parallel when the config's `use_parallel_residual` is true (Pythia), sequential otherwise; SAN+MLP is "
-        "`MLP(N2(Attn(N1(x))))` either way, so the two wirings differ only in the unmodified transformer",
+        notes="parallel in Pythia; SAN+MLP reads attention's output in either wiring (the choice of `phi`), so the "
+        "two wirings differ only in the unmodified transformer",
     ),
     "phi": _decoder(
         "phi", "phi", "Phi", pre_norm_parts=_PHI_PARTS, final_norm="final_layernorm", parallel_residual=True,

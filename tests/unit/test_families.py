@@ -969,3 +969,59 @@ def test_a_rank_collapse_job_holds_one_copy_of_the_weights(tmp_path, monkeypatch
     ds = experiment.run("llama", folders, inputs, settings)
     assert len(loaded) == 4  # two weight sets x two dtypes
     assert list(ds["dtype"].values) == ["float32", "float32", "float64", "float64"]
+
+
+# ------------------------------------------------------------------------------------------------ generated tables
+def test_the_documents_family_tables_are_the_table():
+    """README.md's list and docs/models.md's tables are generated from the family table: every family appears, and
+    the committed documents are what ``python -m san.models.tables`` writes."""
+    from san.models import tables
+
+    from helpers import ROOT
+
+    assert tables.sync(ROOT, check=True) == []
+    readme, models = ((ROOT / p).read_text(encoding="utf-8") for p in tables.DOCUMENTS)
+    assert f"Families ({len(FAMILY_TABLE)}):" in readme
+    for family in FAMILY_TABLE:
+        assert f"`{family}`" in readme and f"| `{family}` |" in models, family
+
+
+def test_a_new_row_is_in_every_generated_table(tmp_path):
+    """A row added to the table reaches the list and both tables with its kind and block; a stale document is
+    reported, and rewritten."""
+    import dataclasses
+
+    from san.models import tables
+
+    new = dataclasses.replace(FAMILY_TABLE["mixtral"], notes="a new family", branch_multiplier="m")
+    table = {**FAMILY_TABLE, "newmoe": new}
+    assert f"Families ({len(FAMILY_TABLE) + 1}):" in tables.family_list(table)
+    assert "`newmoe`" in tables.family_list(table)
+    row_line = next(line for line in tables.family_table(table).splitlines() if line.startswith("| `newmoe`"))
+    assert "mixture-of-experts decoder" in row_line and "`h = x + s Attn(N1(x))`, `y = h + s MoE(N2(h))`" in row_line
+    for doc in tables.DOCUMENTS:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc).write_text("a\n<!-- family-table: variants -->\nstale\n<!-- end family-table -->\n")
+    assert len(tables.sync(tmp_path, check=True)) == 2
+    tables.sync(tmp_path)
+    assert tables.sync(tmp_path, check=True) == []
+    assert "stale" not in (tmp_path / "README.md").read_text()
+
+
+def test_the_generated_formulas_are_the_papers_variants():
+    """The formulas of the generated tables, written out for one family of each kind of block."""
+    from san.models.tables import block, variants
+
+    expected = {
+        "bert": ("`N1(Attn(x))`", "`N2(MLP(N1(Attn(x))))`", "`N1(x + Attn(x))`"),
+        "llama": ("`Attn(N1(x))`", "`MLP(N2(Attn(N1(x))))`", "`x + Attn(N1(x))`"),
+        "gemma2": ("`Na(Attn(N1(x)))`", "`Nm(MLP(N2(Na(Attn(N1(x))))))`", "`x + Na(Attn(N1(x)))`"),
+        "olmo2": ("`Na(Attn(x))`", "`Nm(MLP(Na(Attn(x))))`", "`x + Na(Attn(x))`"),
+        "phi": ("`Attn(N(x))`", "`MLP(N(Attn(N(x))))`", "`x + Attn(N(x))`"),
+        "granitemoe": ("`s Attn(N1(x))`", "`s MoE(N2(s Attn(N1(x))))`", "`x + s Attn(N1(x))`"),
+    }
+    for family, (san, san_mlp, san_skip) in expected.items():
+        got = variants(FAMILY_TABLE[family])
+        assert (got["SAN"], got["SAN+MLP"], got["SAN+skip"]) == (san, san_mlp, san_skip), family
+        assert got["transformer"] == block(FAMILY_TABLE[family])
+    assert block(FAMILY_TABLE["phi"]) == "`y = x + Attn(N(x)) + MLP(N(x))`"
