@@ -144,7 +144,8 @@ CASES = {
         "deepseek_v3",
         dict(**{**_SIZES, "num_key_value_heads": 4}, moe_intermediate_size=16, n_routed_experts=4,
              num_experts_per_tok=2, n_group=2, topk_group=1, n_shared_experts=1, first_k_dense_replace=1,
-             q_lora_rank=8, kv_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=4),
+             q_lora_rank=8, kv_lora_rank=8, qk_rope_head_dim=4, qk_nope_head_dim=4, v_head_dim=6,
+             norm_topk_prob=True, routed_scaling_factor=2.5, rope_parameters=_DEFAULT_ROPE),
     ),
 }  # fmt: skip
 #: families whose variants tests/unit/test_ablations.py recomputes (the paper's encoders)
@@ -162,7 +163,13 @@ def ids():
 
 @pytest.fixture(scope="module")
 def models():
-    return {case: perturbed_model(family, config) for case, (family, config) in CASES.items()}
+    built = {case: perturbed_model(family, config) for case, (family, config) in CASES.items()}
+    g = torch.Generator().manual_seed(3)
+    for layer in built["deepseek_v3"].layers:  # the router's correction bias is a buffer: perturbed here
+        bias = getattr(getattr(layer.mlp, "gate", None), "e_score_correction_bias", None)
+        if bias is not None:
+            bias.copy_(0.5 * torch.randn(bias.shape, generator=g, dtype=bias.dtype))
+    return built
 
 
 def run(model, ids):
@@ -658,6 +665,72 @@ def sink_attention(q, k, v, scaling, mask, sinks):
     return (p @ v).transpose(1, 2).reshape(b, n, -1)
 
 
+def rotate_pairs(x, cos, sin):
+    """Rotary embedding in interleaved pairs: dimensions ``2j`` and ``2j + 1`` rotate by the ``j``-th angle
+    (DeepSeek's ``rope_interleave``)."""
+    half = cos.shape[-1] // 2
+    c, s = cos[..., :half], sin[..., :half]
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * c - odd * s, odd * c + even * s], dim=-1).flatten(-2)
+
+
+def grouped_sigmoid_routing(logits, bias, cfg):
+    """DeepSeek-V3's router (float32): sigmoid scores; the experts chosen by score + correction bias among the
+    ``topk_group`` groups whose two best biased scores sum highest; weighted by their unbiased scores (renormalised
+    iff ``norm_topk_prob``) times ``routed_scaling_factor``."""
+    scores = logits.sigmoid()
+    biased = scores + bias
+    n_tokens, n_experts = scores.shape
+    per_group = n_experts // cfg.n_group
+    group_strength = biased.view(n_tokens, cfg.n_group, per_group).topk(2, dim=-1).values.sum(-1)
+    best_groups = group_strength.topk(cfg.topk_group, dim=-1).indices
+    allowed = torch.zeros(n_tokens, cfg.n_group, dtype=torch.bool).scatter(1, best_groups, True)
+    allowed = allowed.repeat_interleave(per_group, dim=1)
+    chosen = biased.masked_fill(~allowed, -math.inf).topk(cfg.num_experts_per_tok, dim=-1).indices
+    weights = scores.gather(1, chosen)
+    if cfg.norm_topk_prob:
+        weights = weights / (weights.sum(-1, keepdim=True) + 1e-20)
+    return top_k_weights((weights * cfg.routed_scaling_factor).double(), chosen, n_experts)
+
+
+def deepseek_v3_reference(model, ids, name):
+    """Multi-head latent attention (queries through a low-rank bottleneck with its RMSNorm; keys and values
+    expanded from a normed latent, one rotary key part shared by all heads, rotary on part of each head in
+    interleaved pairs), dense MLPs in the first ``first_k_dense_replace`` layers, then grouped sigmoid routing plus
+    ungated shared experts."""
+    cfg = model.config
+    nope, rot, dv = cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    cos, sin = rope(cfg, rot)
+    stream = [model.embed_tokens.weight[ids]]
+    for i, layer in enumerate(model.layers):
+        sa = layer.self_attn
+
+        def attn(h, sa=sa):
+            q = heads(lin(rms_llama(lin(h, sa.q_a_proj), sa.q_a_layernorm), sa.q_b_proj), nope + rot)
+            q = torch.cat([q[..., :nope], rotate_pairs(q[..., nope:], cos, sin)], dim=-1)
+            latent, k_rot = lin(h, sa.kv_a_proj_with_mqa).split([cfg.kv_lora_rank, rot], dim=-1)
+            kv = heads(lin(rms_llama(latent, sa.kv_a_layernorm), sa.kv_b_proj), nope + dv)
+            k_rot = rotate_pairs(k_rot[:, None], cos, sin).expand(-1, kv.shape[1], -1, -1)
+            k, v = torch.cat([kv[..., :nope], k_rot], dim=-1), kv[..., nope:]
+            mask = causal_mask(N_TOKENS)
+            return lin(attention(q, k, v, (nope + rot) ** -0.5, mask=mask, softmax_dtype=F32), sa.o_proj)
+
+        def mlp(h, m=layer.mlp, i=i):
+            if i < cfg.first_k_dense_replace:
+                return swiglu(h, m)
+            flat = h.reshape(-1, h.shape[-1])
+            logits = flat.to(F32) @ m.gate.weight.to(F32).T
+            weights = grouped_sigmoid_routing(logits, m.gate.e_score_correction_bias.to(F32), cfg)
+            ex = m.experts
+            experts = [gated_expert(ex.gate_up_proj[e], ex.down_proj[e]) for e in range(ex.gate_up_proj.shape[0])]
+            return routed(h, weights, experts) + swiglu(h, m.shared_experts)
+
+        n1 = partial(rms_llama, mod=layer.input_layernorm)
+        n2 = partial(rms_llama, mod=layer.post_attention_layernorm)
+        stream.append(block(stream[-1], name, attn, mlp, n1=n1, n2=n2))
+    return stream
+
+
 REFERENCES = {
     "roberta": roberta_reference,
     "mpnet": mpnet_reference,
@@ -681,6 +754,7 @@ REFERENCES = {
     "granitemoe": moe_reference,
     "gpt_oss": moe_reference,
     "phimoe": moe_reference,
+    "deepseek_v3": deepseek_v3_reference,
 }
 #: the cases with a reference
 REFERENCED = [case for case in CASES if family_of(case) in REFERENCES]
@@ -694,10 +768,9 @@ PARALLEL = {"phi": True, "gpt_neox": "use_parallel_residual"}
 
 
 def test_every_family_of_the_table_has_a_case():
-    """One case per family (the paper's encoders in tests/unit/test_ablations.py), and a reference for all but
-    DeepSeek-V3, whose variants are checked by the residual identity and the other tests below."""
+    """One case per family (the paper's encoders in tests/unit/test_ablations.py), each with its reference."""
     assert {family_of(case) for case in CASES} | ELSEWHERE == set(FAMILY_TABLE) and len(FAMILY_TABLE) >= 24
-    assert set(REFERENCES) | ELSEWHERE | {"deepseek_v3"} == set(FAMILY_TABLE)
+    assert set(REFERENCES) | ELSEWHERE == set(FAMILY_TABLE)
     assert len({f for f in REFERENCES if FAMILY_TABLE[f].experts_key}) >= 6
 
 
