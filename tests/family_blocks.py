@@ -1,4 +1,4 @@
-"""Building blocks of the references that tests/unit/test_families.py and tests/unit/test_todays_families.py
+"""Building blocks of the references that tests/unit/test_families.py and tests/unit/test_ablations.py
 recompute every family's residual stream from (plain torch on the weights; no transformers submodule's forward is
 called), and the tiny perturbed float64 models they are checked on."""
 
@@ -15,7 +15,7 @@ TOL = {"rtol": 1e-10, "atol": 1e-10}
 def perturbed_model(family, config):
     """A tiny float64 model of ``family`` with architecture ``config`` whose every parameter is perturbed (zero
     biases, unit or zero norm weights would let a wrong formula pass)."""
-    config = FAMILIES[family].config_cls(**config, attn_implementation="eager")
+    config = FAMILIES[family].config_cls(**config, attn_implementation="eager", experts_implementation="eager")
     torch.manual_seed(0)
     model = FAMILIES[family].model_cls(config).double().eval()
     g = torch.Generator().manual_seed(2)
@@ -109,3 +109,29 @@ def rotate(x, cos, sin):
     """Rotary embedding, rotate-half convention: dimension j pairs with j + head_dim/2."""
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+#: the paper's four variants (Fig. 2), written out here rather than taken from the code under test:
+#: ``(attention skip, MLP)``. SAN is the attention branch only; SAN+MLP is attention then the MLP, no skips;
+#: SAN+skip is attention with its residual; transformer is the unmodified model
+VARIANT_SWITCHES = {
+    "SAN": (False, False),
+    "SAN+MLP": (False, True),
+    "SAN+skip": (True, False),
+    "transformer": (True, True),
+}
+VARIANT_NAMES = tuple(VARIANT_SWITCHES)
+
+
+def routed(x, weights, experts):
+    """A mixture-of-experts layer's routed sum ``sum_e w_e(x) expert_e(x)``: ``weights`` (tokens, experts) holds each
+    token's routing weight of every expert (zero for an expert not chosen); every expert runs on every token and
+    the weights select (the references never gather tokens by expert, as transformers does)."""
+    flat = x.reshape(-1, x.shape[-1])
+    out = sum(weights[:, e, None] * expert(flat) for e, expert in enumerate(experts))
+    return out.reshape(x.shape)
+
+
+def top_k_weights(scores, indices, n_experts):
+    """(tokens, experts): ``scores`` (tokens, k) placed at the chosen experts ``indices``, zeros elsewhere."""
+    return torch.zeros(scores.shape[0], n_experts, dtype=scores.dtype).scatter(1, indices, scores)

@@ -220,10 +220,17 @@ def _maybe(module: nn.Module, name: str | None, x: torch.Tensor) -> torch.Tensor
     return x if name is None else getattr(module, name)(x)
 
 
+def _first(out: torch.Tensor | tuple) -> torch.Tensor:
+    """A sub-block's output tensor: gpt-oss's expert layer returns ``(output, router_scores)``, the others a
+    tensor."""
+    return out[0] if isinstance(out, tuple) else out
+
+
 def _pre_norm_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 1.0) -> Callable:
     """The forward of a pre-norm (or sandwich-norm, or post-sub-block-norm) block as a variant (module docstring):
     every branch is multiplied by ``scale`` (Granite's ``residual_multiplier``; 1 elsewhere); the attention receives
-    every keyword the model passes to the block (mask, positions, rotary embeddings, cache flags)."""
+    every keyword the model passes to the block (mask, positions, rotary embeddings, cache flags); the MLP is the
+    module the parts name, a mixture-of-experts layer whole (router, experts, shared experts and gates)."""
     norm_a, attn, post_a, norm_m, ffn, post_m = parts
 
     def branch(x: torch.Tensor) -> torch.Tensor:
@@ -235,7 +242,7 @@ def _pre_norm_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float 
         h = hidden_states + a if attention_skip else a
         if not mlp:
             return h
-        m = branch(_maybe(self, post_m, getattr(self, ffn)(_maybe(self, norm_m, h))))
+        m = branch(_maybe(self, post_m, _first(getattr(self, ffn)(_maybe(self, norm_m, h)))))
         return h + m if attention_skip else m
 
     return block

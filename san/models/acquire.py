@@ -535,7 +535,8 @@ def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None
 
 
 def load_model(folder: str | Path, family: str, dtype: torch.dtype = torch.float64) -> PreTrainedModel:
-    """Load a materialised model in eval mode with eager attention (attention matrices are returned).
+    """Load a materialised model in eval mode with eager attention (attention matrices are returned) and eager experts
+    (a mixture-of-experts layer loops over its experts, in float64 too).
 
     The folder's files must match its manifest (:func:`verify_folder`), its config.json must be of ``family``
     (:func:`recognise_folder`), weights come from safetensors only and must fill exactly the model's parameters.
@@ -547,6 +548,7 @@ def load_model(folder: str | Path, family: str, dtype: torch.dtype = torch.float
     model, info = model_cls.from_pretrained(
         folder,
         attn_implementation="eager",
+        experts_implementation="eager",  # mixture-of-experts layers: the loop over experts, in any dtype
         use_safetensors=True,
         trust_remote_code=False,
         dtype=dtype,

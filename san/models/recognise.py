@@ -6,16 +6,19 @@ then ``model_type`` (:attr:`~san.models.spec.FamilyRow.model_types`); a multimod
 ``text_config`` resolves to its text model. A ``family`` given in the config must agree with what the file says.
 
 Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated:
-models whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models
-(the paper's variants are defined for one stack of self-attention blocks), token mixers that are not softmax
-attention (state-space layers such as Mamba, linear or gated-delta attention in hybrids: the paper's SAN is a stack
-of softmax attention layers, and a layer without an attention matrix has no SAN), and mixture-of-experts MLPs (the
-"MLP" of the SAN+MLP variant would be a routed sum of experts whose router is itself a learned, token-dependent
-mixing; refused until that choice is defined and tested).
+models whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and
+the decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for
+one stack of self-attention blocks), an encoder family's config that says ``is_decoder`` (its variants would run a
+causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
+linear or gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer
+without an attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a
+family's row says whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense
+family would be mis-ablated).
 
 What the ablation depends on is recorded from the config, not assumed from the family's name
 (:func:`structural_facts`): parallel or sequential residual, where the norms sit, q/k norms, residual and embedding
-multipliers, sliding-window or local layers, grouped key/value heads. The acquisition job writes the recognition and
+multipliers, sliding-window or local layers, grouped key/value heads, attention sinks, and a mixture-of-experts
+layer's expert count, routing and dense layers. The acquisition job writes the recognition and
 the facts into the model folder's manifest; the analysis jobs read the family from there and record it, with how
 it was recognised and the facts, in every result file. Torch-free.
 """
@@ -49,6 +52,16 @@ MOE_MODEL_TYPES = frozenset(
 )  # fmt: skip
 #: config keys that count experts (a count above one: a mixture-of-experts MLP)
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+#: ``model_type`` values of the table's mixture-of-experts families (their rows name an ``experts_key``)
+MOE_FAMILY_MODEL_TYPES = frozenset(t for row in FAMILY_TABLE.values() if row.experts_key for t in row.model_types)
+#: config keys of a mixture-of-experts layer's routing, shared experts and dense layers, recorded as facts
+ROUTING_KEYS = (
+    "num_experts_per_tok", "norm_topk_prob", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "n_shared_experts", "routed_scaling_factor", "n_group", "topk_group", "mlp_only_layers", "decoder_sparse_step",
+    "first_k_dense_replace", "router_jitter_noise",
+)  # fmt: skip
+#: ``model_type`` values whose attention has a learned sink logit per head in its softmax (gpt-oss)
+SINK_MODEL_TYPES = frozenset({"gpt_oss"})
 #: entries of ``layer_types`` that are softmax attention (full, sliding-window or chunked)
 ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
 #: config keys that lay out hybrid stacks of attention and other mixers
@@ -60,7 +73,7 @@ FACT_KEYS = {
 }
 #: ``model_type`` values whose attention always normalises queries and keys (transformers' classes have ``q_norm``
 #: and ``k_norm`` modules, no config key)
-QK_NORM_MODEL_TYPES = frozenset({"qwen3", "olmo2", "olmo3", "gemma3_text"})
+QK_NORM_MODEL_TYPES = frozenset({"qwen3", "olmo2", "olmo3", "gemma3_text", "qwen3_moe", "olmoe"})
 #: multipliers and scalings of the residual stream, embeddings, attention and logits
 MULTIPLIER_KEYS = (
     "residual_multiplier", "embedding_multiplier", "attention_multiplier", "logits_scaling",
@@ -115,6 +128,11 @@ def refusal(config: Mapping[str, Any]) -> str | None:
         )
     if config.get("is_encoder_decoder"):
         return "it is an encoder-decoder model (is_encoder_decoder): the variants are defined for one stack of blocks"
+    if config.get("add_cross_attention"):
+        return (
+            "it is the decoder of an encoder-decoder model (add_cross_attention: its blocks attend to an encoder's "
+            "output): the variants are defined for one stack of self-attention blocks"
+        )
     if model_type in NON_ATTENTION_MODEL_TYPES:
         return (
             f"model_type {model_type!r} mixes tokens with layers that are not softmax attention (state-space, "
@@ -130,10 +148,23 @@ def refusal(config: Mapping[str, Any]) -> str | None:
     if hybrid:
         return f"its config lays out a hybrid stack of attention and other token mixers ({hybrid})"
     experts = {key: config[key] for key in EXPERT_KEYS if isinstance(config.get(key), int) and config[key] > 1}
-    if model_type in MOE_MODEL_TYPES or experts:
+    if (model_type in MOE_MODEL_TYPES or experts) and model_type not in MOE_FAMILY_MODEL_TYPES:
         return (
-            f"it has mixture-of-experts MLPs (model_type {model_type!r}{f', {experts}' if experts else ''}): the "
-            "MLP of the SAN+MLP variant would be a routed sum of experts, which is not supported"
+            f"it has mixture-of-experts MLPs (model_type {model_type!r}{f', {experts}' if experts else ''}) of no "
+            f"mixture-of-experts family of the table ({sorted(MOE_FAMILY_MODEL_TYPES)}): its expert layer's routing "
+            "is not defined there"
+        )
+    return None
+
+
+def family_refusal(config: Mapping[str, Any], family: str) -> str | None:
+    """Why a (text) config recognised as ``family`` is refused all the same, or None: a config that says
+    ``is_decoder`` in a bidirectional family (a BERT or RoBERTa decoder is causal; its variants would be run
+    bidirectional)."""
+    if config.get("is_decoder") and not FAMILY_TABLE[family].causal:
+        return (
+            f"its config sets is_decoder: true (a causal decoder), but family {family!r} runs bidirectional "
+            "attention: its variants would analyse a causal model as bidirectional"
         )
     return None
 
@@ -178,6 +209,9 @@ def recognise(config: Mapping[str, Any], where: str, family: str | None = None) 
             "the family table in san/models/spec.py (docs/models.md)"
         )
     name, by = found
+    why = family_refusal(text, name)
+    if why is not None:
+        raise UnsupportedModel(f"{described} is refused: {why}. Supported families: {supported()}")
     if family is not None and family != name:
         raise UnsupportedModel(
             f"{described}: the config gives family {family!r}, but its config.json is of family {name!r} "
@@ -224,6 +258,11 @@ def structural_facts(config: Mapping[str, Any], family: str) -> dict[str, Any]:
             facts[fact] = {key: config[key]}
     if "qk_norm" not in facts and config.get("model_type") in QK_NORM_MODEL_TYPES:
         facts["qk_norm"] = {"model_type": config["model_type"]}
+    if config.get("model_type") in SINK_MODEL_TYPES:
+        facts["attention_sinks"] = {"model_type": config["model_type"]}
+    if row.experts_key is not None:
+        routing = {k: config[k] for k in (row.experts_key, *ROUTING_KEYS) if config.get(k) is not None}
+        facts["experts"] = routing
     multipliers = {k: config[k] for k in MULTIPLIER_KEYS if config.get(k) is not None}
     if multipliers:
         facts["multipliers"] = multipliers

@@ -42,9 +42,10 @@ PURE_ATTENTION = ("SAN", "SAN+MLP")
 WITH_SKIP = ("SAN+skip", "transformer")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FamilyRow:
-    """One model family of the table (module docstring)."""
+    """One model family of the table (module docstring). Rows are keyword-only: each fact is named where it is
+    stated."""
 
     #: transformers source file (relative to the package) and name of the config class, and the base model's class
     config_module: str
@@ -61,6 +62,9 @@ class FamilyRow:
     #: dotted attribute path of the blocks whose outputs are the residual stream, in order (a shared block appears
     #: once: ALBERT's group runs ``num_hidden_layers`` times and is measured at every run)
     blocks: str
+    #: what the family's blocks hold beyond their kind and norms (docs/models.md's family table quotes it): the
+    #: attention's specifics, what stays in every variant and why
+    notes: str
     #: prefixes of checkpoint weights outside the base model (pretraining or LM heads; not loaded, not an error)
     head_prefixes: tuple[str, ...] = ()
     #: whether attention is causal (a decoder's SAN stays a causal SAN: the mask is never removed)
@@ -88,6 +92,14 @@ class FamilyRow:
     #: key of the model's config whose scalar multiplies each sub-block's output before it is added to the residual
     #: stream (Granite's ``residual_multiplier``); the ablations keep it on every branch
     branch_multiplier: str | None = None
+    #: key of the model's config that counts the routed experts of a mixture-of-experts MLP (None: a dense MLP).
+    #: "The MLP" of such a family is its whole expert layer: router, the chosen experts, shared experts and their
+    #: gates (the module ``pre_norm_parts`` names; a layer that the config makes dense has a dense MLP there)
+    experts_key: str | None = None
+    #: a variant's block output without the MLP where it is not the attention sub-block's output ``h``, as the
+    #: generated tables of docs/models.md write it (ALBERT's paper ablation: the FFN's two linear maps become
+    #: identities)
+    without_mlp: str | None = None
     #: whether ``model.embeddings(input_ids=...)`` gives the embedded prose that the theory and propagation
     #: experiments feed to their own blocks (word + position + token-type embeddings, then LayerNorm)
     prose_embeddings: bool = False
@@ -114,112 +126,160 @@ _OLMO2_PARTS = (None, "self_attn", "post_attention_layernorm", None, "mlp", "pos
 _PHI_PARTS = ("input_layernorm", "self_attn", None, "input_layernorm", "mlp", None)
 _NEOX_PARTS = ("input_layernorm", "attention", None, "post_attention_layernorm", "mlp", None)
 _MODERNBERT_PARTS = ("attn_norm", "attn", None, "mlp_norm", "mlp", None)
+_GRANITEMOE_PARTS = ("input_layernorm", "self_attn", None, "post_attention_layernorm", "block_sparse_moe", None)
+
+
+def _decoder(name: str, module: str, prefix: str, **facts: Any) -> FamilyRow:
+    """The row of a pre-norm causal decoder whose transformers classes follow the ``<Prefix>Config``,
+    ``<Prefix>Model``, ``<Prefix>ForCausalLM`` pattern, with blocks ``layers``, a final ``norm`` and its own
+    classes and ``model_type`` recognised; ``facts`` state the rest (and override these)."""
+    row = {
+        **_DECODER, "config_module": f"models/{module}/configuration_{module}.py", "config_class": f"{prefix}Config",
+        "model_class": f"{prefix}Model", "lm_class": f"{prefix}ForCausalLM", "ablation": "pre_norm",
+        "blocks": "layers", "pre_norm_parts": _LLAMA_PARTS, "final_norm": "norm",
+        "architectures": (f"{prefix}Model", f"{prefix}ForCausalLM"), "model_types": (name,),
+    }  # fmt: skip
+    return FamilyRow(**{**row, **facts})
+
 
 FAMILY_TABLE: dict[str, FamilyRow] = {
     "bert": FamilyRow(
-        "models/bert/configuration_bert.py", "BertConfig", "BertModel", **_ENCODER,
-        position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("cls.",),
-        prose_embeddings=True, architectures=("BertModel", "BertForMaskedLM", "BertForPreTraining"),
-        model_types=("bert",),
+        config_module="models/bert/configuration_bert.py", config_class="BertConfig", model_class="BertModel",
+        **_ENCODER, position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer",
+        head_prefixes=("cls.",), prose_embeddings=True,
+        architectures=("BertModel", "BertForMaskedLM", "BertForPreTraining"), model_types=("bert",),
+        notes="the paper's BERT: the LayerNorm after attention stays in every variant (it normalises the attention "
+        "layer's own output)",
     ),
     "albert": FamilyRow(
-        "models/albert/configuration_albert.py", "AlbertConfig", "AlbertModel", **_ENCODER,
-        position_key="max_position_embeddings", ablation="albert", blocks="encoder.albert_layer_groups",
+        config_module="models/albert/configuration_albert.py", config_class="AlbertConfig", model_class="AlbertModel",
+        **_ENCODER, position_key="max_position_embeddings", ablation="albert", blocks="encoder.albert_layer_groups",
         head_prefixes=("predictions.", "sop_classifier."),
         architectures=("AlbertModel", "AlbertForMaskedLM", "AlbertForPreTraining"), model_types=("albert",),
+        without_mlp="`N2(gelu(h) + h)`",
+        notes="the paper's ALBERT: one shared layer, measured at each of its runs; without the MLP the FFN's two "
+        "linear maps become identities (`LN(gelu(h) + h)` remains; `albert_no_mlp: remove` drops the FFN block)",
     ),
     "xlnet": FamilyRow(
-        "models/xlnet/configuration_xlnet.py", "XLNetConfig", "XLNetModel", "n_layer", "n_head", "d_model", None,
-        ablation="xlnet", blocks="layer", head_prefixes=("lm_loss.",), tokens_first=True,
-        forward_kwargs={"use_mems": False}, architectures=("XLNetModel", "XLNetLMHeadModel"),
-        model_types=("xlnet",),
+        config_module="models/xlnet/configuration_xlnet.py", config_class="XLNetConfig", model_class="XLNetModel",
+        layers_key="n_layer", heads_key="n_head", width_key="d_model", position_key=None, ablation="xlnet",
+        blocks="layer", head_prefixes=("lm_loss.",), tokens_first=True, forward_kwargs={"use_mems": False},
+        architectures=("XLNetModel", "XLNetLMHeadModel"), model_types=("xlnet",),
+        notes="the paper's XLNet: relative attention, no memories",
     ),
     "roberta": FamilyRow(
-        "models/roberta/configuration_roberta.py", "RobertaConfig", "RobertaModel", **_ENCODER,
-        position_key="max_position_embeddings", ablation="bert", blocks="encoder.layer", head_prefixes=("lm_head.",),
-        position_offset=2,
+        config_module="models/roberta/configuration_roberta.py", config_class="RobertaConfig",
+        model_class="RobertaModel", **_ENCODER, position_key="max_position_embeddings", ablation="bert",
+        blocks="encoder.layer", head_prefixes=("lm_head.",), position_offset=2,
         architectures=("RobertaModel", "RobertaForMaskedLM", "XLMRobertaModel", "XLMRobertaForMaskedLM"),
         model_types=("roberta", "xlm-roberta"),
+        notes="BERT's block; positions counted from `padding_idx + 1`; XLM-RoBERTa runs as RoBERTa",
     ),
     "mpnet": FamilyRow(
-        "models/mpnet/configuration_mpnet.py", "MPNetConfig", "MPNetModel", **_ENCODER,
-        position_key="max_position_embeddings", ablation="mpnet", blocks="encoder.layer", head_prefixes=("lm_head.",),
-        position_offset=2, architectures=("MPNetModel", "MPNetForMaskedLM"), model_types=("mpnet",),
+        config_module="models/mpnet/configuration_mpnet.py", config_class="MPNetConfig", model_class="MPNetModel",
+        **_ENCODER, position_key="max_position_embeddings", ablation="mpnet", blocks="encoder.layer",
+        head_prefixes=("lm_head.",), position_offset=2, architectures=("MPNetModel", "MPNetForMaskedLM"),
+        model_types=("mpnet",),
+        notes="BERT's block with a relative position bias added to every layer's attention scores",
     ),
     "gpt2": FamilyRow(
-        "models/gpt2/configuration_gpt2.py", "GPT2Config", "GPT2Model", "n_layer", "n_head", "n_embd", "n_positions",
-        ablation="gpt2", blocks="h", head_prefixes=("lm_head.",), causal=True,
+        config_module="models/gpt2/configuration_gpt2.py", config_class="GPT2Config", model_class="GPT2Model",
+        layers_key="n_layer", heads_key="n_head", width_key="n_embd", position_key="n_positions", ablation="gpt2",
+        blocks="h", head_prefixes=("lm_head.",), causal=True,
         pre_norm_parts=("ln_1", "attn", None, "ln_2", "mlp", None), lm_class="GPT2LMHeadModel", final_norm="ln_f",
         architectures=("GPT2Model", "GPT2LMHeadModel"), model_types=("gpt2",),
+        notes="learned positions, LayerNorm, fused `c_attn`",
     ),
-    "llama": FamilyRow(
-        "models/llama/configuration_llama.py", "LlamaConfig", "LlamaModel", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="LlamaForCausalLM", final_norm="norm",
-        architectures=("LlamaModel", "LlamaForCausalLM", "OlmoModel", "OlmoForCausalLM"),
-        model_types=("llama", "olmo"),
+    "llama": _decoder(
+        "llama", "llama", "Llama",
+        architectures=("LlamaModel", "LlamaForCausalLM", "OlmoModel", "OlmoForCausalLM"), model_types=("llama", "olmo"),
+        notes="rotary positions, RMSNorm, grouped key/value heads; OLMo (parameter-free LayerNorms) runs as Llama",
     ),
-    "gemma3": FamilyRow(
-        "models/gemma3/configuration_gemma3.py", "Gemma3TextConfig", "Gemma3TextModel", **_DECODER,
-        ablation="pre_norm", blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma3ForCausalLM",
-        final_norm="norm", architectures=("Gemma3TextModel", "Gemma3ForCausalLM"), model_types=("gemma3_text",),
+    "gemma3": _decoder(
+        "gemma3", "gemma3", "Gemma3", config_class="Gemma3TextConfig", model_class="Gemma3TextModel",
+        pre_norm_parts=_GEMMA3_PARTS, architectures=("Gemma3TextModel", "Gemma3ForCausalLM"),
+        model_types=("gemma3_text",),
+        notes="per-head q/k norms inside attention; sliding and global layers as `layer_types` says; the embedding "
+        "scale `sqrt(width)`",
     ),
-    "qwen2": FamilyRow(
-        "models/qwen2/configuration_qwen2.py", "Qwen2Config", "Qwen2Model", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Qwen2ForCausalLM", final_norm="norm",
-        architectures=("Qwen2Model", "Qwen2ForCausalLM"), model_types=("qwen2",),
+    "qwen2": _decoder("qwen2", "qwen2", "Qwen2", notes="q/k/v biases; sliding layers when `use_sliding_window`"),
+    "qwen3": _decoder("qwen3", "qwen3", "Qwen3", notes="per-head q/k RMSNorms inside attention"),
+    "mistral": _decoder("mistral", "mistral", "Mistral", notes="a sliding window on every layer (`sliding_window`)"),
+    "phi3": _decoder(
+        "phi3", "phi3", "Phi3", notes="fused `qkv_proj` and `gate_up_proj`: one attention and one MLP each"
     ),
-    "qwen3": FamilyRow(
-        "models/qwen3/configuration_qwen3.py", "Qwen3Config", "Qwen3Model", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Qwen3ForCausalLM", final_norm="norm",
-        architectures=("Qwen3Model", "Qwen3ForCausalLM"), model_types=("qwen3",),
+    "gemma2": _decoder(
+        "gemma2", "gemma2", "Gemma2", pre_norm_parts=_GEMMA3_PARTS,
+        notes="soft-capped attention logits; sliding and global layers; the embedding scale `sqrt(width)`",
     ),
-    "mistral": FamilyRow(
-        "models/mistral/configuration_mistral.py", "MistralConfig", "MistralModel", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="MistralForCausalLM", final_norm="norm",
-        architectures=("MistralModel", "MistralForCausalLM"), model_types=("mistral",),
+    "olmo2": _decoder(
+        "olmo2", "olmo2", "Olmo2", pre_norm_parts=_OLMO2_PARTS,
+        notes="no norm before a sub-block (none is added: SAN is `Na(Attn(x))`); q/k RMSNorms over the full width",
     ),
-    "phi3": FamilyRow(
-        "models/phi3/configuration_phi3.py", "Phi3Config", "Phi3Model", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="Phi3ForCausalLM", final_norm="norm",
-        architectures=("Phi3Model", "Phi3ForCausalLM"), model_types=("phi3",),
+    "gpt_neox": _decoder(
+        "gpt_neox", "gpt_neox", "GPTNeoX", head_prefixes=("embed_out.", "lm_head."), pre_norm_parts=_NEOX_PARTS,
+        final_norm="final_layer_norm", parallel_residual="use_parallel_residual",
+        notes="parallel in Pythia; SAN+MLP reads attention's output in either wiring (the choice of `phi`), so the "
+        "two wirings differ only in the unmodified transformer",
     ),
-    "gemma2": FamilyRow(
-        "models/gemma2/configuration_gemma2.py", "Gemma2Config", "Gemma2Model", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_GEMMA3_PARTS, lm_class="Gemma2ForCausalLM", final_norm="norm",
-        architectures=("Gemma2Model", "Gemma2ForCausalLM"), model_types=("gemma2",),
+    "phi": _decoder(
+        "phi", "phi", "Phi", pre_norm_parts=_PHI_PARTS, final_norm="final_layernorm", parallel_residual=True,
+        notes="parallel on one shared norm `N`; SAN+MLP applies the MLP after attention, as in the paper (the "
+        "parallel MLP reading `x` would be a path around attention)",
     ),
-    "olmo2": FamilyRow(
-        "models/olmo2/configuration_olmo2.py", "Olmo2Config", "Olmo2Model", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_OLMO2_PARTS, lm_class="Olmo2ForCausalLM", final_norm="norm",
-        architectures=("Olmo2Model", "Olmo2ForCausalLM"), model_types=("olmo2",),
-    ),
-    "gpt_neox": FamilyRow(
-        "models/gpt_neox/configuration_gpt_neox.py", "GPTNeoXConfig", "GPTNeoXModel",
-        **{**_DECODER, "head_prefixes": ("embed_out.", "lm_head.")}, ablation="pre_norm", blocks="layers",
-        pre_norm_parts=_NEOX_PARTS, lm_class="GPTNeoXForCausalLM", final_norm="final_layer_norm",
-        parallel_residual="use_parallel_residual",
-        architectures=("GPTNeoXModel", "GPTNeoXForCausalLM"), model_types=("gpt_neox",),
-    ),
-    "phi": FamilyRow(
-        "models/phi/configuration_phi.py", "PhiConfig", "PhiModel", **_DECODER, ablation="pre_norm", blocks="layers",
-        pre_norm_parts=_PHI_PARTS, lm_class="PhiForCausalLM", final_norm="final_layernorm", parallel_residual=True,
-        architectures=("PhiModel", "PhiForCausalLM"), model_types=("phi",),
-    ),
-    "granite": FamilyRow(
-        "models/granite/configuration_granite.py", "GraniteConfig", "GraniteModel", **_DECODER, ablation="pre_norm",
-        blocks="layers", pre_norm_parts=_LLAMA_PARTS, lm_class="GraniteForCausalLM", final_norm="norm",
-        branch_multiplier="residual_multiplier",
-        architectures=("GraniteModel", "GraniteForCausalLM"), model_types=("granite",),
+    "granite": _decoder(
+        "granite", "granite", "Granite", branch_multiplier="residual_multiplier",
+        notes="the branch multiplier `s` (`residual_multiplier`) stays on each branch it scales; embedding and "
+        "attention multipliers stay",
     ),
     "modernbert": FamilyRow(
-        "models/modernbert/configuration_modernbert.py", "ModernBertConfig", "ModernBertModel", **_ENCODER,
-        position_key="max_position_embeddings", ablation="pre_norm", blocks="layers",
-        head_prefixes=("head.", "decoder."), pre_norm_parts=_MODERNBERT_PARTS, final_norm="final_norm",
-        architectures=("ModernBertModel", "ModernBertForMaskedLM"), model_types=("modernbert",),
+        config_module="models/modernbert/configuration_modernbert.py", config_class="ModernBertConfig",
+        model_class="ModernBertModel", **_ENCODER, position_key="max_position_embeddings", ablation="pre_norm",
+        blocks="layers", head_prefixes=("head.", "decoder."), pre_norm_parts=_MODERNBERT_PARTS,
+        final_norm="final_norm", architectures=("ModernBertModel", "ModernBertForMaskedLM"),
+        model_types=("modernbert",),
+        notes="a pre-norm encoder: no `N1` in layer 0 (the embeddings end in a norm); local layers (a window of "
+        "`local_attention` tokens) between global ones",
+    ),
+    "mixtral": _decoder(
+        "mixtral", "mixtral", "Mixtral", experts_key="num_local_experts",
+        notes="softmax router over all experts, top-k, renormalised; optional sliding window",
+    ),
+    "qwen2_moe": _decoder(
+        "qwen2_moe", "qwen2_moe", "Qwen2Moe", experts_key="num_experts",
+        notes="softmax router, top-k renormalised iff `norm_topk_prob`, plus a shared expert behind a sigmoid gate; "
+        "layers in `mlp_only_layers` or off the `decoder_sparse_step` are dense",
+    ),
+    "qwen3_moe": _decoder(
+        "qwen3_moe", "qwen3_moe", "Qwen3Moe", experts_key="num_experts",
+        notes="Qwen2-MoE's routing without the shared expert; per-head q/k RMSNorms inside attention",
+    ),
+    "olmoe": _decoder(
+        "olmoe", "olmoe", "Olmoe", experts_key="num_experts",
+        notes="softmax router, top-k (renormalised iff `norm_topk_prob`); q/k RMSNorms over the full width",
+    ),
+    "gpt_oss": _decoder(
+        "gpt_oss", "gpt_oss", "GptOss", experts_key="num_local_experts",
+        notes="a learned sink logit per head in the softmax (rows over real tokens sum to less than one); router "
+        "with a bias, softmax over the top-k logits, clamped SwiGLU experts; sliding and full layers",
+    ),
+    "phimoe": _decoder(
+        "phimoe", "phimoe", "Phimoe", experts_key="num_local_experts",
+        notes="LayerNorms with bias; the sparsemixer router (top-2 by two masked softmaxes)",
+    ),
+    "granitemoe": _decoder(
+        "granitemoe", "granitemoe", "GraniteMoe", pre_norm_parts=_GRANITEMOE_PARTS,
+        branch_multiplier="residual_multiplier", experts_key="num_local_experts",
+        notes="Granite's multipliers around `block_sparse_moe`: top-k logits, softmax over the k",
+    ),
+    "deepseek_v3": _decoder(
+        "deepseek_v3", "deepseek_v3", "DeepseekV3", experts_key="n_routed_experts",
+        notes="multi-head latent attention; sigmoid router choosing within the best groups, scaled by "
+        "`routed_scaling_factor`, plus ungated shared experts; the first `first_k_dense_replace` layers are dense",
     ),
 }  # fmt: skip
 
-#: the family names, in table order (the schema's enum of ``models.<name>.family``; a test keeps them in step)
+#: the family names, in table order (``models.<name>.family`` must be one: :func:`check_models`)
 FAMILIES = tuple(FAMILY_TABLE)
 #: families whose attention is causal
 CAUSAL = frozenset(name for name, row in FAMILY_TABLE.items() if row.causal)
@@ -407,13 +467,21 @@ def explicit_architecture(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]]
 
 
 def check_models(config: dict[str, Any]) -> None:
-    """Cross-checks of the ``models`` section against ``text``: an entry has weights to analyse; an explicit
+    """Cross-checks of the ``models`` section against ``text``: a given family is a row of the table; an entry has
+    weights to analyse; an explicit
     architecture names its family, is valid for it (:func:`check_architecture`) and has position embeddings for
     ``text.seq_len`` tokens; an init without architecture has pretrained weights to take it from; only causal
     decoder families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key. (An entry
     without ``family`` is recognised from its config.json by its acquisition job, the first job of the model.)"""
     text = config.get("text", {})
     for name, spec in config.get("models", {}).items():
+        if spec.get("family") is not None and spec["family"] not in FAMILY_TABLE:
+            close = difflib.get_close_matches(str(spec["family"]), FAMILIES, n=1)
+            raise ConfigError(
+                f"config key 'models.{name}.family': {spec['family']!r} is no family of the table "
+                f"(san/models/spec.py); expected one of {list(FAMILIES)}"
+                + (f"; did you mean {close[0]!r}?" if close else "")
+            )
         init = init_entry(spec)
         if init is None and not spec.get("pretrained"):
             raise ConfigError(f"config key 'models.{name}': init is null and there is no pretrained source: no weights")

@@ -1,9 +1,10 @@
-"""Today's architectures named by their hub id alone: for each of the ten families added to the paper's (Qwen2,
-Qwen3, Mistral, Phi-3, Gemma-2, OLMo-2, GPT-NeoX, Phi, Granite, ModernBERT), a tiny random checkpoint built from the
-family's transformers config class is served by the local hub, and one workflow run builds Fig. 2 for all of them
-from entries that give only ``pretrained: {source: hub, repo_id, revision}``: the acquisition recognises each
-family from config.json, the init weights are a random initialisation of the same architecture, and every result
-records the family and how it was recognised."""
+"""Today's architectures named by their hub id alone: for each family added to the paper's (Qwen2, Qwen3, Mistral,
+Phi-3, Gemma-2, OLMo-2, GPT-NeoX, Phi, Granite, ModernBERT and the mixture-of-experts families Mixtral, Qwen2-MoE,
+Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE, DeepSeek-V3), a tiny random checkpoint built from the family's
+transformers config class is served by the local hub, and one workflow run builds Fig. 2 for all of them from
+entries that give only ``pretrained: {source: hub, repo_id, revision}``: the acquisition recognises each family from
+config.json, the init weights are a random initialisation of the same architecture, and every result records the
+family and how it was recognised."""
 
 from __future__ import annotations
 
@@ -15,25 +16,26 @@ import numpy as np
 import transformers
 
 from san.core.storage import read_netcdf
+from san.models.spec import FAMILY_TABLE
 
 from helpers import copy_workflow, snakemake, tiny_config, write_config
 from hub_repos import checkpoint_repo, tiny_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
-from test_todays_families import CASES  # noqa: E402 - the tiny architectures of the family tests
+from test_families import CASES  # noqa: E402 - the tiny architectures of the family tests
 
-CONFIG_CLASSES = {
-    "qwen2": "Qwen2Config", "qwen3": "Qwen3Config", "mistral": "MistralConfig", "phi3": "Phi3Config",
-    "gemma2": "Gemma2Config", "olmo2": "Olmo2Config", "gpt_neox": "GPTNeoXConfig", "phi": "PhiConfig",
-    "granite": "GraniteConfig", "modernbert": "ModernBertConfig",
-}  # fmt: skip
+#: the families run by hub id: today's dense ones and every mixture-of-experts family
+BY_ID = [
+    "qwen2", "qwen3", "mistral", "phi3", "gemma2", "olmo2", "gpt_neox", "phi", "granite", "modernbert",
+    *(name for name, row in FAMILY_TABLE.items() if row.experts_key),
+]  # fmt: skip
 
 
 def test_each_new_family_named_by_its_hub_id_builds_fig2(tmp_path, default_config, hub_server):
     repos = {}
-    for family, class_name in CONFIG_CLASSES.items():
+    for family in BY_ID:
         arch = dict(CASES[family][1])
-        config = getattr(transformers, class_name)(**arch)
+        config = getattr(transformers, FAMILY_TABLE[family].config_class)(**arch)
         folder = tiny_checkpoint(config, tmp_path / "built" / family, seed=1)
         repo_id = f"tiny-org/{family}"
         hub_server.add(checkpoint_repo(repo_id, folder))

@@ -1,14 +1,17 @@
-"""Every ablation is checked against an independent recomputation of the layer from its weights."""
+"""Every ablation of the paper's encoders (BERT, ALBERT, XLNet) is checked against an independent recomputation of
+the layer from its weights, with the variants written out in tests/family_blocks.py (``VARIANT_SWITCHES``)."""
 
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from family_blocks import VARIANT_NAMES as VARIANTS
+from family_blocks import VARIANT_SWITCHES
 from transformers import AlbertConfig, AlbertModel, BertConfig, BertModel, XLNetConfig, XLNetModel
 from transformers.models.xlnet.modeling_xlnet import XLNetRelativeAttention
 
-from san.models.ablations import VARIANTS, apply_variant, restore, variant, variant_switches
+from san.models.ablations import apply_variant, restore, variant
 from san.rank_collapse.experiment import layer_residuals, residual_stream
 from san.rank_collapse.spec import METRICS
 
@@ -56,7 +59,7 @@ def tiny(model_cls, config):
 
 # ------------------------------------------------------------------------------------------------ BERT
 def bert_layer_reference(layer, x, variant_name):
-    skip, mlp = variant_switches(variant_name)
+    skip, mlp = VARIANT_SWITCHES[variant_name]
     att = layer.attention
     o = lin(mha(x, att.self.query, att.self.key, att.self.value, att.self.num_attention_heads), att.output.dense)
     y = ln(o + x if skip else o, att.output.LayerNorm)
@@ -92,7 +95,7 @@ def test_bert_variant_matches_reference(bert, ids, name):
 
 # ------------------------------------------------------------------------------------------------ ALBERT
 def albert_layer_reference(layer, x, variant_name, no_mlp):
-    skip, mlp = variant_switches(variant_name)
+    skip, mlp = VARIANT_SWITCHES[variant_name]
     att = layer.attention
     o = lin(mha(x, att.query, att.key, att.value, att.num_attention_heads), att.dense)
     y = ln(o + x if skip else o, att.LayerNorm)
@@ -152,7 +155,7 @@ def test_xlnet_variant_matches_reference(xlnet, ids, name, monkeypatch):
     monkeypatch.setattr(XLNetRelativeAttention, "post_attention", recording)
     with variant(xlnet, "xlnet", name):
         hs = run(xlnet, ids).hidden_states
-    skip, mlp = variant_switches(name)
+    skip, mlp = VARIANT_SWITCHES[name]
     assert len(seen) == 3 and len(hs) == 4
     for i, layer in enumerate(xlnet.layer):
         h, attn_vec = seen[i]  # (tokens, batch, ...): XLNet's internal layout

@@ -1,6 +1,7 @@
 """A model named by its hub id alone: its family recognised from its config.json (san.models.recognise), its init
 weights a random initialisation of the same architecture, and the models refused by design (remote code,
-encoder-decoder, token mixers that are not softmax attention, mixture-of-experts, an unknown architecture, a family
+encoder-decoder and its decoders, encoder configs that say is_decoder, token mixers that are not softmax attention,
+mixture-of-experts of no family of the table, an unknown architecture, a family
 that contradicts the file, pickle-only weights), each with its message and nothing left behind. Tiny random
 checkpoints built from transformers config classes (tests/hub_repos.py), served by the local hub."""
 
@@ -81,6 +82,34 @@ def test_the_structural_facts_are_read_from_the_config():
 
 
 @pytest.mark.parametrize(
+    ("config", "architecture", "family", "experts"),
+    [
+        (lambda: transformers.MixtralConfig(**TINY_DECODER, num_local_experts=4), "MixtralForCausalLM", "mixtral",
+         {"num_local_experts": 4, "num_experts_per_tok": 2}),
+        (lambda: transformers.Qwen2MoeConfig(**TINY_DECODER, num_experts=4, mlp_only_layers=[0]),
+         "Qwen2MoeForCausalLM", "qwen2_moe", {"num_experts": 4, "norm_topk_prob": False, "mlp_only_layers": [0]}),
+        (lambda: transformers.DeepseekV3Config(**TINY_DECODER, n_routed_experts=4, first_k_dense_replace=1),
+         "DeepseekV3ForCausalLM", "deepseek_v3", {"n_routed_experts": 4, "first_k_dense_replace": 1}),
+    ],
+    ids=["mixtral", "qwen2-moe", "deepseek-v3"],
+)  # fmt: skip
+def test_a_mixture_of_experts_family_is_recognised_with_its_routing(config, architecture, family, experts):
+    """The table's mixture-of-experts families are recognised, never refused, and their expert count, routing and
+    dense layers are recorded as facts; gpt-oss's sinks are recorded too."""
+    found = recognise(saved(config(), architecture), "hub a/b")
+    assert found.family == family and found.facts["norms"] == "pre"
+    assert experts.items() <= found.facts["experts"].items()
+    sinks = recognise(saved(transformers.GptOssConfig(**TINY_DECODER), "GptOssForCausalLM"), "x").facts
+    assert sinks["attention_sinks"] == {"model_type": "gpt_oss"} and sinks["experts"]["num_local_experts"] == 128
+    assert "experts" not in recognise(saved(transformers.LlamaConfig(**TINY_DECODER), "LlamaForCausalLM"), "x").facts
+
+
+def test_a_causal_family_may_say_is_decoder():
+    """``is_decoder`` is refused only where the family runs bidirectional attention."""
+    assert recognise(saved(transformers.GPT2Config(is_decoder=True), "GPT2LMHeadModel"), "x").family == "gpt2"
+
+
+@pytest.mark.parametrize(
     ("config", "message"),
     [
         (lambda: saved(transformers.LlamaConfig(), "LlamaForCausalLM", auto_map={"AutoModel": "m.M"}),
@@ -92,15 +121,20 @@ def test_the_structural_facts_are_read_from_the_config():
         (lambda: saved(transformers.LlamaConfig(), "LlamaForCausalLM",
                        layer_types=["full_attention", "linear_attention"]),
          r"layer_types.*\['linear_attention'\]"),
-        (lambda: saved(transformers.MixtralConfig(), "MixtralForCausalLM"), "mixture-of-experts"),
-        (lambda: saved(transformers.Qwen3MoeConfig(), "Qwen3MoeForCausalLM"), "mixture-of-experts"),
-        (lambda: saved(transformers.OlmoeConfig(), "OlmoeForCausalLM"), "mixture-of-experts"),
+        (lambda: saved(transformers.DbrxConfig(), "DbrxForCausalLM"), "model_type 'dbrx'.*mixture-of-experts"),
+        (lambda: saved(transformers.JetMoeConfig(), "JetMoeForCausalLM"), "model_type 'jetmoe'.*mixture-of-experts"),
         (lambda: saved(transformers.LlamaConfig(), "LlamaForCausalLM", num_local_experts=8),
          "num_local_experts"),
+        (lambda: saved(transformers.BertConfig(is_decoder=True), "BertLMHeadModel"),
+         "is_decoder: true.*'bert' runs bidirectional"),
+        (lambda: saved(transformers.RobertaConfig(is_decoder=True), "RobertaForCausalLM"),
+         "is_decoder: true.*'roberta' runs bidirectional"),
+        (lambda: saved(transformers.BertConfig(is_decoder=True, add_cross_attention=True), "BertLMHeadModel"),
+         "decoder of an encoder-decoder model"),
         (lambda: saved(transformers.BloomConfig(), "BloomForCausalLM"), "no supported family.*'BloomForCausalLM'"),
     ],
-    ids=["remote-code", "encoder-decoder", "mamba", "jamba", "qwen3-next", "linear-layers", "mixtral",
-         "qwen3-moe", "olmoe", "experts-key", "unknown"],
+    ids=["remote-code", "encoder-decoder", "mamba", "jamba", "qwen3-next", "linear-layers", "dbrx", "jetmoe",
+         "experts-key", "bert-decoder", "roberta-decoder", "cross-attention", "unknown"],
 )  # fmt: skip
 def test_refused_architectures_name_the_model_the_reason_and_the_supported_families(config, message):
     with pytest.raises(UnsupportedModel, match=message) as err:
@@ -239,7 +273,8 @@ def test_a_class_with_the_blocks_of_a_family_runs_as_that_family(
          {"auto_map": {"AutoModelForCausalLM": "modeling_mine.Mine"}}, None, "auto_map.*never trusted"),
         ("tiny-org/t5", lambda: transformers.T5Config(d_model=16, d_ff=32, num_layers=1, num_heads=2, d_kv=8),
          None, None, "encoder-decoder"),
-        ("tiny-org/mixtral", lambda: transformers.MixtralConfig(**TINY_DECODER, num_local_experts=2),
+        ("tiny-org/jetmoe", lambda: transformers.JetMoeConfig(hidden_size=16, num_hidden_layers=1,
+                                                              num_attention_heads=2, num_local_experts=2),
          None, None, "mixture-of-experts"),
         ("tiny-org/opt", lambda: transformers.OPTConfig(hidden_size=16, ffn_dim=32, num_hidden_layers=1,
                                                         num_attention_heads=2, word_embed_proj_dim=16),
