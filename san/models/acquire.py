@@ -534,23 +534,50 @@ def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None
         )
 
 
-def load_model(folder: str | Path, family: str, dtype: torch.dtype = torch.float64) -> PreTrainedModel:
-    """Load a materialised model in eval mode with eager attention (attention matrices are returned).
+def load_model(
+    folder: str | Path,
+    family: str,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    budget_mb: float | None = None,
+    budget_key: str = "memory_budget_mb",
+) -> PreTrainedModel:
+    """Load a materialised model in eval mode with eager attention (attention matrices are returned) on ``device``.
 
     The folder's files must match its manifest (:func:`verify_folder`), its config.json must be of ``family``
     (:func:`recognise_folder`), weights come from safetensors only and must fill exactly the model's parameters.
+    A checkpoint in ``dtype`` without a budget is loaded by transformers (its tensors mapped from the file); another
+    dtype, or a memory budget ``budget_mb`` (MB of weights; ``budget_key`` names its config key in errors), is loaded
+    tensor by tensor, each converted as it is read, and the blocks beyond the budget are streamed from the
+    checkpoint as the forward pass reaches them (:mod:`san.models.stream`).
     """
+    from san.models.stream import checkpoint_dtypes, load_tensorwise
+
     folder = Path(folder)
     verify_folder(folder)
     found = recognise_folder(folder, str(folder), family)
-    model_cls = family_entry(family).model_cls_for(found.model_type)
-    model, info = model_cls.from_pretrained(
+    entry = family_entry(family)
+    model_cls = entry.model_cls_for(found.model_type)
+    if budget_mb is None and checkpoint_dtypes(folder) <= {dtype}:
+        model, info = model_cls.from_pretrained(
+            folder,
+            attn_implementation="eager",
+            use_safetensors=True,
+            trust_remote_code=False,
+            dtype=dtype,
+            output_loading_info=True,
+        )
+        _check_loading_info(folder, family, info)
+        return model.to(dtype).to(device).eval()
+    model, streaming = load_tensorwise(
+        model_cls,
         folder,
-        attn_implementation="eager",
-        use_safetensors=True,
-        trust_remote_code=False,
-        dtype=dtype,
-        output_loading_info=True,
+        entry.layers,
+        dtype,
+        device,
+        budget_mb,
+        budget_key,
+        check=lambda info: _check_loading_info(folder, family, info),
     )
-    _check_loading_info(folder, family, info)
-    return model.to(dtype).eval()
+    model.san_streaming = streaming  # None when every block is held
+    return model
