@@ -121,3 +121,24 @@ def job_memory_mb(
     need = max(weights_mb(size, d, budget_mb) + activations_mb(size, d, seq_len, batch) for d in dtypes)
     need = (need + (0 if gpu else INTERPRETER_MB)) * MARGIN * max(1, int(attempt))
     return int(math.ceil(need / 100) * 100)
+
+
+def declared_mem_mb(
+    folders: Iterable[str | Path],
+    dtypes: Iterable[str],
+    seq_len: int,
+    batch: int,
+    budget_mb: float | None,
+    attempt: int,
+    before: int,
+    gpu: bool = False,
+) -> int:
+    """What a model job declares (Snakemake's ``mem_mb``, or ``gpu_mem_mb`` with ``gpu``): the largest
+    :func:`job_memory_mb` over its model folders (one per weight set, loaded one after the other); ``before`` times
+    ``attempt`` while a folder is not acquired yet (Snakemake evaluates a job's resources again once its input
+    exists, before it runs)."""
+    folders = [Path(f) for f in folders]
+    dtypes = list(dtypes)
+    if not folders or not all((f / "config.json").is_file() for f in folders):
+        return int(before) * max(1, int(attempt))
+    return max(job_memory_mb(model_size(f), dtypes, seq_len, batch, budget_mb, attempt, gpu) for f in folders)

@@ -141,3 +141,26 @@ def test_a_tensorwise_load_is_transformers_load(model_folder, dtype):
     for name, tensor in reference.items():
         assert loaded[name].dtype == tensor.dtype, name
         assert torch.equal(loaded[name], tensor), name
+
+
+@pytest.mark.parametrize("value", [0, "3GB", 1.5])
+def test_a_bad_memory_budget_is_refused_naming_its_key(default_config, value):
+    import copy
+    from pathlib import Path
+
+    from san.core.config import ConfigError
+    from san.experiments import check_config
+
+    cfg = copy.deepcopy(default_config)
+    cfg["compute"]["rank_collapse"]["memory_budget_mb"] = value
+    schemas = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+    with pytest.raises(ConfigError, match=r"'compute.rank_collapse.memory_budget_mb'"):
+        check_config(cfg, schemas)
+
+
+def test_the_rank_collapse_job_passes_its_budget_and_key():
+    from san.core.device import memory_budget
+
+    key = "compute.rank_collapse.memory_budget_mb"
+    assert memory_budget({"device": "cpu", "memory_budget_mb": 3072, "memory_budget_key": key}) == (3072, key)
+    assert memory_budget({"device": "cpu"})[0] is None
