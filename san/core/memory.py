@@ -142,3 +142,20 @@ def declared_mem_mb(
     if not folders or not all((f / "config.json").is_file() for f in folders):
         return int(before) * max(1, int(attempt))
     return max(job_memory_mb(model_size(f), dtypes, seq_len, batch, budget_mb, attempt, gpu) for f in folders)
+
+
+def gpu_model_for(need_mb: int, models: str) -> str:
+    """The GPU model a job asks for: the first of ``models`` (``name:MB`` pairs separated by commas, smallest
+    memory first, e.g. ``a100:40960,h100:81920``: a site's ``SAN_SLURM_GPU_MODELS``) whose memory holds ``need_mb``;
+    the largest when none does (the job then streams within its budget or fails with the device's error), and ""
+    (any GPU) without models. ValueError naming the variable on a malformed entry."""
+    pairs = []
+    for entry in filter(None, (e.strip() for e in models.split(","))):
+        name, _, mb = entry.partition(":")
+        if not name or not mb.strip().isdigit():
+            raise ValueError(f"SAN_SLURM_GPU_MODELS: {entry!r} is not name:MB (e.g. a100:40960,h100:81920)")
+        pairs.append((int(mb), name.strip()))
+    if not pairs:
+        return ""
+    pairs.sort()
+    return next((name for mb, name in pairs if mb >= need_mb), pairs[-1][1])

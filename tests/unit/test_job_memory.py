@@ -80,3 +80,41 @@ def test_the_declared_memory_is_the_largest_weight_set_and_the_table_before_acqu
     got = declared_mem_mb([folder], ["float64"], 128, 8, None, 2, 4500)
     assert got == job_memory_mb(model_size(folder), ["float64"], 128, 8, attempt=2)
     assert declared_mem_mb([folder], ["float64"], 128, 8, None, 1, 0, gpu=True) < got
+
+
+def test_a_gpu_job_asks_for_the_smallest_gpu_model_that_holds_it():
+    from san.core.memory import gpu_model_for
+
+    site = "h100:81920, a100:40960"  # in any order
+    assert gpu_model_for(30000, site) == "a100"
+    assert gpu_model_for(40960, site) == "a100"
+    assert gpu_model_for(40961, site) == "h100"
+    assert gpu_model_for(10**6, site) == "h100"  # none holds it: the largest
+    assert gpu_model_for(10**6, "") == ""
+    with pytest.raises(ValueError, match="SAN_SLURM_GPU_MODELS: 'a100'"):
+        gpu_model_for(1, "a100")
+
+
+def _profile(monkeypatch, **env):
+    from pathlib import Path
+
+    import yte
+
+    for key in ("SAN_SLURM_GPU_MODEL", "SAN_SLURM_RETRIES"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    path = Path(__file__).resolve().parents[2] / "profiles" / "slurm" / "config.yaml"
+    with path.open() as fh:
+        return yte.process_yaml(fh, require_use_yte=True)
+
+
+def test_the_slurm_profile_leaves_memory_to_the_rules_and_retries(monkeypatch):
+    """The profile sets no mem_mb of a model rule (the rule's, from its model, reaches sbatch), asks for the site's
+    GPU model only when one is set (else the rule's choice by its gpu_mem_mb stands), and resubmits a failed job."""
+    default = _profile(monkeypatch)
+    for rule in ("rank_collapse", "attention_products"):
+        assert "mem_mb" not in default["set-resources"][rule] and "gpu_model" not in default["set-resources"][rule]
+    assert default["retries"] == 1
+    site = _profile(monkeypatch, SAN_SLURM_GPU_MODEL="a100", SAN_SLURM_RETRIES="3")
+    assert site["set-resources"]["rank_collapse"]["gpu_model"] == "a100" and site["retries"] == 3

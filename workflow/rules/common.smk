@@ -8,7 +8,7 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from san.core.gpus import visible_gpus
-from san.core.memory import declared_mem_mb
+from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
 from san.experiments import check_config
 from san.imports import library_inputs
@@ -105,7 +105,8 @@ def analysis_resources(rule, section):
     ``rank_collapse.batch_size`` sequences of ``text.seq_len`` tokens a batch): ``mem_mb`` follows from the acquired
     model's parameters and shape, the dtypes, the batch and ``compute.<rule>.memory_budget_mb``
     (san.core.memory.declared_mem_mb; at least ``models.<name>.mem_mb`` when set), raised with each attempt
-    (``--retries``); a GPU job also declares ``gpu_mem_mb``, the device memory it needs."""
+    (``--retries``); a GPU job also declares ``gpu_mem_mb``, the device memory it needs, and ``gpu_model``, the
+    smallest of a site's ``SAN_SLURM_GPU_MODELS`` that holds it (a SLURM profile's GPU model, when set, wins)."""
     default = RESOURCES[rule]["mem_mb"]
     budget = COMPUTE[rule].get("memory_budget_mb")
     seq_len, batch = config["text"]["seq_len"], config["rank_collapse"]["batch_size"]
@@ -122,9 +123,12 @@ def analysis_resources(rule, section):
     def gpu_mem_mb(wildcards, input, attempt):
         return declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, 0, gpu=True)
 
+    def gpu_model(wildcards, input, attempt):
+        return gpu_model_for(gpu_mem_mb(wildcards, input, attempt), os.environ.get("SAN_SLURM_GPU_MODELS", ""))
+
     extra = {"gpu": compute_gpu(rule)}
     if compute_gpu(rule):
-        extra["gpu_mem_mb"] = gpu_mem_mb
+        extra.update(gpu_mem_mb=gpu_mem_mb, gpu_model=gpu_model)
     return resources(rule, mem_mb=mem_mb, **extra)
 
 
