@@ -510,9 +510,10 @@ def materialise(
     return manifest
 
 
-def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None:
-    """Refuse weights that do not fit the model: a parameter the file lacks (left at random), a file weight the
-    model has no place for (outside the family's pretraining or LM head), or a shape mismatch."""
+def _loading_problems(family: str, info: dict[str, Any]) -> list[str]:
+    """What does not fit between weights and model in a loading report: a parameter the file lacks (left at
+    random), a file weight the model has no place for (outside the family's pretraining or LM head), a shape
+    mismatch, transformers' own errors."""
     missing = sorted(info.get("missing_keys") or [])
     heads = family_entry(family).head_prefixes
     unexpected = sorted(k for k in info.get("unexpected_keys") or [] if not k.startswith(heads))
@@ -526,12 +527,21 @@ def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None
         )
         if keys
     ]
-    problems += [str(msg) for msg in info.get("error_msgs") or []]
+    return problems + [str(msg) for msg in info.get("error_msgs") or []]
+
+
+def _check_loading_info(folder: Path, family: str, info: dict[str, Any]) -> None:
+    """Refuse weights that do not fit the model (:func:`_loading_problems`), naming the folder's files."""
+    problems = _loading_problems(family, info)
     if problems:
         raise AcquisitionError(
             f"{folder}/model.safetensors does not match the architecture of {folder}/config.json: "
             + "; ".join(problems)
         )
+
+
+class _NotOneToOne(Exception):
+    """The checkpoint's tensors do not map one to one onto the model's (a layout transformers converts)."""
 
 
 def load_model(
@@ -549,7 +559,9 @@ def load_model(
     A checkpoint in ``dtype`` without a budget is loaded by transformers (its tensors mapped from the file); another
     dtype, or a memory budget ``budget_mb`` (MB of weights; ``budget_key`` names its config key in errors), is loaded
     tensor by tensor, each converted as it is read, and the blocks beyond the budget are streamed from the
-    checkpoint as the forward pass reaches them (:mod:`san.models.stream`).
+    checkpoint as the forward pass reaches them (:mod:`san.models.stream`). A checkpoint whose tensors transformers
+    renames or fuses on loading (no one-to-one map onto the model's) goes to transformers' loader without a budget,
+    and is refused, naming ``budget_key``, with one.
     """
     from san.models.stream import checkpoint_dtypes, load_tensorwise
 
@@ -558,26 +570,34 @@ def load_model(
     found = recognise_folder(folder, str(folder), family)
     entry = family_entry(family)
     model_cls = entry.model_cls_for(found.model_type)
-    if budget_mb is None and checkpoint_dtypes(folder) <= {dtype}:
-        model, info = model_cls.from_pretrained(
-            folder,
-            attn_implementation="eager",
-            use_safetensors=True,
-            trust_remote_code=False,
-            dtype=dtype,
-            output_loading_info=True,
-        )
-        _check_loading_info(folder, family, info)
-        return model.to(dtype).to(device).eval()
-    model, streaming = load_tensorwise(
-        model_cls,
+
+    def one_to_one(info: dict[str, Any]) -> None:
+        problems = _loading_problems(family, info)
+        if problems and budget_mb is not None:
+            raise AcquisitionError(
+                f"{budget_key}: the tensors of {folder}'s checkpoint do not map one to one onto the model's "
+                f"({'; '.join(problems)}), which streaming it block by block needs; set {budget_key} to null"
+            )
+        if problems:
+            raise _NotOneToOne
+
+    if budget_mb is not None or not checkpoint_dtypes(folder) <= {dtype}:
+        try:
+            model, streaming = load_tensorwise(
+                model_cls, folder, entry.layers, dtype, device, budget_mb, budget_key, check=one_to_one
+            )
+        except _NotOneToOne:
+            pass  # a layout transformers converts on loading (renamed or fused tensors): its loader below
+        else:
+            model.san_streaming = streaming  # None when every block is held
+            return model
+    model, info = model_cls.from_pretrained(
         folder,
-        entry.layers,
-        dtype,
-        device,
-        budget_mb,
-        budget_key,
-        check=lambda info: _check_loading_info(folder, family, info),
+        attn_implementation="eager",
+        use_safetensors=True,
+        trust_remote_code=False,
+        dtype=dtype,
+        output_loading_info=True,
     )
-    model.san_streaming = streaming  # None when every block is held
-    return model
+    _check_loading_info(folder, family, info)
+    return model.to(dtype).to(device).eval()

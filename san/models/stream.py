@@ -125,24 +125,33 @@ def _qualified_names(model: nn.Module, blocks: Sequence[nn.Module]) -> list[str]
     return list(seen.values())
 
 
+#: the LayerNorm names of old checkpoints (BERT's original ``gamma``/``beta``) and transformers' names for them
+LEGACY_SUFFIXES = {".gamma": ".weight", ".beta": ".bias"}
+
+
+def _legacy(key: str) -> list[str]:
+    """``key`` with an old LayerNorm suffix renamed as transformers renames it on loading (none otherwise)."""
+    return [key[: -len(old)] + new for old, new in LEGACY_SUFFIXES.items() if key.endswith(old)]
+
+
 def key_map(
     checkpoint_keys: Sequence[str], model_keys: Sequence[str], base_prefix: str
 ) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """The model tensor each checkpoint key fills (the key itself, or without the base model's prefix ``<prefix>.``
-    of a checkpoint saved from a model with a head) and what does not fit: ``missing_keys`` (model tensors no key
+    """The model tensor each checkpoint key fills (the key itself, without the base model's prefix ``<prefix>.`` of a
+    checkpoint saved from a model with a head, or with an old LayerNorm name, :data:`LEGACY_SUFFIXES`) and what does
+    not fit: ``missing_keys`` (model tensors no key
     fills) and ``unexpected_keys`` (keys with no place in the model, the head's included; the caller judges them
     as :func:`san.models.acquire.load_model` does)."""
     wanted = set(model_keys)
     mapping: dict[str, str] = {}
     unexpected = []
     for key in checkpoint_keys:
-        stripped = key[len(base_prefix) + 1 :] if base_prefix and key.startswith(base_prefix + ".") else None
-        if key in wanted:
-            mapping[key] = key
-        elif stripped in wanted:
-            mapping[key] = stripped
-        else:
+        stripped = key[len(base_prefix) + 1 :] if base_prefix and key.startswith(base_prefix + ".") else key
+        name = next((n for n in (key, stripped, *_legacy(key), *_legacy(stripped)) if n in wanted), None)
+        if name is None:
             unexpected.append(key)
+        else:
+            mapping[key] = name
     filled = set(mapping.values())
     missing = [k for k in model_keys if k not in filled]
     return mapping, {"missing_keys": missing, "unexpected_keys": unexpected}

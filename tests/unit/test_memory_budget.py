@@ -164,3 +164,41 @@ def test_the_rank_collapse_job_passes_its_budget_and_key():
     key = "compute.rank_collapse.memory_budget_mb"
     assert memory_budget({"device": "cpu", "memory_budget_mb": 3072, "memory_budget_key": key}) == (3072, key)
     assert memory_budget({"device": "cpu"})[0] is None
+
+
+def test_checkpoint_keys_map_as_transformers_maps_them():
+    from san.models.stream import key_map
+
+    model = ["embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias", "encoder.layer.0.w"]
+    ckpt = ["bert.embeddings.LayerNorm.gamma", "bert.embeddings.LayerNorm.beta", "encoder.layer.0.w", "cls.x"]
+    mapping, info = key_map(ckpt, model, "bert")
+    assert mapping == dict(zip(ckpt[:3], [*model[:2], model[2]], strict=True))
+    assert info == {"missing_keys": [], "unexpected_keys": ["cls.x"]}
+    _, info = key_map(ckpt[:2], model, "bert")
+    assert info["missing_keys"] == ["encoder.layer.0.w"]
+
+
+def test_a_checkpoint_without_a_one_to_one_map_is_loaded_by_transformers_and_refused_for_streaming(model_folder):
+    """A layout transformers converts (here: a tensor renamed to a name only transformers' own conversion knows is
+    simulated by a checkpoint that lacks a tensor): without a budget the model goes to transformers' loader (whose
+    check refuses it), with a budget the message names the budget's key."""
+    import json
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from san.models.folders import AcquisitionError, hash_folder
+
+    family, folder = model_folder
+    broken = folder.parent / "broken"
+    shutil.copytree(folder, broken, dirs_exist_ok=True)
+    tensors = load_file(broken / "model.safetensors")
+    tensors.pop(sorted(tensors)[-1])
+    save_file(tensors, broken / "model.safetensors", {"format": "pt"})
+    manifest = json.loads((broken / "manifest.json").read_text())
+    manifest["sha256"] = hash_folder(broken)
+    (broken / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(AcquisitionError, match="does not match the architecture"):
+        load_model(broken, family, torch.float64)
+    with pytest.raises(AcquisitionError, match=r"compute\.x\.memory_budget_mb: the tensors .* one to one"):
+        load_model(broken, family, torch.float64, budget_mb=1000, budget_key="compute.x.memory_budget_mb")
