@@ -78,7 +78,10 @@ def run(
     results, manifests = [], {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)[: settings["n_sequences"]]
-        model = load_model(folder, family, dtype, device, budget_mb, budget_key)
+        if budget_mb is None:
+            model = load_model(folder, family, dtype).to(device)
+        else:  # placed on the device as it loads: the streamed blocks stay on the meta device until used
+            model = load_model(folder, family, dtype, device, budget_mb, budget_key)
         attn = attention_matrices(model, ids, batch_size)
         results.append(attention_product_residuals(attn, settings["n_paths"], settings["seed"]))
         manifests[weights] = read_manifest(folder)

@@ -181,7 +181,10 @@ def run(
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
         by_variant = {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
-            model = load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, budget_key)
+            if budget_mb is None:
+                model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+            else:  # placed on the device as it loads: the streamed blocks stay on the meta device until used
+                model = load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, budget_key)
             if log is not None:
                 log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)
                 streaming = getattr(model, "san_streaming", None)

@@ -202,3 +202,32 @@ def test_a_checkpoint_without_a_one_to_one_map_is_loaded_by_transformers_and_ref
         load_model(broken, family, torch.float64)
     with pytest.raises(AcquisitionError, match=r"compute\.x\.memory_budget_mb: the tensors .* one to one"):
         load_model(broken, family, torch.float64, budget_mb=1000, budget_key="compute.x.memory_budget_mb")
+
+
+#: tiny architectures of more families, for the tensor-by-tensor load against transformers' loader
+MORE = {
+    "gpt2": {"n_embd": 16, "n_layer": 2, "n_head": 4, "n_inner": 32, "n_positions": 32},
+    "roberta": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 32},
+    "mpnet": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 32},
+    "albert": {"embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+               "intermediate_size": 32},
+    "xlnet": {"d_model": 16, "n_layer": 2, "n_head": 4, "d_inner": 32},
+    "gemma3": {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 8, "intermediate_size": 32, "max_position_embeddings": 32},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", sorted(MORE))
+def test_a_tensorwise_load_is_transformers_load_in_more_families(tmp_path, family):
+    from san.models.families import family as family_entry
+
+    folder = tmp_path / "init"
+    materialise("m", family, "init", {"seed": 1, "config": MORE[family]}, folder)
+    reference = family_entry(family).model_cls.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager")
+    reference = reference.to(torch.float64).state_dict()
+    model = load_model(folder, family, torch.float64)
+    assert getattr(model, "san_streaming", "loaded by transformers") is None  # the tensor-by-tensor path
+    loaded = model.state_dict()
+    assert sorted(loaded) == sorted(reference)
+    for name, tensor in reference.items():
+        assert loaded[name].dtype == tensor.dtype and torch.equal(loaded[name], tensor), name
