@@ -1,6 +1,6 @@
 """Snakemake entry: rank-1 residual of attention products along sampled paths (appendix figure)."""
 
-from san.core.device import job_device
+from san.core.device import job_device, memory_budget
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.models.folders import recorded_family
@@ -13,7 +13,7 @@ with job_log(snakemake.log[0]) as log:
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
     family, recognition = recorded_family(list(models.values()))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
-    ds = run(family, models, inputs, s, p.batch_size, device, log)
+    ds = run(family, models, inputs, s, p.batch_size, device, log, *memory_budget(p.compute))
     cfg = {"family": family, **s}
     write_netcdf(
         ds,

@@ -1,6 +1,6 @@
 """Snakemake entry: relative residual per layer for every weights x variant of one model (Fig. 2)."""
 
-from san.core.device import job_device
+from san.core.device import job_device, memory_budget
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.models.folders import recorded_family
@@ -12,7 +12,7 @@ with job_log(snakemake.log[0]) as log:
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
     family, recognition = recorded_family(list(models.values()))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
-    ds = run(family, models, inputs, p.settings, device, log)
+    ds = run(family, models, inputs, p.settings, device, log, *memory_budget(p.compute))
     means = ds["residual_ratio"].mean("sample")
     log.info("per-layer means:\n%s", means.to_pandas().to_string() if means.ndim <= 2 else means)
     write_netcdf(

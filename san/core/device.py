@@ -1,5 +1,7 @@
 """Where a torch job runs: its device from the config's ``compute.<rule>`` entry, its CPU threads, one GPU per job,
-the float settings that make a GPU give the CPU's numbers, and what the results record of it.
+the float settings that make a GPU give the CPU's numbers, the memory budget of a model job (``memory_budget_mb``:
+the weights it may hold, beyond which blocks are streamed, :mod:`san.models.stream`), and what the results record
+of it.
 
 ``auto`` picks CUDA when a GPU is visible and the CPU otherwise, and says so in the job's log when a job that
 declared a GPU runs on the CPU. ``cuda``/``cuda:N`` without CUDA is an error naming the config key. A job asked to
@@ -100,6 +102,12 @@ def resolve_dtype(name: str) -> torch.dtype:
         return DTYPES[name]
     except KeyError:
         raise ValueError(f"unknown dtype {name!r}; expected one of {sorted(DTYPES)}") from None
+
+
+def memory_budget(compute: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The memory budget (MB) of a model job from its ``compute`` slice, and the config key that sets it (named in
+    errors): ``compute.<rule>.memory_budget_mb``, None when the whole model is held."""
+    return compute.get("memory_budget_mb"), compute.get("memory_budget_key", "memory_budget_mb")
 
 
 def set_threads(n: int) -> None:

@@ -67,15 +67,21 @@ def run(
     batch_size: int,
     device: torch.device | str = "cpu",
     log: Any = None,
+    budget_mb: float | None = None,
+    budget_key: str = "compute.attention_products.memory_budget_mb",
 ) -> xr.Dataset:
     """The appendix figure's data for one model: rank-1 residuals of attention products along sampled paths of
     every depth, per weight set. ``models`` and ``inputs`` as in :func:`san.rank_collapse.experiment.run`;
-    ``settings`` is the ``attention_products`` config slice (``n_paths``, ``n_sequences``, ``seed``, ``dtype``)."""
+    ``settings`` is the ``attention_products`` config slice (``n_paths``, ``n_sequences``, ``seed``, ``dtype``);
+    ``budget_mb`` the job's memory budget, beyond which blocks are streamed (:mod:`san.models.stream`)."""
     dtype = resolve_dtype(settings["dtype"])
     results, manifests = [], {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)[: settings["n_sequences"]]
-        model = load_model(folder, family, dtype).to(device)
+        if budget_mb is None:
+            model = load_model(folder, family, dtype).to(device)
+        else:  # placed on the device as it loads: the streamed blocks stay on the meta device until used
+            model = load_model(folder, family, dtype, device, budget_mb, budget_key)
         attn = attention_matrices(model, ids, batch_size)
         results.append(attention_product_residuals(attn, settings["n_paths"], settings["seed"]))
         manifests[weights] = read_manifest(folder)

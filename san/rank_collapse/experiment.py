@@ -160,6 +160,8 @@ def run(
     settings: Mapping[str, Any],
     device: torch.device | str = "cpu",
     log: Any = None,
+    budget_mb: float | None = None,
+    budget_key: str = "compute.rank_collapse.memory_budget_mb",
 ) -> xr.Dataset:
     """Fig. 2's data for one model: the relative residual per weights, variant, layer and input sequence.
 
@@ -167,7 +169,10 @@ def run(
     input (``input_ids``, with the ``input_sha256`` attribute); ``settings`` is the ``rank_collapse`` config slice
     (``variants``, ``dtype``: one for all variants or one per variant, ``batch_size``, ``albert_no_mlp``); each weight
     set is loaded once per dtype, and the dtype of each variant is the coordinate ``dtype``. The models' manifests
-    and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``.
+    and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``. With ``budget_mb`` (the job's
+    ``compute.rank_collapse.memory_budget_mb``, named by ``budget_key`` in errors) the blocks of a model whose weights
+    exceed it are streamed from the checkpoint as each forward pass reaches them (:mod:`san.models.stream`): the hooks
+    see the same residual stream, the numbers are those of the model held in memory.
     """
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
@@ -176,9 +181,20 @@ def run(
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
         by_variant = {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
-            model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+            if budget_mb is None:
+                model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+            else:  # placed on the device as it loads: the streamed blocks stay on the meta device until used
+                model = load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, budget_key)
             if log is not None:
                 log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)
+                streaming = getattr(model, "san_streaming", None)
+                if streaming is not None:
+                    plan = streaming.plan
+                    log.info(
+                        "%s: %d of %d blocks held, %d streamed from the checkpoint (weights %.0f MB, at most %.0f MB "
+                        "in memory)", budget_key, plan.held, plan.blocks, plan.streamed,
+                        plan.weights_bytes() / 2**20, plan.peak_bytes() / 2**20,
+                    )  # fmt: skip
             got = residuals_by_variant(model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"])
             by_variant.update(zip(own, got, strict=True))
             del model

@@ -111,6 +111,22 @@ def assert_same_results(local: Path, cluster: Path) -> list[Path]:
     return files
 
 
+def declared_memory(workdir: Path, config: dict, rule: str, wildcards: str) -> int:
+    """The mem_mb a model job of ``rule`` declares (san.core.memory.declared_mem_mb) from the model folders the
+    run acquired, the config's dtypes, sequence length and batch; ``wildcards``: the job's model, as SLURM's comment
+    spells it."""
+    from san.core.memory import declared_mem_mb
+    from san.rank_collapse.spec import variant_dtypes
+
+    model = next(m for m in config["rank_collapse"]["models"] if m in wildcards)
+    folders = sorted((workdir / "results" / "models" / model).iterdir())
+    dtype = config["models"][model].get("dtype", config[rule]["dtype"])
+    dtypes = sorted(set(variant_dtypes(dtype, config["rank_collapse"]["variants"]).values()))
+    budget = config["compute"][rule].get("memory_budget_mb")
+    seq_len, batch = config["text"]["seq_len"], config["rank_collapse"]["batch_size"]
+    return declared_mem_mb([f for f in folders if f.is_dir()], dtypes, seq_len, batch, budget, 1, 0)
+
+
 def rendered_profile(**env: str) -> dict:
     """profiles/slurm/config.yaml as Snakemake reads it (a YTE template), with the given environment."""
     import yte
@@ -216,9 +232,12 @@ def test_workflow_runs_on_slurm(tmp_path: Path, default_config: dict) -> None:
         assert record["WorkDir"] == str(cluster), record
         assert f"rule {rule}:" in Path(log).read_text(), f"the log of job {job_id} does not show rule {rule}"
         ran[rule] = ran.get(rule, 0) + 1
-        # GPU rules reach SLURM as a GPU request (gpu=1 -> sbatch --gpus=fake:1 on the CI cluster).
+        # GPU rules reach SLURM as a GPU request (gpu=1 -> sbatch --gpus=fake:1 on the CI cluster), with the memory
+        # that follows from their model (san.core.memory), not a number of the resources table.
         if rule in ("rank_collapse", "attention_products"):
             assert f"gpu:{GPU_MODEL}:1" in record.get("TresPerJob", ""), record
+            wildcards = record["Comment"].split("_wildcards_", 1)[-1]
+            assert record.get("MinMemoryNode") == f"{declared_memory(cluster, config, rule, wildcards)}M", record
     assert ran == expected
 
     # The same results as the local run of the same config.

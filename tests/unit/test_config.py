@@ -23,7 +23,7 @@ def test_default_config_is_valid_and_gets_defaults(default_config):
     minimal = {"models": {"m": {"family": "bert", "init": {"config": {}}}}}
     validate_config(minimal, SCHEMA)
     assert minimal["rank_collapse"]["dtype"] == VARIANT_DTYPES, "the schema's default is the library's"
-    assert minimal["compute"]["rank_collapse"] == {"device": "auto", "threads": 1}
+    assert minimal["compute"]["rank_collapse"] == {"device": "auto", "threads": 1, "memory_budget_mb": None}
     assert minimal["compute"]["paths_train"]["device"] == "cpu" and minimal["text"]["n_sequences"] == 32
     assert minimal["models"]["m"]["init"]["seed"] == 0 and minimal["figures"]["formats"] == ["pdf", "png"]
 

@@ -8,11 +8,12 @@ from snakemake.logging import logger
 from snakemake.utils import validate
 
 from san.core.gpus import visible_gpus
+from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
 from san.experiments import check_config
 from san.imports import library_inputs
 from san.models.spec import explicit_architecture, init_entry, weight_sets
-from san.rank_collapse.spec import model_priorities
+from san.rank_collapse.spec import model_priorities, variant_dtypes
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
@@ -72,9 +73,15 @@ def compute_gpu(rule):
 
 
 def compute_params(rule):
-    """The ``compute`` param of a job of ``rule``: its device, the config key that sets it (for messages) and
-    whether it reserved a GPU (san.core.device.job_device reads it)."""
-    return {"device": COMPUTE[rule]["device"], "key": f"compute.{rule}.device", "gpu": compute_gpu(rule)}
+    """The ``compute`` param of a job of ``rule``: its device, the config key that sets it (for messages), whether
+    it reserved a GPU (san.core.device.job_device reads it) and its memory budget with its key (model jobs)."""
+    params = {"device": COMPUTE[rule]["device"], "key": f"compute.{rule}.device", "gpu": compute_gpu(rule)}
+    if COMPUTE[rule].get("memory_budget_mb") is not None:
+        params.update(
+            memory_budget_mb=COMPUTE[rule]["memory_budget_mb"],
+            memory_budget_key=f"compute.{rule}.memory_budget_mb",
+        )
+    return params
 
 
 # A local run on a GPU node never starts more GPU jobs than there are GPUs: without `--resources gpu=N`, the limit
@@ -102,6 +109,38 @@ def model_resources(rule, **extra):
     table's memory."""
     default = RESOURCES[rule]["mem_mb"]
     return resources(rule, mem_mb=lambda w: config["models"][w.model].get("mem_mb", default), **extra)
+
+
+def analysis_resources(rule, section):
+    """:func:`resources` of a job of ``rule`` that runs one model's forward passes (config ``section``: its dtype;
+    ``rank_collapse.batch_size`` sequences of ``text.seq_len`` tokens a batch): ``mem_mb`` follows from the acquired
+    model's parameters and shape, the dtypes, the batch and ``compute.<rule>.memory_budget_mb``
+    (san.core.memory.declared_mem_mb; at least ``models.<name>.mem_mb`` when set), raised with each attempt
+    (``--retries``); a GPU job also declares ``gpu_mem_mb``, the device memory it needs, and ``gpu_model``, the
+    smallest of a site's ``SAN_SLURM_GPU_MODELS`` that holds it (a SLURM profile's GPU model, when set, wins)."""
+    default = RESOURCES[rule]["mem_mb"]
+    budget = COMPUTE[rule].get("memory_budget_mb")
+    seq_len, batch = config["text"]["seq_len"], config["rank_collapse"]["batch_size"]
+
+    def dtypes(w):
+        dtype = config["models"][w.model].get("dtype", config[section]["dtype"])
+        variants = config["rank_collapse"]["variants"]
+        return sorted(set(variant_dtypes(dtype, variants).values())) if isinstance(dtype, dict) else [dtype]
+
+    def mem_mb(wildcards, input, attempt):
+        need = declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, default)
+        return max(need, config["models"][wildcards.model].get("mem_mb", 0) * attempt)
+
+    def gpu_mem_mb(wildcards, input, attempt):
+        return declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, 0, gpu=True)
+
+    def gpu_model(wildcards, input, attempt):
+        return gpu_model_for(gpu_mem_mb(wildcards, input, attempt), os.environ.get("SAN_SLURM_GPU_MODELS", ""))
+
+    extra = {"gpu": compute_gpu(rule)}
+    if compute_gpu(rule):
+        extra.update(gpu_mem_mb=gpu_mem_mb, gpu_model=gpu_model)
+    return resources(rule, mem_mb=mem_mb, **extra)
 
 
 def add_library_inputs(rules):

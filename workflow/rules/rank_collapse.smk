@@ -89,7 +89,7 @@ rule rank_collapse:
         TORCH_ENV
     threads: compute_threads("rank_collapse")
     resources:
-        **model_resources("rank_collapse", gpu=compute_gpu("rank_collapse")),
+        **analysis_resources("rank_collapse", "rank_collapse"),
     params:
         weights=lambda w: model_weights(w.model),
         settings=model_settings("rank_collapse", drop=("models",)),
@@ -113,7 +113,7 @@ rule attention_products:
         TORCH_ENV
     threads: compute_threads("attention_products")
     resources:
-        **model_resources("attention_products", gpu=compute_gpu("attention_products")),
+        **analysis_resources("attention_products", "attention_products"),
     params:
         weights=lambda w: model_weights(w.model),
         settings=model_settings("attention_products", drop=("models",)),
