@@ -10,10 +10,10 @@ at random (a seeded CPU generator). Then:
   attribute of its result);
 - derives, per result variable (and variant), a relative and an absolute tolerance from how far the one-ulp
   perturbation moved it on the CPU (:func:`derive_tolerance`: :data:`SAFETY` times the largest relative move of
-  the variable's larger half of values, and the largest absolute move of its smaller half, each at least the float
-  type's machine epsilon in those units). A GPU sums in another order, which moves each partial result by about
-  one ulp: the same size of change, so the same tolerance fits it, whatever the variable's scale (relative residuals
-  are normalised, Wu et al.'s `mu` is not);
+  the variable's values above ``sqrt(eps)`` of its largest, and the largest absolute move of the values below, each
+  at least the float type's machine epsilon ``eps`` at the variable's scale). A GPU sums in another order, which
+  moves each partial result by about one ulp: the same size of change, so the same tolerance fits it, whatever the
+  variable's scale (relative residuals are normalised, Wu et al.'s `mu` is not);
 - compares every result variable of the GPU and CPU runs with those tolerances (`|GPU - CPU| <= atol + rtol |CPU|`
   everywhere, NaN at the same places) and exits non-zero when one differs beyond them;
 - measures whether the path-effectiveness training and the circle gain from a GPU: a few epochs of one task and one
@@ -185,27 +185,27 @@ def variables(rel: str, a: xr.Dataset, b: xr.Dataset, cfg: dict):
 def derive_tolerance(reference: np.ndarray, perturbed: np.ndarray, eps: float, safety: float = SAFETY) -> dict:
     """Relative and absolute tolerances of one variable from its move under a one-ulp perturbation of the inputs.
 
-    Of the values finite in both runs, the larger half (``|x| >=`` the median of ``|x|``) gives ``rel_move``, the
-    largest ``|x' - x| / |x|``, and the smaller half ``abs_move``, the largest ``|x' - x|``; then
-    ``rtol = safety * max(rel_move, eps)`` and ``atol = safety * max(abs_move, eps * median |x|)``. Every value of
-    the perturbed run is within ``(atol + rtol |x|) / safety`` of the reference, and a value the perturbation did
-    not move is still allowed the rounding of the float type (``eps``) at the variable's scale. A variable with no
-    finite value gets ``rtol = safety * eps`` and ``atol = 0`` (it is compared by its NaN mask)."""
+    Of the values finite in both runs, those of at least ``sqrt(eps)`` times the largest magnitude (the variable's
+    ``scale``) give ``rel_move``, the largest ``|x' - x| / |x|``; the smaller ones, which cancellation has left at
+    the rounding of the scale, give ``abs_move``, the largest ``|x' - x|``. Then
+    ``rtol = safety * max(rel_move, eps)`` and ``atol = safety * max(abs_move, eps * scale)``: every value of the
+    perturbed run is within ``(atol + rtol |x|) / safety`` of the reference, and a value the perturbation did not
+    move is still allowed the rounding of the float type at the variable's scale. A variable with no finite value
+    gets ``rtol = safety * eps`` and ``atol = 0`` (it is compared by its NaN mask)."""
     x, y = np.asarray(reference, dtype=float), np.asarray(perturbed, dtype=float)
     both = np.isfinite(x) & np.isfinite(y)
     if not both.any():
         return {"rel_move": 0.0, "abs_move": 0.0, "rtol": safety * eps, "atol": 0.0}
     size, move = np.abs(x[both]), np.abs(y[both] - x[both])
-    median = float(np.median(size))
-    large = size >= median
-    nonzero = large & (size > 0)
-    rel_move = float(np.max(move[nonzero] / size[nonzero])) if nonzero.any() else 0.0
+    scale = float(size.max())
+    large = (size >= np.sqrt(eps) * scale) & (size > 0)
+    rel_move = float(np.max(move[large] / size[large])) if large.any() else 0.0
     abs_move = float(np.max(move[~large])) if (~large).any() else 0.0
     return {
         "rel_move": rel_move,
         "abs_move": abs_move,
         "rtol": safety * max(rel_move, eps),
-        "atol": safety * max(abs_move, eps * median),
+        "atol": safety * max(abs_move, eps * scale),
     }
 
 
@@ -257,8 +257,7 @@ def tolerance_rows(tolerance: dict[tuple, dict]) -> list[list[str]]:
              f"{t['atol']:.1e}"] for (rel, label), t in tolerance.items()]  # fmt: skip
 
 
-TOLERANCE_HEADER = ["result", "variable", "dtype", "relative move (larger half)", "absolute move (smaller half)",
-                    "rtol", "atol"]  # fmt: skip
+TOLERANCE_HEADER = ["result", "variable", "dtype", "relative move", "absolute move (small values)", "rtol", "atol"]
 
 
 def training_gain(base: Path, cfg: dict, cores: int) -> list[tuple[str, float, float]]:

@@ -102,15 +102,16 @@ def test_mu_is_not_normalised_so_an_absolute_tolerance_alone_would_not_fit(runs)
 
 
 def test_the_tolerance_formula():
-    """rtol from the larger half's relative move, atol from the smaller half's absolute move, each at least eps
-    at the variable's scale; a variable the perturbation did not move keeps that floor; no finite value: NaN mask."""
-    x = np.array([1e-20, 1e-18, 1.0, 2.0])
-    y = np.array([2e-20, 1.5e-18, 1.0 + 4e-16, 2.0])
+    """rtol from the relative move of the values above sqrt(eps) of the largest, atol from the absolute move of the
+    smaller ones, each at least eps at the variable's scale; a variable the perturbation did not move keeps that
+    floor; no finite value: compared by the NaN mask."""
+    x = np.array([0.0, 1e-20, 1e-18, 1.0, 2.0])
+    y = np.array([3e-17, 2e-20, 1.5e-18, 1.0 + 2.0**-51, 2.0])
     tol = bench.derive_tolerance(x, y, EPS64, safety=10)
-    assert tol["rel_move"] == pytest.approx(4e-16) and tol["abs_move"] == pytest.approx(5e-19)
-    assert tol["rtol"] == pytest.approx(4e-15) and tol["atol"] == pytest.approx(10 * EPS64 * np.median(np.abs(x)))
+    assert tol["rel_move"] == 2.0**-51 and tol["abs_move"] == 3e-17
+    assert tol["rtol"] == pytest.approx(10 * 2.0**-51) and tol["atol"] == pytest.approx(10 * 2 * EPS64)
     still = bench.derive_tolerance(x, x, EPS64, safety=10)
-    assert still["rtol"] == pytest.approx(10 * EPS64) and still["rel_move"] == 0
+    assert still["rtol"] == pytest.approx(10 * EPS64) and still["rel_move"] == 0 and still["abs_move"] == 0
     nan = bench.derive_tolerance(np.full(3, np.nan), np.full(3, np.nan), EPS64)
     assert nan["atol"] == 0 and bench.within(np.full(3, np.nan), np.full(3, np.nan), nan["rtol"], 0)[0]
     assert not bench.within(np.array([1.0, np.nan]), np.array([1.0, 1.0]), 1, 1)[0], "NaN on one side"
