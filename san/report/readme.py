@@ -6,12 +6,12 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    ``summary.json`` and ``paths/summary.csv`` into ``RESULTS/tables/readme/<name>.md``, one per :data:`TABLES`
    entry, each ending with the line naming its source run (commit, config hash, date, machine: the summary's
    ``provenance``). Each table reads a short, explicit list of keys; a key the summary lacks is an error naming it.
-2. ``publish RESULTS``: copy the run's data (``summary.json`` and ``paths/summary.csv``, :data:`RUN_DATA`), its
+2. ``publish [RESULTS]``: copy the run's data (``summary.json`` and ``paths/summary.csv``, :data:`RUN_DATA`), its
    tables (all from that one run, each equal to the table rendered from that data) and the benchmarks' tables with
    their data (``benchmarks/out/<name>.md`` and ``<name>.json``, each naming the command that wrote it) into the
    committed snapshot folder ``docs/results/``, record the run and the sha256 of every copied file in
    :data:`MANIFEST`, and copy the gallery's figures (:data:`GALLERY`) into ``docs/figures/`` at a web-friendly
-   width; then step 3.
+   width; then step 3. Without ``RESULTS``, only the benchmarks' tables.
 3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``. The tests run the check, so a hand edit of a block
    fails them.
@@ -417,14 +417,9 @@ def _benchmark_problems(tables: Iterable[Path]) -> list[str]:
     return problems
 
 
-def publish(results: Path, root: Path, benchmarks: Path | None = None) -> list[Path]:
-    """Copy a run's data and tables (and the benchmarks' tables with their data, in ``benchmarks``) into the
-    snapshot folder, record the run and the sha256 of every copied file in :data:`MANIFEST`, copy the gallery
-    figures into ``docs/figures/``, then :func:`sync`.
-
-    Everything is checked before anything is copied: every table and figure exists, every results table equals the
-    one rendered from ``results/summary.json`` (one run for all of them), every benchmark table names its run and
-    equals the one rendered from its data."""
+def _checked_run(results: Path) -> tuple[list[Path], list[Path], dict[str, Path], dict[str, Any]]:
+    """A run's tables, gallery figures, data (by snapshot name) and record, after checking that every one exists
+    and every table equals the one rendered from the run's ``summary.json`` (one run for all of them)."""
     tables = [results / "tables" / "readme" / f"{name}.md" for name in TABLES]
     figures = [results / "figures" / f"{name}.png" for name in GALLERY]
     missing = [p for p in tables + figures + [results / RUN_DATA["summary.json"]] if not p.is_file()]
@@ -432,39 +427,55 @@ def publish(results: Path, root: Path, benchmarks: Path | None = None) -> list[P
         raise FileNotFoundError(f"not in the run at {results}: {', '.join(map(str, missing))}")
     data = {snap: results / rel for snap, rel in RUN_DATA.items() if (results / rel).is_file()}
     summary = json.loads(data["summary.json"].read_text())
-    record = lookup(summary, "provenance", "every table")
+    record = dict(lookup(summary, "provenance", "every table"))
     rendered = build_tables(summary, data.get("paths_summary.csv"))
     foreign = [str(t) for t in tables if t.read_text() != rendered[t.stem]]
     if foreign:
         raise ValueError(f"tables not written from {data['summary.json']} ({source_line(record)}): "
                          f"{', '.join(foreign)}; rerun the workflow's readme_tables rule")  # fmt: skip
+    return tables, figures, data, record
+
+
+def publish(results: Path | None, root: Path, benchmarks: Path | None = None) -> list[Path]:
+    """Copy a run's data and tables (and the benchmarks' tables with their data, in ``benchmarks``) into the
+    snapshot folder, record the run and the sha256 of every copied file in :data:`MANIFEST`, copy the gallery
+    figures into ``docs/figures/``, then :func:`sync`. Without ``results``, only the benchmarks' tables are
+    published (the run's snapshots stay as they are).
+
+    Everything is checked before anything is copied: every table and figure exists, every results table equals the
+    one rendered from ``results/summary.json`` (one run for all of them), every benchmark table names its run and
+    equals the one rendered from its data."""
+    tables, figures, data, record = _checked_run(results) if results is not None else ([], [], {}, None)
     bench = sorted(benchmarks.glob("*.md")) if benchmarks is not None and benchmarks.is_dir() else []
     unfit = _benchmark_problems(bench)
     if unfit:
         raise ValueError(f"benchmark tables that name no run or lack their data: {'; '.join(unfit)}; rerun those "
                          f"benchmarks")  # fmt: skip
+    if results is None and not bench:
+        raise FileNotFoundError(f"nothing to publish: no run given and no benchmark table in {benchmarks}")
     snapshots = root / SNAPSHOTS
     snapshots.mkdir(parents=True, exist_ok=True)
     (root / FIGURES).mkdir(parents=True, exist_ok=True)
     manifest_path = root / MANIFEST
-    before = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    for snap, src in data.items():
-        shutil.copyfile(src, snapshots / snap)
-    for snap in set(RUN_DATA) - set(data):  # a run without path tasks: no paths summary of an earlier run stays
-        (snapshots / snap).unlink(missing_ok=True)
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    if results is not None:
+        for snap, src in data.items():
+            shutil.copyfile(src, snapshots / snap)
+        for snap in set(RUN_DATA) - set(data):  # a run without path tasks: no paths summary of an earlier run stays
+            (snapshots / snap).unlink(missing_ok=True)
+        for figure in figures:
+            gallery_copy(figure, root / FIGURES / figure.name)
+        manifest |= {
+            "run": record,
+            "data": {snap: sha256(snapshots / snap) for snap in data},
+            "tables": {t.name: sha256(t) for t in tables},
+        }
     bench_files = [f for b in bench for f in (b, b.with_suffix(".json"))]
     for table in tables + bench_files:
         shutil.copyfile(table, snapshots / table.name)
-    for figure in figures:
-        gallery_copy(figure, root / FIGURES / figure.name)
     # a benchmark not rerun keeps the entry of the run that wrote its snapshot, while its snapshot is there
-    kept = {n: h for n, h in before.get("benchmarks", {}).items() if (snapshots / n).is_file()}
-    manifest = {
-        "run": dict(record),
-        "data": {snap: sha256(snapshots / snap) for snap in data},
-        "tables": {t.name: sha256(t) for t in tables},
-        "benchmarks": {**kept, **{f.name: sha256(f) for f in bench_files}},
-    }
+    kept = {n: h for n, h in manifest.get("benchmarks", {}).items() if (snapshots / n).is_file()}
+    manifest["benchmarks"] = {**kept, **{f.name: sha256(f) for f in bench_files}}
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return sync(root)
 
@@ -557,8 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     tables = sub.add_parser("tables", help="write a run's tables to RESULTS/tables/readme/")
     tables.add_argument("results", type=Path)
-    pub = sub.add_parser("publish", help="copy a run's tables and figures into docs/, then sync")
-    pub.add_argument("results", type=Path)
+    pub = sub.add_parser("publish", help="copy a run's data, tables and figures and the benchmarks' tables into "
+                         "docs/, then sync")  # fmt: skip
+    pub.add_argument("results", type=Path, nargs="?", default=None, help="the run (without: only the benchmarks)")
     pub.add_argument("--benchmarks", type=Path, default=BENCHMARK_TABLES, help="the benchmarks' tables folder")
     check = sub.add_parser("sync", help="rewrite the documents' generated blocks from docs/results/")
     check.add_argument("--check", action="store_true", help="only report documents out of sync (exit 1)")

@@ -488,3 +488,22 @@ def test_a_rerun_reproduces_the_config_hash(tmp_path, monkeypatch):
     assert provenance.results_config_hash([p.relative_to(tmp_path / "two") for p in second]) == expected
     changed = run(tmp_path / "three", 0, {"circle.nc": {"dims": [8], "lr": 0.2}})
     assert provenance.results_config_hash(changed) != expected
+
+
+def test_a_benchmark_is_published_alone_and_the_run_stays(tmp_path):
+    """`publish` without a run: the benchmarks' tables with their data join the snapshots, the run's stay as they
+    were, and the whole set still verifies; with neither a run nor a benchmark table there is nothing to publish."""
+    root, _ = _published(tmp_path)
+    before = json.loads((root / readme.MANIFEST).read_text())
+    run_files = {n: (root / readme.SNAPSHOTS / n).read_bytes() for n in (*before["tables"], *before["data"])}
+    bench = tmp_path / "new_bench"
+    _benchmark(bench, "bench_new", jobs=7)
+    readme.publish(None, root, bench)
+    after = json.loads((root / readme.MANIFEST).read_text())
+    assert {k: after[k] for k in ("run", "data", "tables")} == {k: before[k] for k in ("run", "data", "tables")}
+    assert set(after["benchmarks"]) == set(before["benchmarks"]) | {"bench_new.md", "bench_new.json"}
+    assert {n: (root / readme.SNAPSHOTS / n).read_bytes() for n in run_files} == run_files
+    assert "| 7 |" in (root / readme.SNAPSHOTS / "bench_new.md").read_text()
+    assert readme.verify(root) == []
+    with pytest.raises(FileNotFoundError, match="nothing to publish"):
+        readme.publish(None, root, tmp_path / "empty")
