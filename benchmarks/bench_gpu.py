@@ -312,7 +312,11 @@ def main(argv: list[str] | None = None) -> int:
     cfg = yaml.safe_load(args.config.read_text())
     check_config(cfg, ROOT / "workflow" / "schemas")  # defaults filled in
     if args.models:
-        cfg["rank_collapse"]["models"] = args.models.split(",")
+        models = args.models.split(",")
+        cfg["rank_collapse"]["models"] = models
+        products = cfg["attention_products"]["models"]
+        if products is not None:  # the attention products of the models kept (the config check requires it)
+            cfg["attention_products"]["models"] = [m for m in products if m in models]
     if args.sweeps:
         cfg["propagation"]["sweeps"] = {s: cfg["propagation"]["sweeps"][s] for s in args.sweeps.split(",")}
     goals = targets(cfg)
