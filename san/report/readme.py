@@ -485,8 +485,9 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
     :func:`publish` copied, with the sha256 :data:`MANIFEST` records; the committed ``summary.json`` is the
     manifest's run; every run table equals the one rendered again from the committed ``summary.json`` (and paths
     summary), and every benchmark table the one rendered from its committed data, so that a number edited in a table
-    or in the data fails, with its hash or without; with ``results``, every run table also equals that run's table.
-    A problem that only a new publish fixes ends with :data:`REPUBLISH` (or :data:`RERUN_BENCHMARK`)."""
+    or in the data fails, with its hash or without; every benchmark table is quoted by a document; with ``results``,
+    every run table also equals that run's table. A problem that only a new publish fixes ends with :data:`REPUBLISH`
+    (or :data:`RERUN_BENCHMARK`)."""
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         return [f"{MANIFEST} is missing: {REPUBLISH}"]
@@ -503,10 +504,13 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
             problems.append(f"{SNAPSHOTS / snap.name} names no source run")
     problems += [f"{MANIFEST} lists {SNAPSHOTS / n}, which is missing" for n in made if not (snapshots / n).is_file()]
     problems += _verify_run_tables(root, manifest)
+    quoted = {m.group(2) for doc in documents(root) for m in BLOCK.finditer(doc.read_text())}
     for name in sorted(n for n in manifest.get("benchmarks", {}) if n.endswith(".md")):
         table, data = snapshots / name, snapshots / Path(name).with_suffix(".json").name
         if not table.is_file():
             continue
+        if table.stem not in quoted:
+            problems.append(f"{SNAPSHOTS / name} is quoted by no document: add its generated block where it belongs")
         if not data.is_file():
             problems.append(f"{SNAPSHOTS / name} has no data file {data.name} to render it from: {RERUN_BENCHMARK}")
             continue

@@ -504,6 +504,10 @@ def test_a_benchmark_is_published_alone_and_the_run_stays(tmp_path):
     assert set(after["benchmarks"]) == set(before["benchmarks"]) | {"bench_new.md", "bench_new.json"}
     assert {n: (root / readme.SNAPSHOTS / n).read_bytes() for n in run_files} == run_files
     assert "| 7 |" in (root / readme.SNAPSHOTS / "bench_new.md").read_text()
-    assert readme.verify(root) == []
+    assert readme.verify(root) == [f"{readme.SNAPSHOTS / 'bench_new.md'} is quoted by no document: add its "
+                                   f"generated block where it belongs"]  # fmt: skip
+    (root / "docs" / "new.md").write_text("# New\n\n<!-- generated: bench_new -->\n<!-- end -->\n")
+    readme.sync(root)
+    assert "| 7 |" in (root / "docs" / "new.md").read_text() and readme.verify(root) == []
     with pytest.raises(FileNotFoundError, match="nothing to publish"):
         readme.publish(None, root, tmp_path / "empty")
