@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: the checkout on ``sys.path``, a copy of the workflow to run in, the
-machine's matrix-multiply rate, the numbers jobs write into their logs, and the Markdown table each benchmark writes
-to ``benchmarks/out/`` (which ``python -m san.report.readme publish`` copies into ``docs/results/`` for the README).
+machine's matrix-multiply rate, the numbers jobs write into their logs, and the table each benchmark writes to
+``benchmarks/out/`` with its data, naming the command that wrote it (which ``python -m san.report.readme publish``
+copies into ``docs/results/`` for the README).
 
 A benchmark script runs as ``python benchmarks/<name>.py``, so this folder is on ``sys.path`` and ``import _common``
 works; importing it puts the checkout first on ``sys.path`` so the ``san`` of this checkout is the one measured.
@@ -8,7 +9,9 @@ works; importing it puts the checkout first on ``sys.path`` so the ``san`` of th
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import statistics
 import sys
 import time
@@ -123,21 +126,40 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> s
     return "\n".join(lines) + "\n"
 
 
-def source(name: str, argv: Sequence[str] | None = None) -> str:
-    """The line naming the run a benchmark table comes from: commit, the hash of the benchmark's name and command
-    line (its settings), the date and the machine (:func:`san.report.provenance.source_line`)."""
-    from san.report.provenance import config_hash, run_record, source_line
+def command(argv: Sequence[str] | None = None, script: str | None = None) -> str:
+    """The command that runs this benchmark as a reader types it from the checkout's root:
+    ``python benchmarks/<script> <arguments>`` (default: this process's script and arguments)."""
+    script = Path(sys.argv[0] if script is None else script).name
+    args = list(sys.argv[1:] if argv is None else argv)
+    return shlex.join(["python", f"benchmarks/{script}", *args])
 
-    settings = {"benchmark": name, "argv": list(sys.argv[1:] if argv is None else argv)}
-    return source_line(run_record(config_hash(settings)), "Source benchmark")
 
+def write_table(
+    name: str,
+    header: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    note: str = "",
+    cmd: str | None = None,
+) -> Path:
+    """Write a benchmark's result to ``benchmarks/out/``: its data ``<name>.json`` (header, rows as printed,
+    ``note``: one line under the table, and the record naming the command ``cmd`` (default :func:`command`),
+    commit, date and machine) and the table ``<name>.md`` rendered from it
+    (:func:`san.report.readme.benchmark_table`); return the table's path. The README and ``docs/`` quote the
+    table from its committed copy (``python -m san.report.readme publish``), whose ``verify`` renders it again from
+    the committed data."""
+    from san.report.provenance import benchmark_record
+    from san.report.readme import benchmark_table
 
-def write_table(name: str, header: Sequence[str], rows: Sequence[Sequence[object]], note: str = "") -> Path:
-    """Write a benchmark's result table to ``benchmarks/out/<name>.md`` (``note``: one line under it, e.g. the
-    command) followed by the line naming its run (:func:`source`), and return the path; the README and
-    ``docs/performance.md`` quote it from its committed copy (``python -m san.report.readme publish``)."""
+    data = {
+        "header": [str(h) for h in header],
+        "rows": [[str(cell) for cell in row] for row in rows],
+        "note": note,
+        "record": benchmark_record(command() if cmd is None else cmd),
+    }
+    text = benchmark_table(data)  # a table that cannot be rendered fails before anything is written
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{name}.md"
-    path.write_text(markdown_table(header, rows) + (f"\n{note}\n" if note else "") + f"\n{source(name)}\n")
-    print(f"wrote {path}")
+    path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
+    path.write_text(text)
+    print(f"wrote {path} and its data {path.with_suffix('.json').name}")
     return path

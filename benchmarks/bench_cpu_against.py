@@ -138,7 +138,7 @@ def main() -> None:
     print(f"jobs both runs have (per-model jobs: {sorted(models)})")
     for row in [header, *rows]:
         print("  ".join(f"{str(c):>14}" if i else f"{str(c):42}" for i, c in enumerate(row)))
-    write_table("bench_cpu_against", header, rows, note=f"per-model jobs of: {', '.join(sorted(models))}")
+    write_table("bench_cpu_against", header, rows, note=f"Per-model jobs of: {', '.join(sorted(models))}")
 
 
 if __name__ == "__main__":

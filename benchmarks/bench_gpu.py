@@ -1,22 +1,29 @@
 """GPU benchmark and check: the default workflow's GPU jobs on the visible GPU(s) against the same jobs on the CPU.
 
-Runs, in two temporary copies of the workflow, the jobs whose `compute.<rule>.device` the default config leaves to a
-GPU (Fig. 2's forward passes, the attention products, the propagation sweeps), once with their device set to `cuda`
-(at most one job per GPU at a time) and once to `cpu`, then:
+Runs, in temporary copies of the workflow, the jobs whose `compute.<rule>.device` the default config leaves to a GPU
+(Fig. 2's forward passes, the attention products, the propagation sweeps), once with their device set to `cuda` (at
+most one job per GPU at a time) and twice with it set to `cpu`: as they are, and with every input of their arithmetic
+(model weights as loaded, random draws of `san.core.rng.randn`) moved by one unit in the last place, up or down
+at random (a seeded CPU generator). Then:
 
 - prints the wall time of every rule on each device and the peak GPU memory of every GPU job (the `compute`
   attribute of its result);
-- compares every result variable of the two runs and exits non-zero when one differs by more than its tolerance:
-  1e-12 where the job computes in float64, 1e-5 where in float32. The compared quantities are normalised (relative
-  residuals ||res(X)|| / ||X||, cosines, stable ranks), so absolute tolerances fit; a float64 reduction summed in
-  another order on a GPU moves the last few bits (~1e-16 relative), which stays below 1e-12 after 48 layers, and a
-  float32 one moves ~1e-7;
+- derives, per result variable (and variant), a relative and an absolute tolerance from how far the one-ulp
+  perturbation moved it on the CPU (:func:`derive_tolerance`: :data:`SAFETY` times the largest relative move of
+  the variable's values above ``sqrt(eps)`` of its largest, and the largest absolute move of the values below, each
+  at least the float type's machine epsilon ``eps`` at the variable's scale). A GPU sums in another order, which
+  moves each partial result by about one ulp: the same size of change, so the same tolerance fits it, whatever the
+  variable's scale (relative residuals are normalised, Wu et al.'s `mu` is not);
+- compares every result variable of the GPU and CPU runs with those tolerances (`|GPU - CPU| <= atol + rtol |CPU|`
+  everywhere, NaN at the same places) and exits non-zero when one differs beyond them;
 - measures whether the path-effectiveness training and the circle gain from a GPU: a few epochs of one task and one
   circle training on each device (their wall times side by side; the config keeps both on the CPU).
 
-Without a GPU it says so and stops (exit 0): nothing to compare.
+Without a GPU it says so and stops (exit 0): nothing to compare. ``--tolerances`` runs only the two CPU runs and
+writes the tolerance table (``benchmarks/out/bench_gpu_tolerance.md``, quoted by docs/gpu.md), GPU or not.
 
     python benchmarks/bench_gpu.py [--cores 16] [--models bert-base-cased,gpt2] [--keep DIR]
+    python benchmarks/bench_gpu.py --tolerances [--cores 2] [--models all-MiniLM-L6-v2] [--sweeps depth]
 """
 
 from __future__ import annotations
@@ -43,7 +50,55 @@ GPU_RULES = {
     "attention_products": "attention_products",
     "propagation_sweep": "propagation",
 }
-TOLERANCE = {"float64": 1e-12, "float32": 1e-5}
+SAFETY = 10.0
+"""How many times the one-ulp perturbation's move a tolerance allows (:func:`derive_tolerance`): a GPU rounds
+every partial sum once, like the perturbation moves every input once, and a factor of ten covers the error growing
+with the number of rounded sums it compounds (its square root over the hundreds of sums of a 48-layer model)."""
+EPS = {"float64": float(np.finfo(np.float64).eps), "float32": float(np.finfo(np.float32).eps),
+       "bfloat16": 2.0**-7, "float16": float(np.finfo(np.float16).eps)}  # fmt: skip
+"""Machine epsilon of each float type a job computes in: the smallest relative tolerance (a variable that the
+perturbation did not move still rounds differently on a GPU)."""
+ULP_SEED = 1234
+"""Seed of the CPU generator that picks each perturbed input's direction (one ulp up or down)."""
+ULP_HOOK = """\
+# Written by benchmarks/bench_gpu.py: moves every input of a job's arithmetic by one ulp (module docstring there).
+import os
+
+if os.environ.get("SAN_ULP_SEED"):
+    import torch
+
+    import san.core.rng as _rng
+    import san.models.acquire as _acquire
+
+    _signs = torch.Generator(device="cpu").manual_seed(int(os.environ["SAN_ULP_SEED"]))
+
+    def _nudge(t):
+        if not t.is_floating_point():
+            return t
+        up = torch.randint(0, 2, t.shape, generator=_signs).bool().to(t.device)
+        inf = torch.tensor(float("inf"), dtype=t.dtype, device=t.device)
+        return torch.nextafter(t, torch.where(up, inf, -inf))
+
+    _randn = _rng.randn
+
+    def _randn_nudged(shape, generator, dtype, device="cpu"):
+        return _nudge(_randn(shape, generator, dtype, "cpu")).to(device)
+
+    _load = _acquire.load_model
+
+    def _load_nudged(*args, **kwargs):
+        model = _load(*args, **kwargs)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(_nudge(p))
+        return model
+
+    _rng.randn = _randn_nudged
+    _acquire.load_model = _load_nudged
+    print("sitecustomize: inputs moved by one ulp", flush=True)
+"""
+"""A ``sitecustomize`` module that, on the path of a job's interpreter with ``SAN_ULP_SEED`` set, moves every
+float input of the GPU rules' arithmetic by one ulp before the job's modules bind them."""
 
 
 def gpu_count() -> int:
@@ -69,15 +124,19 @@ def targets(cfg: dict) -> list[str]:
     return out + [f"results/propagation/{s}.nc" for s in cfg["propagation"]["sweeps"]]
 
 
-def run(wf: Path, cfg: dict, goals: list[str], cores: int, extra: list[str]) -> float:
+def run(wf: Path, cfg: dict, goals: list[str], cores: int, extra: list[str], ulp_seed: int | None = None) -> float:
+    """Run ``goals`` of ``cfg`` in the workflow copy ``wf``; with ``ulp_seed``, every job's inputs moved by one ulp
+    (:data:`ULP_HOOK`). Returns the wall seconds."""
     (wf / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": str(wf)}
+    if ulp_seed is not None:
+        hook = wf.parent / f"{wf.name}_ulp_hook"
+        hook.mkdir(parents=True, exist_ok=True)
+        (hook / "sitecustomize.py").write_text(ULP_HOOK)
+        env |= {"PYTHONPATH": f"{wf}{os.pathsep}{hook}", "SAN_ULP_SEED": str(ulp_seed)}
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", str(cores), *goals, *extra],
-        cwd=wf,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(wf)},
-    )
+    subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), *goals, *extra], cwd=wf, check=True,
+                   env=env)  # fmt: skip
     return time.perf_counter() - start
 
 
@@ -107,26 +166,98 @@ def job_dtype(cfg: dict, rel: str, variable_variant: str | None) -> str:
     return "float64"
 
 
-def compare(cpu: Path, gpu: Path, cfg: dict, goals: list[str]) -> list[tuple[str, str, str, float, float, bool]]:
-    """Per file, variable (and variant): the largest |GPU - CPU| against the tolerance of the job's float type."""
+def variables(rel: str, a: xr.Dataset, b: xr.Dataset, cfg: dict):
+    """The float variables of one result in two runs, split by variant: ``(label, dtype, a's values, b's values)``
+    with the float type the job computed that variable in."""
+    for name in a.data_vars:
+        x, y = a[name], b[name]
+        if x.dtype.kind != "f":
+            continue
+        groups = [(v, x.sel(variant=v), y.sel(variant=v)) for v in x["variant"].values] if (
+            "variant" in x.dims
+        ) else [(None, x, y)]  # fmt: skip
+        for variant, xv, yv in groups:
+            dtype = job_dtype(cfg, rel, str(variant) if variant is not None else None)
+            label = name if variant is None else f"{name}[{variant}]"
+            yield label, dtype, np.asarray(xv.values, dtype=float), np.asarray(yv.values, dtype=float)
+
+
+def derive_tolerance(reference: np.ndarray, perturbed: np.ndarray, eps: float, safety: float = SAFETY) -> dict:
+    """Relative and absolute tolerances of one variable from its move under a one-ulp perturbation of the inputs.
+
+    Of the values finite in both runs, those of at least ``sqrt(eps)`` times the largest magnitude (the variable's
+    ``scale``) give ``rel_move``, the largest ``|x' - x| / |x|``; the smaller ones, which cancellation has left at
+    the rounding of the scale, give ``abs_move``, the largest ``|x' - x|``. Then
+    ``rtol = safety * max(rel_move, eps)`` and ``atol = safety * max(abs_move, eps * scale)``: every value of the
+    perturbed run is within ``(atol + rtol |x|) / safety`` of the reference, and a value the perturbation did not
+    move is still allowed the rounding of the float type at the variable's scale. A variable with no finite value
+    gets ``rtol = safety * eps`` and ``atol = 0`` (it is compared by its NaN mask)."""
+    x, y = np.asarray(reference, dtype=float), np.asarray(perturbed, dtype=float)
+    both = np.isfinite(x) & np.isfinite(y)
+    if not both.any():
+        return {"rel_move": 0.0, "abs_move": 0.0, "rtol": safety * eps, "atol": 0.0}
+    size, move = np.abs(x[both]), np.abs(y[both] - x[both])
+    scale = float(size.max())
+    large = (size >= np.sqrt(eps) * scale) & (size > 0)
+    rel_move = float(np.max(move[large] / size[large])) if large.any() else 0.0
+    abs_move = float(np.max(move[~large])) if (~large).any() else 0.0
+    return {
+        "rel_move": rel_move,
+        "abs_move": abs_move,
+        "rtol": safety * max(rel_move, eps),
+        "atol": safety * max(abs_move, eps * scale),
+    }
+
+
+def tolerances(cpu: Path, ulp: Path, cfg: dict, goals: list[str], safety: float = SAFETY) -> dict[tuple, dict]:
+    """Per (result, variable label): the float type and :func:`derive_tolerance` of the CPU run ``cpu`` against
+    the same jobs with their inputs moved by one ulp (``ulp``)."""
+    out = {}
+    for rel in goals:
+        with xr.open_dataset(cpu / rel) as a, xr.open_dataset(ulp / rel) as b:
+            for label, dtype, x, y in variables(rel, a, b, cfg):
+                out[(rel, label)] = {"dtype": dtype, **derive_tolerance(x, y, EPS[dtype], safety)}
+    return out
+
+
+def within(reference: np.ndarray, other: np.ndarray, rtol: float, atol: float) -> tuple[bool, float, float]:
+    """Whether ``|other - reference| <= atol + rtol |reference|`` wherever both are finite, with NaN (and
+    infinities) at the same places; the largest ``|other - reference|`` and the largest share of the allowed
+    difference used (above 1: beyond the tolerance)."""
+    x, y = np.asarray(reference, dtype=float), np.asarray(other, dtype=float)
+    same_mask = np.array_equal(np.isnan(x), np.isnan(y)) and np.array_equal(np.isinf(x), np.isinf(y))
+    same_inf = bool(np.all(x[np.isinf(x)] == y[np.isinf(x)])) if same_mask else False
+    both = np.isfinite(x) & np.isfinite(y)
+    gap = np.abs(y[both] - x[both])
+    allowed = atol + rtol * np.abs(x[both])
+    diff = float(gap.max()) if gap.size else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = float(np.max(np.where(gap > 0, gap / allowed, 0.0))) if gap.size else 0.0
+    return same_mask and same_inf and share <= 1.0, diff, share
+
+
+def compare(cpu: Path, gpu: Path, cfg: dict, goals: list[str], tolerance: dict[tuple, dict]) -> list[tuple]:
+    """Per result, variable (and variant): ``(result, label, dtype, max |GPU - CPU|, share of the tolerance used,
+    rtol, atol, ok)`` with the tolerances of :func:`tolerances`; a variable without one is an error."""
     rows = []
     for rel in goals:
         with xr.open_dataset(cpu / rel) as a, xr.open_dataset(gpu / rel) as b:
-            for name in a.data_vars:
-                x, y = a[name], b[name]
-                if x.dtype.kind != "f":
-                    continue
-                groups = [(v, x.sel(variant=v), y.sel(variant=v)) for v in x["variant"].values] if (
-                    "variant" in x.dims
-                ) else [(None, x, y)]  # fmt: skip
-                for variant, xv, yv in groups:
-                    dtype = job_dtype(cfg, rel, str(variant) if variant is not None else None)
-                    gap = np.abs(xv.values - yv.values)
-                    diff = float(np.nanmax(gap)) if np.isfinite(gap).any() else 0.0  # all-NaN: compared by mask
-                    ok = diff <= TOLERANCE[dtype] and np.array_equal(np.isnan(xv.values), np.isnan(yv.values))
-                    label = name if variant is None else f"{name}[{variant}]"
-                    rows.append((rel, label, dtype, diff, TOLERANCE[dtype], ok))
+            for label, dtype, x, y in variables(rel, a, b, cfg):
+                if (rel, label) not in tolerance:
+                    raise KeyError(f"no tolerance for {rel} {label}: the perturbed CPU run lacks it")
+                tol = tolerance[(rel, label)]
+                ok, diff, share = within(x, y, tol["rtol"], tol["atol"])
+                rows.append((rel, label, dtype, diff, share, tol["rtol"], tol["atol"], ok))
     return rows
+
+
+def tolerance_rows(tolerance: dict[tuple, dict]) -> list[list[str]]:
+    """The tolerance table's rows: result, variable, float type, the moves under the perturbation, rtol, atol."""
+    return [[rel, label, t["dtype"], f"{t['rel_move']:.1e}", f"{t['abs_move']:.1e}", f"{t['rtol']:.1e}",
+             f"{t['atol']:.1e}"] for (rel, label), t in tolerance.items()]  # fmt: skip
+
+
+TOLERANCE_HEADER = ["result", "variable", "dtype", "relative move", "absolute move (small values)", "rtol", "atol"]
 
 
 def training_gain(base: Path, cfg: dict, cores: int) -> list[tuple[str, float, float]]:
@@ -149,32 +280,62 @@ def training_gain(base: Path, cfg: dict, cores: int) -> list[tuple[str, float, f
             ("paths_train", "circle_train")]  # fmt: skip
 
 
+def measured_tolerances(base: Path, cfg: dict, goals: list[str], cores: int) -> tuple[Path, dict[tuple, dict]]:
+    """Run the GPU rules' jobs on the CPU as they are and with their inputs moved by one ulp, in two workflow
+    copies under ``base``; return the first copy and the tolerances derived from the two (:func:`tolerances`).
+    A perturbation that moved nothing at all did not reach the jobs: an error."""
+    cpu_cfg = with_devices(cfg, "cpu")
+    wf_cpu, wf_ulp = copy_workflow(base / "cpu"), copy_workflow(base / "cpu_ulp")
+    run(wf_cpu, cpu_cfg, goals, cores, [])
+    run(wf_ulp, cpu_cfg, goals, cores, [], ulp_seed=ULP_SEED)
+    tolerance = tolerances(wf_cpu, wf_ulp, cfg, goals)
+    if not any(t["rel_move"] or t["abs_move"] for t in tolerance.values()):
+        raise RuntimeError(f"the one-ulp perturbation moved no result in {wf_ulp}: its hook did not reach the jobs")
+    return wf_cpu, tolerance
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cores", type=int, default=4, help="cores of each run (default 4)")
     parser.add_argument("--models", help="comma-separated models of rank_collapse.models (default: all)")
+    parser.add_argument("--sweeps", help="comma-separated propagation sweeps (default: all)")
     parser.add_argument("--config", type=Path, default=ROOT / "config.yaml", help="config (default config.yaml)")
-    parser.add_argument("--keep", type=Path, help="keep the two runs in this folder")
+    parser.add_argument("--keep", type=Path, help="keep the runs in this folder")
+    parser.add_argument("--tolerances", action="store_true", help="only derive the tolerances (two CPU runs)")
     args = parser.parse_args(argv)
     n_gpus = gpu_count()
-    if not n_gpus:
+    if not n_gpus and not args.tolerances:
         print("no GPU is visible (torch.cuda.is_available() is False): nothing to benchmark or compare")
         return 0
-    import torch
-
     from san.experiments import check_config
 
     cfg = yaml.safe_load(args.config.read_text())
     check_config(cfg, ROOT / "workflow" / "schemas")  # defaults filled in
     if args.models:
-        cfg["rank_collapse"]["models"] = args.models.split(",")
+        models = args.models.split(",")
+        cfg["rank_collapse"]["models"] = models
+        products = cfg["attention_products"]["models"]
+        if products is not None:  # the attention products of the models kept (the config check requires it)
+            cfg["attention_products"]["models"] = [m for m in products if m in models]
+    if args.sweeps:
+        cfg["propagation"]["sweeps"] = {s: cfg["propagation"]["sweeps"][s] for s in args.sweeps.split(",")}
     goals = targets(cfg)
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
-    wf_gpu, wf_cpu = copy_workflow(base / "gpu"), copy_workflow(base / "cpu")
+    if args.tolerances:
+        _, tolerance = measured_tolerances(base, cfg, goals, args.cores)
+        rows = tolerance_rows(tolerance)
+        print(pd.DataFrame(rows, columns=TOLERANCE_HEADER).to_string(index=False))
+        write_table("bench_gpu_tolerance", TOLERANCE_HEADER, rows, note=f"Safety factor {SAFETY:g}.")
+        return 0
+    import torch
+
+    wf_gpu = copy_workflow(base / "gpu")
     wall_gpu = run(wf_gpu, with_devices(cfg, "cuda"), goals, args.cores, ["--resources", f"gpu={n_gpus}"])
-    wall_cpu = run(wf_cpu, with_devices(cfg, "cpu"), goals, args.cores, [])
+    start = time.perf_counter()
+    wf_cpu, tolerance = measured_tolerances(base, cfg, goals, args.cores)
+    wall_cpu = time.perf_counter() - start
     names = ", ".join(torch.cuda.get_device_name(i) for i in range(n_gpus))
-    print(f"\n{n_gpus} GPU(s): {names}; end to end: GPU run {wall_gpu:.0f} s, CPU run {wall_cpu:.0f} s")
+    print(f"\n{n_gpus} GPU(s): {names}; end to end: GPU run {wall_gpu:.0f} s, two CPU runs {wall_cpu:.0f} s")
 
     times_gpu, times_cpu = rule_times(wf_gpu), rule_times(wf_cpu)
     rows = [(r, f"{times_cpu.get(r, 0):.1f}", f"{times_gpu.get(r, 0):.1f}") for r in sorted(times_gpu)]
@@ -187,18 +348,23 @@ def main(argv: list[str] | None = None) -> int:
     print("\npeak GPU memory per job (MiB):")
     print(pd.DataFrame(memory, columns=["result", "device", "peak MiB"]).to_string(index=False))
 
-    checks = compare(wf_cpu, wf_gpu, cfg, goals)
-    table = pd.DataFrame(checks, columns=["result", "variable", "dtype", "max |GPU - CPU|", "tolerance", "ok"])
+    checks = compare(wf_cpu, wf_gpu, cfg, goals, tolerance)
+    columns = ["result", "variable", "dtype", "max |GPU - CPU|", "share of tolerance", "rtol", "atol", "ok"]
+    table = pd.DataFrame(checks, columns=columns)
     print("\nGPU against CPU:")
     print(table.to_string(index=False))
     gains = training_gain(base, cfg, args.cores)
     print("\nsmall models (wall s): " + "; ".join(f"{r}: CPU {c:.1f}, GPU {g:.1f}" for r, c, g in gains))
     bad = table[~table["ok"]]
+    write_table("bench_gpu_tolerance", TOLERANCE_HEADER, tolerance_rows(tolerance), note=f"Safety factor {SAFETY:g}.")
     write_table(
         "bench_gpu",
-        ["result", "variable", "dtype", "max abs diff", "tolerance", "within"],
-        [(r, v, d, f"{x:.1e}", f"{t:.0e}", "yes" if ok else "no") for r, v, d, x, t, ok in checks],
-        note=f"`python benchmarks/bench_gpu.py`, {n_gpus} x {names}; small models: "
+        ["result", "variable", "dtype", "max abs diff", "share of tolerance", "rtol", "atol", "within"],
+        [
+            (r, v, d, f"{x:.1e}", f"{u:.2f}", f"{rt:.0e}", f"{at:.0e}", "yes" if ok else "no")
+            for r, v, d, x, u, rt, at, ok in checks
+        ],  # fmt: skip
+        note=f"{n_gpus} x {names}; small models: "
         + "; ".join(f"{r} CPU {c:.1f} s, GPU {g:.1f} s" for r, c, g in gains),
     )
     if len(bad):

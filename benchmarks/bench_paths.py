@@ -385,8 +385,8 @@ def print_ensembles(slices: dict, tasks: list[str], n_seeds: int, steps: int, ro
               "floor share, one seed", "floor share, ensemble", "ratio if all but products were free",
               "evaluation batched / seed by seed"]  # fmt: skip
     write_table("bench_paths_ensemble", header, rows,
-                note=f"`python benchmarks/bench_paths.py --ensemble-only`, one thread, {steps} steps x {rounds} "
-                     f"rounds per seed, float32 product rate {rate / 1e9:.1f} GMAC/s.")  # fmt: skip
+                note=f"One thread, {steps} steps x {rounds} rounds per seed, "
+                     f"float32 product rate {rate / 1e9:.1f} GMAC/s.")  # fmt: skip
 
 
 def main() -> None:
@@ -490,7 +490,7 @@ def write_summary_table(rows: list) -> None:
                       f"{ev.get('authors_speedup', float('nan')):.1f}x",
                       met(all(x >= 10 for x in speedups) if speedups else None)])  # fmt: skip
     cpu = torch.backends.cpu.get_cpu_capability()
-    write_table("bench_paths", header, table, note=f"`python benchmarks/bench_paths.py`, one thread, CPU {cpu}.")
+    write_table("bench_paths", header, table, note=f"One thread, CPU {cpu}.")
 
 
 if __name__ == "__main__":

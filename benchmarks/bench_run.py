@@ -214,7 +214,7 @@ def write_run_table(n_jobs: int, cores: int, cpu: float, chain: float, bound: fl
     rows = [[n_jobs, cores, f"{achieved / 60:.0f} min ({achieved:.0f} s)" if achieved else "-", f"{cpu:.0f} s",
              f"{chain:.0f} s", f"{bound:.0f} s", f"{achieved / bound:.2f}" if achieved else "-"]]  # fmt: skip
     header = ["jobs", "cores", "wall time", "job CPU", "longest chain", "packing bound", "wall / bound"]
-    write_table("bench_run", header, rows, note=f"`python benchmarks/bench_run.py --cores {cores}` after a run.")
+    write_table("bench_run", header, rows, note=f"After a default run on {cores} cores.")
 
 
 def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:

@@ -16,6 +16,8 @@ from san.core.provenance import git_commit
 
 KEYS = ("commit", "config_hash", "date", "machine")
 """The fields of a run record, in the order the tables name them."""
+BENCHMARK_KEYS = ("command", "commit", "date", "machine")
+"""The fields of a benchmark's record (:func:`benchmark_record`), in the order its tables name them."""
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -30,15 +32,43 @@ def machine() -> str:
 
 def results_config_hash(files: Iterable[str | Path]) -> str:
     """:func:`config_hash` of the config slices the run's result files were computed from: the ``config`` attribute
-    of every netCDF file among ``files``, by file name (other files are skipped). Two runs whose results were
-    computed from the same settings share it, whatever else of their configs (figure styles, thresholds) differs."""
+    of every netCDF file among ``files`` (other files are skipped), each parsed and keyed by its path relative to the
+    folder the files share. Two runs whose results were computed from the same settings share it, wherever their
+    results lie and in whatever order the files are listed, whatever else of their configs (figure styles,
+    thresholds) differs; the commit, date and machine are recorded apart (:func:`run_record`)."""
     import netCDF4
 
+    paths = sorted({Path(os.path.abspath(f)) for f in files if str(f).endswith(".nc")})
+    if not paths:
+        return config_hash({})
+    base = Path(os.path.commonpath([p.parent for p in paths]))
     slices = {}
-    for path in sorted({Path(f) for f in files if str(f).endswith(".nc")}):
+    for path in paths:
         with netCDF4.Dataset(path) as ds:
-            slices[path.as_posix()] = ds.getncattr("config") if "config" in ds.ncattrs() else None
+            raw = ds.getncattr("config") if "config" in ds.ncattrs() else None
+        slices[path.relative_to(base).as_posix()] = None if raw is None else _parsed(raw)
     return config_hash(slices)
+
+
+def _parsed(raw: str) -> Any:
+    """A ``config`` attribute as data (its JSON parsed, so the key order and spacing it was written with do not
+    count); a string that is not JSON as it is."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def benchmark_record(command: str, now: datetime | None = None) -> dict[str, str]:
+    """The record of a benchmark writing now: the ``command`` that produced its table (as a reader reruns it), the
+    checkout's commit (``+dirty`` for local edits), the UTC date and :func:`machine`."""
+    now = now or datetime.now(UTC)
+    return {
+        "command": command,
+        "commit": git_commit(),
+        "date": now.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+    }
 
 
 def run_record(config_digest: str, now: datetime | None = None) -> dict[str, str]:
@@ -62,3 +92,14 @@ def source_line(record: Mapping[str, Any], what: str = "Source run") -> str:
     commit = str(record["commit"])
     short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
     return f"<sub>{what}: commit {short}, config {record['config_hash']}, {record['date']}, {record['machine']}.</sub>"
+
+
+def benchmark_line(record: Mapping[str, Any]) -> str:
+    """The line a benchmark table ends with: the command that wrote it, commit, date, machine; a record lacking a
+    field is an error naming it."""
+    missing = [k for k in BENCHMARK_KEYS if not record.get(k)]
+    if missing:
+        raise KeyError(f"the benchmark record lacks {missing} (expected {list(BENCHMARK_KEYS)})")
+    commit = str(record["commit"])
+    short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+    return f"<sub>Source benchmark: `{record['command']}`, commit {short}, {record['date']}, {record['machine']}.</sub>"

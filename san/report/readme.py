@@ -1,21 +1,24 @@
 """The numbers of README.md and docs/ come from generated files, never from typing.
 
-Three steps, each a subcommand of ``python -m san.report.readme``:
+Four steps, each a subcommand of ``python -m san.report.readme``:
 
 1. ``tables RESULTS`` (also the workflow's ``readme_tables`` rule): Markdown tables from a run's
    ``summary.json`` and ``paths/summary.csv`` into ``RESULTS/tables/readme/<name>.md``, one per :data:`TABLES`
    entry, each ending with the line naming its source run (commit, config hash, date, machine: the summary's
    ``provenance``). Each table reads a short, explicit list of keys; a key the summary lacks is an error naming it.
-2. ``publish RESULTS``: copy those tables (all from that one run) and the benchmarks' tables
-   (``benchmarks/out/<name>.md``, each naming its own run) into the committed snapshot folder ``docs/results/``,
-   record what each snapshot was made from in :data:`MANIFEST` (the run, and the sha256 of every copied file), and
-   copy the gallery's figures (:data:`GALLERY`) into ``docs/figures/`` at a web-friendly width; then step 3.
+2. ``publish [RESULTS]``: copy the run's data (``summary.json`` and ``paths/summary.csv``, :data:`RUN_DATA`), its
+   tables (all from that one run, each equal to the table rendered from that data) and the benchmarks' tables with
+   their data (``benchmarks/out/<name>.md`` and ``<name>.json``, each naming the command that wrote it) into the
+   committed snapshot folder ``docs/results/``, record the run and the sha256 of every copied file in
+   :data:`MANIFEST`, and copy the gallery's figures (:data:`GALLERY`) into ``docs/figures/`` at a web-friendly
+   width; then step 3. Without ``RESULTS``, only the benchmarks' tables.
 3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``. The tests run the check, so a hand edit of a block
    fails them.
-4. ``verify [RESULTS]``: every snapshot equals the file it was made from (its hash in :data:`MANIFEST`; with
-   ``RESULTS``, the run's tables themselves) and names its run; the tests run it, so a hand edit of a snapshot
-   fails them.
+4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records, and every table equals the one
+   rendered again from the committed data (the run's tables from ``docs/results/summary.json``, a benchmark's from
+   its ``.json``), so a number edited in a table, even with its hash, fails, and so does one edited in the data;
+   with ``RESULTS``, the run's tables themselves are compared too. The tests run it.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from san.report.captions import yes_no
-from san.report.provenance import source_line
+from san.report.provenance import benchmark_line, source_line
 
 SNAPSHOTS = Path("docs/results")
 """The committed copies of the generated tables, relative to the repository root."""
@@ -40,6 +43,13 @@ FIGURES = Path("docs/figures")
 """The committed copies of the gallery's figures, relative to the repository root."""
 MANIFEST = SNAPSHOTS / "SOURCES.json"
 """What every snapshot was made from: the run of the results tables and the sha256 of each copied file."""
+RUN_DATA = {"summary.json": Path("summary.json"), "paths_summary.csv": Path("paths/summary.csv")}
+"""The run's data the tables are rendered from, by snapshot name: its path in the results folder. The paths
+summary exists only where the run has a path-effectiveness task."""
+REPUBLISH = "republish: python -m san.report.readme publish results (after a default run)"
+"""How a stale snapshot set is renewed (the end of every :func:`verify` problem that only a new publish fixes)."""
+RERUN_BENCHMARK = "rerun the benchmark (the command its table names), then publish"
+"""How a benchmark table without its data is renewed (the end of that :func:`verify` problem)."""
 DOCUMENTS = ("README.md", "docs/*.md")
 """The files whose generated blocks ``sync`` rewrites (globs relative to the repository root)."""
 BENCHMARK_TABLES = Path("benchmarks/out")
@@ -298,15 +308,36 @@ TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
 """The tables a run writes for the documents, by block name."""
 
 
+def build_tables(summary: Mapping[str, Any], paths_csv: Path | None) -> dict[str, str]:
+    """Every :data:`TABLES` entry's Markdown from a run's summary (and paths summary), each ending with the line
+    naming the summary's run: what ``tables`` writes and what :func:`verify` renders again from the committed data."""
+    source = "\n" + source_line(lookup(summary, "provenance", "every table")) + "\n"
+    return {name: build(summary, paths_csv) + source for name, build in TABLES.items()}
+
+
 def write_tables(summary_json: Path, paths_csv: Path | None, out_dir: Path) -> list[Path]:
     """Write every :data:`TABLES` entry to ``out_dir/<name>.md``; all are built before any is written."""
-    summary = json.loads(Path(summary_json).read_text())
-    source = "\n" + source_line(lookup(summary, "provenance", "every table")) + "\n"
-    texts = {name: build(summary, paths_csv) + source for name, build in TABLES.items()}
+    texts = build_tables(json.loads(Path(summary_json).read_text()), paths_csv)
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, text in texts.items():
         (out_dir / f"{name}.md").write_text(text)
     return [out_dir / f"{name}.md" for name in texts]
+
+
+def benchmark_table(data: Mapping[str, Any]) -> str:
+    """A benchmark's Markdown table from its data (``benchmarks/out/<name>.json``, written by the benchmarks'
+    ``_common.write_table``): ``header`` and ``rows`` (cells as printed), an optional ``note`` line, and the line
+    naming its ``record`` (:func:`san.report.provenance.benchmark_line`: the command, commit, date, machine)."""
+    missing = [k for k in ("header", "rows", "record") if k not in data]
+    if missing:
+        raise KeyError(f"the benchmark data lacks {missing} (expected header, rows, note, record)")
+    note = data.get("note") or ""
+    rows = [[str(cell) for cell in row] for row in data["rows"]]
+    return (
+        markdown(list(map(str, data["header"])), rows)
+        + (f"\n{note}\n" if note else "")
+        + (f"\n{benchmark_line(data['record'])}\n")
+    )
 
 
 def documents(root: Path) -> list[Path]:
@@ -378,75 +409,167 @@ SOURCE_MARK = "<sub>Source"
 """How the line naming a table's run starts (:func:`san.report.provenance.source_line`)."""
 
 
-def publish(results: Path, root: Path, benchmarks: Path | None = None) -> list[Path]:
-    """Copy a run's tables (and the benchmarks' tables in ``benchmarks``) into the snapshot folder, record what
-    each was made from in :data:`MANIFEST`, copy the gallery figures into ``docs/figures/``, then :func:`sync`.
+def _benchmark_problems(tables: Iterable[Path]) -> list[str]:
+    """What keeps benchmark tables from being published: a table that names no run, or has no data file
+    (``<name>.json`` beside it) whose rendering (:func:`benchmark_table`) it equals."""
+    problems = []
+    for table in tables:
+        data = table.with_suffix(".json")
+        if SOURCE_MARK not in table.read_text():
+            problems.append(f"{table} names no run")
+        elif not data.is_file():
+            problems.append(f"{table} has no data file {data.name}")
+        elif benchmark_table(json.loads(data.read_text())) != table.read_text():
+            problems.append(f"{table} differs from the table rendered from {data.name}")
+    return problems
 
-    Everything is checked before anything is copied: every table and figure exists, every results table names the
-    run of ``results/summary.json`` (one run for all of them), every benchmark table names its own run."""
+
+def _checked_run(results: Path) -> tuple[list[Path], list[Path], dict[str, Path], dict[str, Any]]:
+    """A run's tables, gallery figures, data (by snapshot name) and record, after checking that every one exists
+    and every table equals the one rendered from the run's ``summary.json`` (one run for all of them)."""
     tables = [results / "tables" / "readme" / f"{name}.md" for name in TABLES]
     figures = [results / "figures" / f"{name}.png" for name in GALLERY]
-    missing = [p for p in tables + figures + [results / "summary.json"] if not p.is_file()]
+    missing = [p for p in tables + figures + [results / RUN_DATA["summary.json"]] if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"not in the run at {results}: {', '.join(map(str, missing))}")
-    record = lookup(json.loads((results / "summary.json").read_text()), "provenance", "every table")
-    line = source_line(record)
-    foreign = [str(t) for t in tables if line not in t.read_text()]
+    data = {snap: results / rel for snap, rel in RUN_DATA.items() if (results / rel).is_file()}
+    summary = json.loads(data["summary.json"].read_text())
+    record = dict(lookup(summary, "provenance", "every table"))
+    rendered = build_tables(summary, data.get("paths_summary.csv"))
+    foreign = [str(t) for t in tables if t.read_text() != rendered[t.stem]]
     if foreign:
-        raise ValueError(f"tables not written from {results / 'summary.json'} ({line}): {', '.join(foreign)}; "
-                         f"rerun the workflow's readme_tables rule")  # fmt: skip
+        raise ValueError(f"tables not written from {data['summary.json']} ({source_line(record)}): "
+                         f"{', '.join(foreign)}; rerun the workflow's readme_tables rule")  # fmt: skip
+    return tables, figures, data, record
+
+
+def publish(results: Path | None, root: Path, benchmarks: Path | None = None) -> list[Path]:
+    """Copy a run's data and tables (and the benchmarks' tables with their data, in ``benchmarks``) into the
+    snapshot folder, record the run and the sha256 of every copied file in :data:`MANIFEST`, copy the gallery
+    figures into ``docs/figures/``, then :func:`sync`. Without ``results``, only the benchmarks' tables are
+    published (the run's snapshots stay as they are).
+
+    Everything is checked before anything is copied: every table and figure exists, every results table equals the
+    one rendered from ``results/summary.json`` (one run for all of them), every benchmark table names its run and
+    equals the one rendered from its data."""
+    tables, figures, data, record = _checked_run(results) if results is not None else ([], [], {}, None)
     bench = sorted(benchmarks.glob("*.md")) if benchmarks is not None and benchmarks.is_dir() else []
-    unnamed = [str(b) for b in bench if SOURCE_MARK not in b.read_text()]
-    if unnamed:
-        raise ValueError(f"benchmark tables that name no run: {', '.join(unnamed)}; rerun those benchmarks")
-    (root / SNAPSHOTS).mkdir(parents=True, exist_ok=True)
+    unfit = _benchmark_problems(bench)
+    if unfit:
+        raise ValueError(f"benchmark tables that name no run or lack their data: {'; '.join(unfit)}; rerun those "
+                         f"benchmarks")  # fmt: skip
+    if results is None and not bench:
+        raise FileNotFoundError(f"nothing to publish: no run given and no benchmark table in {benchmarks}")
+    snapshots = root / SNAPSHOTS
+    snapshots.mkdir(parents=True, exist_ok=True)
     (root / FIGURES).mkdir(parents=True, exist_ok=True)
     manifest_path = root / MANIFEST
-    before = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    for table in tables + bench:
-        shutil.copyfile(table, root / SNAPSHOTS / table.name)
-    for figure in figures:
-        gallery_copy(figure, root / FIGURES / figure.name)
-    manifest = {
-        "run": dict(record),
-        "tables": {t.name: sha256(t) for t in tables},
-        # a benchmark not rerun keeps the entry of the run that wrote its snapshot
-        "benchmarks": {**before.get("benchmarks", {}), **{b.name: sha256(b) for b in bench}},
-    }
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    if results is not None:
+        for snap, src in data.items():
+            shutil.copyfile(src, snapshots / snap)
+        for snap in set(RUN_DATA) - set(data):  # a run without path tasks: no paths summary of an earlier run stays
+            (snapshots / snap).unlink(missing_ok=True)
+        for figure in figures:
+            gallery_copy(figure, root / FIGURES / figure.name)
+        manifest |= {
+            "run": record,
+            "data": {snap: sha256(snapshots / snap) for snap in data},
+            "tables": {t.name: sha256(t) for t in tables},
+        }
+    bench_files = [f for b in bench for f in (b, b.with_suffix(".json"))]
+    for table in tables + bench_files:
+        shutil.copyfile(table, snapshots / table.name)
+    # a benchmark not rerun keeps the entry of the run that wrote its snapshot, while its snapshot is there
+    kept = {n: h for n, h in manifest.get("benchmarks", {}).items() if (snapshots / n).is_file()}
+    manifest["benchmarks"] = {**kept, **{f.name: sha256(f) for f in bench_files}}
     manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return sync(root)
 
 
 def verify(root: Path, results: Path | None = None) -> list[str]:
-    """What is wrong with the snapshots (empty when nothing): every ``docs/results/*.md`` is a file that
-    :func:`publish` copied (its sha256 in :data:`MANIFEST`), every results table names the manifest's run, every
-    benchmark table names its own; with ``results``, every results table equals that run's table."""
+    """What is wrong with the snapshots (empty when nothing). Every file of ``docs/results/`` is one that
+    :func:`publish` copied, with the sha256 :data:`MANIFEST` records; the committed ``summary.json`` is the
+    manifest's run; every run table equals the one rendered again from the committed ``summary.json`` (and paths
+    summary), and every benchmark table the one rendered from its committed data, so that a number edited in a table
+    or in the data fails, with its hash or without; every benchmark table is quoted by a document; with ``results``,
+    every run table also equals that run's table. A problem that only a new publish fixes ends with :data:`REPUBLISH`
+    (or :data:`RERUN_BENCHMARK`)."""
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
-        return [f"{MANIFEST} is missing: publish a run (python -m san.report.readme publish RESULTS)"]
+        return [f"{MANIFEST} is missing: {REPUBLISH}"]
     manifest = json.loads(manifest_path.read_text())
-    made = {**manifest.get("tables", {}), **manifest.get("benchmarks", {})}
+    made = {**manifest.get("data", {}), **manifest.get("tables", {}), **manifest.get("benchmarks", {})}
+    snapshots = root / SNAPSHOTS
     problems = []
-    for snap in sorted((root / SNAPSHOTS).glob("*.md")):
+    for snap in sorted(p for p in snapshots.iterdir() if p.is_file() and p != manifest_path):
         if snap.name not in made:
             problems.append(f"{SNAPSHOTS / snap.name} was not published from a run or benchmark")
         elif sha256(snap) != made[snap.name]:
             problems.append(f"{SNAPSHOTS / snap.name} differs from the file it was published from (hand-edited?)")
-        elif SOURCE_MARK not in snap.read_text():
+        elif snap.suffix == ".md" and SOURCE_MARK not in snap.read_text():
             problems.append(f"{SNAPSHOTS / snap.name} names no source run")
-    line = source_line(manifest["run"]) if "run" in manifest else None
-    for name in manifest.get("tables", {}):
-        snap = root / SNAPSHOTS / name
-        if snap.is_file() and line not in snap.read_text():
-            problems.append(f"{SNAPSHOTS / name} does not name the published run ({line})")
+    problems += [f"{MANIFEST} lists {SNAPSHOTS / n}, which is missing" for n in made if not (snapshots / n).is_file()]
+    problems += _verify_run_tables(root, manifest)
+    quoted = {m.group(2) for doc in documents(root) for m in BLOCK.finditer(doc.read_text())}
+    for name in sorted(n for n in manifest.get("benchmarks", {}) if n.endswith(".md")):
+        table, data = snapshots / name, snapshots / Path(name).with_suffix(".json").name
+        if not table.is_file():
+            continue
+        if table.stem not in quoted:
+            problems.append(f"{SNAPSHOTS / name} is quoted by no document: add its generated block where it belongs")
+        if not data.is_file():
+            problems.append(f"{SNAPSHOTS / name} has no data file {data.name} to render it from: {RERUN_BENCHMARK}")
+            continue
+        try:
+            text = benchmark_table(json.loads(data.read_text()))
+        except (KeyError, ValueError) as err:
+            problems.append(f"{SNAPSHOTS / data.name} cannot render its table: {err}")
+            continue
+        if text != table.read_text():
+            problems.append(f"the benchmark table {SNAPSHOTS / name} differs from its data {SNAPSHOTS / data.name}")
     for name in TABLES:
         if f"{name}.md" not in manifest.get("tables", {}):
             problems.append(f"the run table {name} was not published")
         if results is not None:
             source = results / "tables" / "readme" / f"{name}.md"
-            snap = root / SNAPSHOTS / f"{name}.md"
+            snap = snapshots / f"{name}.md"
             if not source.is_file() or not snap.is_file() or source.read_text() != snap.read_text():
                 problems.append(f"{SNAPSHOTS / snap.name} differs from {source}")
+    return problems
+
+
+def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """:func:`verify`'s check of the run tables: each equals the table rendered from the committed data, which is
+    the manifest's run. Without committed data (a snapshot set published before the data was), each table names the
+    manifest's run, and the missing data is a problem that a new publish fixes."""
+    snapshots = root / SNAPSHOTS
+    summary_path = snapshots / "summary.json"
+    if not summary_path.is_file():
+        problems = [f"{SNAPSHOTS / 'summary.json'} is missing, so no table can be rendered from it: {REPUBLISH}"]
+        line = source_line(manifest["run"]) if "run" in manifest else None
+        for name in manifest.get("tables", {}):
+            snap = snapshots / name
+            if snap.is_file() and (line is None or line not in snap.read_text()):
+                problems.append(f"{SNAPSHOTS / name} does not name the published run ({line})")
+        return problems
+    try:
+        summary = json.loads(summary_path.read_text())
+    except json.JSONDecodeError as err:
+        return [f"{SNAPSHOTS / 'summary.json'} is not JSON: {err}"]
+    problems = []
+    if summary.get("provenance") != manifest.get("run"):
+        problems.append(f"{SNAPSHOTS / 'summary.json'} is not the run {MANIFEST} records")
+    csv = snapshots / "paths_summary.csv"
+    try:
+        rendered = build_tables(summary, csv if csv.is_file() else None)
+    except (KeyError, ValueError) as err:
+        return [*problems, f"the tables cannot be rendered from {SNAPSHOTS / 'summary.json'}: {err}"]
+    for name, text in rendered.items():
+        snap = snapshots / f"{name}.md"
+        if snap.is_file() and snap.read_text() != text:
+            problems.append(f"the table '{name}' ({SNAPSHOTS / snap.name}) differs from the one rendered from the "
+                            f"committed {SNAPSHOTS / 'summary.json'}")  # fmt: skip
     return problems
 
 
@@ -456,8 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     tables = sub.add_parser("tables", help="write a run's tables to RESULTS/tables/readme/")
     tables.add_argument("results", type=Path)
-    pub = sub.add_parser("publish", help="copy a run's tables and figures into docs/, then sync")
-    pub.add_argument("results", type=Path)
+    pub = sub.add_parser("publish", help="copy a run's data, tables and figures and the benchmarks' tables into "
+                         "docs/, then sync")  # fmt: skip
+    pub.add_argument("results", type=Path, nargs="?", default=None, help="the run (without: only the benchmarks)")
     pub.add_argument("--benchmarks", type=Path, default=BENCHMARK_TABLES, help="the benchmarks' tables folder")
     check = sub.add_parser("sync", help="rewrite the documents' generated blocks from docs/results/")
     check.add_argument("--check", action="store_true", help="only report documents out of sync (exit 1)")

@@ -1,11 +1,14 @@
-"""benchmarks/bench_gpu.py: on a machine without a GPU it says so and succeeds; its GPU-against-CPU check fails a
-result that differs beyond the tolerance of the job's float type and passes one within it."""
+"""benchmarks/bench_gpu.py: on a machine without a GPU it says so and succeeds; its GPU-against-CPU check takes
+each variable's relative and absolute tolerance from how far a one-ulp perturbation of the CPU computation's inputs
+moves it, so that a sum reordered (what a GPU does) passes and a real difference fails, whatever the variable's
+scale."""
 
 import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import xarray as xr
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,11 +17,105 @@ spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" /
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
+EPS64 = np.finfo(np.float64).eps
+
 
 def test_without_a_gpu_it_says_so(capsys, monkeypatch):
     monkeypatch.setattr(bench, "gpu_count", lambda: 0)
     assert bench.main([]) == 0
     assert "no GPU is visible" in capsys.readouterr().out
+
+
+def one_ulp(x: np.ndarray, seed: int) -> np.ndarray:
+    """``x`` with every entry moved by one unit in the last place, up or down at random."""
+    up = np.random.default_rng(seed).random(x.shape) < 0.5
+    return np.nextafter(x, np.where(up, np.inf, -np.inf))
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, reverse: bool) -> np.ndarray:
+    """``a @ b`` with the inner sum taken in index order, or in reverse order (what another device may do)."""
+    order = range(a.shape[-1] - 1, -1, -1) if reverse else range(a.shape[-1])
+    out = np.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
+    for k in order:
+        out += np.outer(a[:, k], b[k])
+    return out
+
+
+def attention_stack(x, weights, reverse=False, dtype=np.float64):
+    """A pure-attention stack (Dong et al.'s SAN) written here: per layer the relative residual
+    ||X - 1 mean^T||_F / ||X||_F (normalised) and Wu et al.'s mu = ||X - 1 mean^T||_F (absolute, scaled by 1e3 to
+    stand for a wide model's large norms)."""
+    x = x.astype(dtype)
+    ratio, mu = [], []
+    for wq, wv in weights:
+        wq, wv = wq.astype(dtype), wv.astype(dtype)
+        scores = matmul(matmul(x, wq, reverse), x.T, reverse) / np.sqrt(x.shape[1])
+        x = matmul(softmax(scores), matmul(x, wv, reverse), reverse)
+        res = x - x.mean(axis=0, keepdims=True)
+        ratio.append(np.linalg.norm(res) / np.linalg.norm(x))
+        mu.append(1e3 * np.linalg.norm(res))
+    return {"ratio": np.array(ratio), "mu": np.array(mu)}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 6))
+    weights = [(rng.standard_normal((6, 6)), rng.standard_normal((6, 6)) * 0.6) for _ in range(6)]
+    nudged = [(one_ulp(q, 2 * i + 1), one_ulp(v, 2 * i + 2)) for i, (q, v) in enumerate(weights)]
+    return {
+        "cpu": attention_stack(x, weights),
+        "ulp": attention_stack(one_ulp(x, 0), nudged),
+        "reordered": attention_stack(x, weights, reverse=True),
+        "float32": attention_stack(x, weights, dtype=np.float32),
+    }
+
+
+def test_a_reordered_sum_passes_and_a_real_difference_fails(runs):
+    for name in ("ratio", "mu"):
+        cpu, ulp = runs["cpu"][name], runs["ulp"][name]
+        tol = bench.derive_tolerance(cpu, ulp, EPS64)
+        assert tol["rel_move"] > 0 and tol["rtol"] == bench.SAFETY * max(tol["rel_move"], EPS64)
+        # the perturbation itself is well inside (a tenth of) the tolerance derived from it
+        assert bench.within(cpu, ulp, tol["rtol"], tol["atol"])[2] <= 1 / bench.SAFETY
+        reordered = runs["reordered"][name]
+        assert not np.array_equal(reordered, cpu), "the reordered sums must change the last bits"
+        assert bench.within(cpu, reordered, tol["rtol"], tol["atol"])[0], name
+        # a real difference: one layer off by a millionth, or the whole stack computed in float32
+        off = cpu.copy()
+        off[3] *= 1 + 1e-6
+        assert not bench.within(cpu, off, tol["rtol"], tol["atol"])[0], name
+        assert not bench.within(cpu, runs["float32"][name], tol["rtol"], tol["atol"])[0], name
+
+
+def test_mu_is_not_normalised_so_an_absolute_tolerance_alone_would_not_fit(runs):
+    """The old fixed absolute 1e-12 rejects the reordered sums of the unnormalised mu; the derived one does not."""
+    cpu, reordered = runs["cpu"]["mu"], runs["reordered"]["mu"]
+    assert np.max(np.abs(reordered - cpu)) > 1e-12
+    tol = bench.derive_tolerance(cpu, runs["ulp"]["mu"], EPS64)
+    assert bench.within(cpu, reordered, tol["rtol"], tol["atol"])[0]
+
+
+def test_the_tolerance_formula():
+    """rtol from the relative move of the values above sqrt(eps) of the largest, atol from the absolute move of the
+    smaller ones, each at least eps at the variable's scale; a variable the perturbation did not move keeps that
+    floor; no finite value: compared by the NaN mask."""
+    x = np.array([0.0, 1e-20, 1e-18, 1.0, 2.0])
+    y = np.array([3e-17, 2e-20, 1.5e-18, 1.0 + 2.0**-51, 2.0])
+    tol = bench.derive_tolerance(x, y, EPS64, safety=10)
+    assert tol["rel_move"] == 2.0**-51 and tol["abs_move"] == 3e-17
+    assert tol["rtol"] == pytest.approx(10 * 2.0**-51) and tol["atol"] == pytest.approx(10 * 2 * EPS64)
+    still = bench.derive_tolerance(x, x, EPS64, safety=10)
+    assert still["rtol"] == pytest.approx(10 * EPS64) and still["rel_move"] == 0 and still["abs_move"] == 0
+    nan = bench.derive_tolerance(np.full(3, np.nan), np.full(3, np.nan), EPS64)
+    assert nan["atol"] == 0 and bench.within(np.full(3, np.nan), np.full(3, np.nan), nan["rtol"], 0)[0]
+    assert not bench.within(np.array([1.0, np.nan]), np.array([1.0, 1.0]), 1, 1)[0], "NaN on one side"
+    assert not bench.within(np.array([0.0]), np.array([1e-300]), 0.1, 0.0)[0], "nothing allowed: any gap fails"
 
 
 def write(path: Path, residual: np.ndarray) -> None:
@@ -29,24 +126,32 @@ def write(path: Path, residual: np.ndarray) -> None:
     ).to_netcdf(path)
 
 
-def test_the_check_uses_each_jobs_float_type(tmp_path):
+def test_the_check_derives_each_variables_tolerance_in_its_jobs_float_type(tmp_path):
+    """Per variant: the float type of the job, the tolerance from the perturbed CPU run, the GPU run compared."""
     cfg = {"models": {"m": {}}, "rank_collapse": {"dtype": {"SAN": "float64", "transformer": "float32"}}}
     rel = "results/rank_collapse/m.nc"
     base = np.array([[1.0, 1e-9], [1.0, 0.5]])
     write(tmp_path / "cpu" / rel, base)
-    write(tmp_path / "gpu" / rel, base + np.array([[0, 1e-13], [0, 1e-6]]))  # within 1e-12 and 1e-5
-    rows = bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel])
-    assert [(r[1], r[2], r[5]) for r in rows] == [
+    write(tmp_path / "ulp" / rel, base * (1 + np.array([[1e-16, 2e-16], [1e-7, 1e-7]])))
+    tolerance = bench.tolerances(tmp_path / "cpu", tmp_path / "ulp", cfg, [rel])
+    san, transformer = tolerance[(rel, "residual_ratio[SAN]")], tolerance[(rel, "residual_ratio[transformer]")]
+    assert (san["dtype"], transformer["dtype"]) == ("float64", "float32")
+    assert san["rtol"] == pytest.approx(bench.SAFETY * 2.2e-16, rel=0.05)
+    assert transformer["rtol"] == pytest.approx(bench.SAFETY * 1.2e-7, rel=0.05)  # float32's eps floors it
+    write(tmp_path / "gpu" / rel, base * (1 + np.array([[1e-15, 1e-15], [1e-6, 1e-6]])))  # within both
+    rows = bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel], tolerance)
+    assert [(r[1], r[2], r[7]) for r in rows] == [
         ("residual_ratio[SAN]", "float64", True),
         ("residual_ratio[transformer]", "float32", True),
     ]
-    write(tmp_path / "gpu" / rel, base + np.array([[0, 1e-10], [0, 1e-6]]))  # float64 variant off by 1e-10
-    rows = bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel])
-    assert [r[5] for r in rows] == [False, True]
+    write(tmp_path / "gpu" / rel, base * (1 + np.array([[1e-10, 0], [0, 1e-6]])))  # float64 variant off by 1e-10
+    assert [r[7] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel], tolerance)] == [False, True]
     # a variable that is NaN in both at the same places (an undefined quantity) matches; NaN on one side does not
     nan = np.array([[np.nan, np.nan], [np.nan, np.nan]])
     write(tmp_path / "cpu" / rel, nan)
     write(tmp_path / "gpu" / rel, nan)
-    assert all(r[5] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel]))
+    assert all(r[7] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel], tolerance))
     write(tmp_path / "gpu" / rel, np.array([[np.nan, np.nan], [np.nan, 0.5]]))
-    assert [r[5] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel])] == [True, False]
+    assert [r[7] for r in bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel], tolerance)] == [True, False]
+    with pytest.raises(KeyError, match="no tolerance"):
+        bench.compare(tmp_path / "cpu", tmp_path / "gpu", cfg, [rel], {})

@@ -36,10 +36,21 @@ def test_ratios_alternate_their_order_and_report_the_spread():
         _common.alternating_ratio(run("a", 1), run("b", 1), pairs=0, clock=clock)
 
 
-def test_a_benchmark_table_names_its_run_and_keeps_its_targets(tmp_path, monkeypatch):
+def test_a_benchmark_table_names_its_command_and_keeps_its_targets(tmp_path, monkeypatch):
+    """The table ends with the line naming the command that wrote it (as typed from the checkout's root), not a
+    hash of its arguments, and is rendered from the data written beside it, which publish and verify read."""
+    import json
+
+    from san.report.readme import benchmark_table
+
     monkeypatch.setattr(_common, "OUT", tmp_path)
+    monkeypatch.setattr(sys, "argv", ["/somewhere/benchmarks/bench_x.py", "--quick", "--models", "a b"])
     path = _common.write_table("bench_x", ["task", "target"], [["a", _common.met(True)], ["b", _common.met(False)]])
     text = path.read_text()
     assert "| a | met |" in text and "| b | NOT met |" in text and _common.met(None) == "-"
-    assert text.rstrip().splitlines()[-1].startswith("<sub>Source benchmark: commit ")
-    assert "config " in text and "CPUs)" in text
+    last = text.rstrip().splitlines()[-1]
+    assert last.startswith("<sub>Source benchmark: `python benchmarks/bench_x.py --quick --models 'a b'`, commit ")
+    assert "config " not in last and last.endswith("CPUs).</sub>")
+    data = json.loads(path.with_suffix(".json").read_text())
+    assert data["rows"] == [["a", "met"], ["b", "NOT met"]] and benchmark_table(data) == text
+    assert _common.command([], "bench_y.py") == "python benchmarks/bench_y.py"

@@ -220,15 +220,42 @@ def _results_with_tables(results: Path) -> Path:
     return results
 
 
+BENCH_RECORD = {
+    "command": "python benchmarks/bench_x.py --quick",
+    "commit": "0123456789abcdef",
+    "date": "d",
+    "machine": "m",
+}
+
+
+def _benchmark(folder: Path, name: str, jobs: int = 3) -> Path:
+    """A benchmark's output as benchmarks/_common.write_table leaves it: its data and the table rendered from it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {"header": ["jobs"], "rows": [[str(jobs)]], "note": "After a run.", "record": BENCH_RECORD}
+    (folder / f"{name}.json").write_text(json.dumps(data))
+    (folder / f"{name}.md").write_text(readme.benchmark_table(data))
+    return folder / f"{name}.md"
+
+
+def test_a_benchmark_table_is_rendered_from_its_data_and_names_its_command():
+    data = {"header": ["jobs", "wall"], "rows": [["3", "4 s"]], "note": "After a run.", "record": BENCH_RECORD}
+    text = readme.benchmark_table(data)
+    assert text == (
+        "| jobs | wall |\n| --- | --- |\n| 3 | 4 s |\n\nAfter a run.\n\n"
+        "<sub>Source benchmark: `python benchmarks/bench_x.py --quick`, commit 0123456789ab, d, m.</sub>\n"
+    )
+    with pytest.raises(KeyError, match="command"):
+        readme.benchmark_table({**data, "record": {k: v for k, v in BENCH_RECORD.items() if k != "command"}})
+
+
 def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
     root = _copy_documents(tmp_path / "repo")
     results = _results_with_tables(tmp_path / "results")
     for name in readme.GALLERY:
         _png(results / "figures" / f"{name}.png", width_in=7.2 if name != "circle" else 3.0)  # 2160 px and 900 px
     bench = tmp_path / "bench_out"
-    bench.mkdir()
     for snap in (root / readme.SNAPSHOTS).glob("bench_*.md"):  # every benchmark rerun with this run
-        (bench / snap.name).write_text("| jobs |\n| --- |\n| 3 |\n\n<sub>Source benchmark: commit x.</sub>\n")
+        _benchmark(bench, snap.stem)
     changed = readme.publish(results, root, bench)
     assert root / "README.md" in changed
     assert "| bert | init | 12 |" in (root / "README.md").read_text()
@@ -264,13 +291,145 @@ def test_publish_refuses_tables_of_another_run_and_unnamed_benchmarks(tmp_path):
     (bench / "bench_run.md").write_text("| jobs |\n| --- |\n| 3 |\n")
     with pytest.raises(ValueError, match="name no run"):
         readme.publish(results, root, bench)
+    _benchmark(bench, "bench_run").with_suffix(".json").unlink()  # a table that names its run, without its data
+    with pytest.raises(ValueError, match="no data file bench_run.json"):
+        readme.publish(results, root, bench)
+    _benchmark(bench, "bench_run")
+    table = bench / "bench_run.md"
+    table.write_text(table.read_text().replace("| 3 |", "| 4 |"))  # a table that is not its data's
+    with pytest.raises(ValueError, match="differs from the table rendered from bench_run.json"):
+        readme.publish(results, root, bench)
     assert (manifest.read_text() if manifest.exists() else None) == before, "a refused publish writes nothing"
 
 
+PUBLISHED_BEFORE_ITS_DATA = "d2de101755eae1d18ab58da024f47ed178543c68"
+"""The commit of the one run whose snapshots were published before publish committed the data beside them."""
+
+
 def test_the_committed_snapshots_are_what_a_run_published():
-    """Every docs/results/*.md is the file publish copied from a run (its sha256 in docs/results/SOURCES.json)
-    and names its run: a hand-edited snapshot, or one from no recorded run, fails here."""
-    assert readme.verify(ROOT) == []
+    """Every docs/results/ file is one that publish copied from a run or a benchmark (its sha256 in
+    docs/results/SOURCES.json), and every table equals the one rendered again from the committed data: a hand-edited
+    snapshot, even with its hash, fails here. Only the run published before its data was committed may show the
+    problems that a new publish fixes, and even then every table has its recorded hash and names its run."""
+    problems = readme.verify(ROOT)
+    run = json.loads((ROOT / readme.MANIFEST).read_text()).get("run", {})
+    if run.get("commit") == PUBLISHED_BEFORE_ITS_DATA:
+        assert [p for p in problems if not p.endswith((readme.REPUBLISH, readme.RERUN_BENCHMARK))] == []
+    else:
+        assert problems == []
+
+
+def _published(tmp_path: Path, paths_csv: str | None = None) -> tuple[Path, Path]:
+    """A repository copy with a run (a synthetic summary, its tables, figures) and a benchmark published into it."""
+    root = _copy_documents(tmp_path / "repo")
+    for snap in (root / readme.SNAPSHOTS).iterdir():  # the snapshots of this run and benchmark only
+        snap.unlink()
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "summary.json").write_text(json.dumps(_summary()))
+    if paths_csv is not None:
+        (results / "paths").mkdir()
+        (results / "paths" / "summary.csv").write_text(paths_csv)
+    csv = results / "paths" / "summary.csv"
+    readme.write_tables(results / "summary.json", csv if csv.is_file() else None, results / "tables" / "readme")
+    for name in readme.GALLERY:
+        _png(results / "figures" / f"{name}.png", width_in=1.0)
+    bench = tmp_path / "bench_out"
+    for name in {m.group(2) for d in readme.documents(root) for m in readme.BLOCK.finditer(d.read_text())}:
+        if name.startswith("bench_"):
+            _benchmark(bench, name)
+    readme.publish(results, root, bench)
+    return root, results
+
+
+def _edit_with_hash(root: Path, name: str, old: str, new: str) -> None:
+    """Edit a snapshot and record its new sha256 in the manifest, as a hand edit that hides itself would."""
+    snap = root / readme.SNAPSHOTS / name
+    text = snap.read_text()
+    assert old in text, (name, old)
+    snap.write_text(text.replace(old, new, 1))
+    manifest = json.loads((root / readme.MANIFEST).read_text())
+    for section in manifest.values():
+        if name in section:
+            section[name] = readme.sha256(snap)
+    (root / readme.MANIFEST).write_text(json.dumps(manifest))
+
+
+PATHS_CSV = "task,full_model,chance,n_seeds,seed_range_max,acc_n1_k0,acc_n1_k1\nsorting,0.9,0.3,2,0.01,0.4,0.8\n"
+
+
+def test_a_clean_publish_commits_the_runs_data_and_verifies(tmp_path):
+    root, results = _published(tmp_path, PATHS_CSV)
+    snapshots = root / readme.SNAPSHOTS
+    assert json.loads((snapshots / "summary.json").read_text()) == _summary()
+    assert (snapshots / "paths_summary.csv").read_text() == PATHS_CSV
+    assert "| sorting | 0.900 | 0.300 | 2 / 0.010 | 1 | 0.400 | 0.800 |" in (snapshots / "paths.md").read_text()
+    manifest = json.loads((root / readme.MANIFEST).read_text())
+    assert manifest["data"] == {n: readme.sha256(snapshots / n) for n in ("summary.json", "paths_summary.csv")}
+    assert manifest["run"] == RUN
+    assert "bench_run.json" in manifest["benchmarks"] and "bench_run.md" in manifest["benchmarks"]
+    assert readme.verify(root) == [] and readme.verify(root, results) == []
+    assert readme.sync(root, check=True) == []
+
+
+def test_an_edited_number_with_its_hash_fails_verify(tmp_path):
+    """A number edited in a run table, and its sha256 in SOURCES.json, no longer equals the table rendered from
+    the committed summary: verify names the table (and sync --check the documents that quote the old number)."""
+    root, _ = _published(tmp_path, PATHS_CSV)
+    _edit_with_hash(root, "circle.md", "| SAN | 3 / 5 |", "| SAN | 4 / 5 |")
+    problems = readme.verify(root)
+    assert any("'circle'" in p and "differs from the one rendered" in p for p in problems), problems
+    assert not any("hand-edited" in p for p in problems), "the hash was edited too: only the rendering finds it"
+    readme.sync(root)  # the documents quote the edited table: only the rendering still finds the edit
+    assert readme.sync(root, check=True) == [] and readme.verify(root) != []
+
+
+def test_an_edited_paths_number_with_its_hash_fails_verify(tmp_path):
+    root, _ = _published(tmp_path, PATHS_CSV)
+    _edit_with_hash(root, "paths.md", "| 0.400 | 0.800 |", "| 0.400 | 0.850 |")
+    assert any("'paths'" in p for p in readme.verify(root))
+
+
+def test_an_edited_summary_with_its_hash_fails_verify(tmp_path):
+    """The data edited with its hash: the tables no longer match it."""
+    root, _ = _published(tmp_path, PATHS_CSV)
+    _edit_with_hash(root, "summary.json", '"collapsed": 3', '"collapsed": 4')
+    problems = readme.verify(root)
+    assert any("'circle'" in p and "summary.json" in p for p in problems), problems
+    root, _ = _published(tmp_path / "csv", PATHS_CSV)
+    _edit_with_hash(root, "paths_summary.csv", "0.4,0.8", "0.4,0.85")
+    assert any("'paths'" in p for p in readme.verify(root))
+
+
+def test_an_edited_summary_without_its_hash_and_a_stray_snapshot_fail_verify(tmp_path):
+    root, _ = _published(tmp_path)
+    snap = root / readme.SNAPSHOTS / "summary.json"
+    snap.write_text(snap.read_text().replace('"collapsed": 3', '"collapsed": 4'))
+    (root / readme.SNAPSHOTS / "extra.md").write_text("| a |\n")
+    problems = readme.verify(root)
+    assert any("summary.json differs from the file it was published from" in p for p in problems), problems
+    assert any("extra.md was not published" in p for p in problems)
+
+
+def test_an_edited_benchmark_number_with_its_hash_fails_verify(tmp_path):
+    root, _ = _published(tmp_path)
+    _edit_with_hash(root, "bench_run.md", "| 3 |", "| 4 |")
+    assert any("bench_run.md differs from its data" in p for p in readme.verify(root))
+    root, _ = _published(tmp_path / "data")
+    _edit_with_hash(root, "bench_run.json", '"3"', '"4"')
+    assert any("bench_run.md differs from its data" in p for p in readme.verify(root))
+
+
+def test_a_snapshot_set_without_its_data_asks_for_a_new_publish(tmp_path):
+    root, _ = _published(tmp_path)
+    (root / readme.SNAPSHOTS / "summary.json").unlink()
+    manifest = json.loads((root / readme.MANIFEST).read_text())
+    del manifest["data"]
+    (root / readme.MANIFEST).write_text(json.dumps(manifest))
+    problems = readme.verify(root)
+    assert problems and all(p.endswith(readme.REPUBLISH) for p in problems), problems
+    _edit_with_hash(root, "circle.md", readme.source_line(RUN), readme.source_line({**RUN, "commit": "fedcba98"}))
+    assert any("circle.md does not name the published run" in p for p in readme.verify(root))
 
 
 def test_publish_refuses_a_run_without_the_gallery(tmp_path):
@@ -321,3 +480,58 @@ def test_the_runs_config_hash_is_its_results_settings(tmp_path):
     assert digest == provenance.results_config_hash([str(b), str(a)])
     result("b.nc", {"y": 3})
     assert provenance.results_config_hash([a, b]) != digest
+
+
+def test_a_rerun_reproduces_the_config_hash(tmp_path, monkeypatch):
+    """Two runs of one config in different folders (results written at other times, config attributes written with
+    another key order) get one hash, given as relative or absolute paths; a changed config slice gets another. The
+    expected digest is computed here from the slices themselves."""
+    import hashlib
+
+    import xarray as xr
+
+    from san.report import provenance
+
+    slices = {"rank_collapse/bert.nc": {"seed": 0, "layers": [1, 2]}, "circle.nc": {"dims": [8], "lr": 0.1}}
+
+    def run(folder: Path, order: int, changed: dict | None = None) -> list[Path]:
+        out = []
+        for rel, cfg in {**slices, **(changed or {})}.items():
+            path = folder / "results" / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            keys = sorted(cfg, reverse=bool(order))
+            attrs = {"config": json.dumps({k: cfg[k] for k in keys}), "history": f"written at {order}"}
+            xr.Dataset(attrs=attrs).to_netcdf(path)
+            out.append(path)
+        return out
+
+    first, second = run(tmp_path / "one", 0), run(tmp_path / "two", 1)
+    expected = hashlib.sha256(json.dumps(slices, sort_keys=True).encode()).hexdigest()[:12]
+    assert provenance.results_config_hash(first) == provenance.results_config_hash(second) == expected
+    monkeypatch.chdir(tmp_path / "two")
+    assert provenance.results_config_hash([p.relative_to(tmp_path / "two") for p in second]) == expected
+    changed = run(tmp_path / "three", 0, {"circle.nc": {"dims": [8], "lr": 0.2}})
+    assert provenance.results_config_hash(changed) != expected
+
+
+def test_a_benchmark_is_published_alone_and_the_run_stays(tmp_path):
+    """`publish` without a run: the benchmarks' tables with their data join the snapshots, the run's stay as they
+    were, and the whole set still verifies; with neither a run nor a benchmark table there is nothing to publish."""
+    root, _ = _published(tmp_path)
+    before = json.loads((root / readme.MANIFEST).read_text())
+    run_files = {n: (root / readme.SNAPSHOTS / n).read_bytes() for n in (*before["tables"], *before["data"])}
+    bench = tmp_path / "new_bench"
+    _benchmark(bench, "bench_new", jobs=7)
+    readme.publish(None, root, bench)
+    after = json.loads((root / readme.MANIFEST).read_text())
+    assert {k: after[k] for k in ("run", "data", "tables")} == {k: before[k] for k in ("run", "data", "tables")}
+    assert set(after["benchmarks"]) == set(before["benchmarks"]) | {"bench_new.md", "bench_new.json"}
+    assert {n: (root / readme.SNAPSHOTS / n).read_bytes() for n in run_files} == run_files
+    assert "| 7 |" in (root / readme.SNAPSHOTS / "bench_new.md").read_text()
+    assert readme.verify(root) == [f"{readme.SNAPSHOTS / 'bench_new.md'} is quoted by no document: add its "
+                                   f"generated block where it belongs"]  # fmt: skip
+    (root / "docs" / "new.md").write_text("# New\n\n<!-- generated: bench_new -->\n<!-- end -->\n")
+    readme.sync(root)
+    assert "| 7 |" in (root / "docs" / "new.md").read_text() and readme.verify(root) == []
+    with pytest.raises(FileNotFoundError, match="nothing to publish"):
+        readme.publish(None, root, tmp_path / "empty")
