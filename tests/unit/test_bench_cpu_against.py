@@ -16,6 +16,7 @@ bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
 
+@pytest.mark.slow
 def test_hook_records_the_job_and_its_cpu_at_exit(tmp_path):
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(bench.HOOK)

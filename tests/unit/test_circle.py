@@ -343,6 +343,7 @@ def test_schema_rejects_bad_variants(config):
 # --------------------------------------------------------------------------------------------------- figures
 
 
+@pytest.mark.slow
 def test_figures(runs, tmp_path):
     from san.circle.plots import distance_figure, loss_figure, trajectory_figure
     from san.core.plotting import save

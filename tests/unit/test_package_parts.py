@@ -156,6 +156,7 @@ def test_gguf_weights_are_checked_before_transformers_reads_them(tmp_path, monke
     assert not opened and not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not installed(SMOL[0]), reason="requirements/weights.txt is not installed")
 def test_one_gguf_parse_serves_every_load_with_the_same_result(tmp_path):
     """Within ``gguf_parsed_once`` every GGUFReader of a file is its first one (transformers' loader would parse the

@@ -3,6 +3,7 @@
 import itertools
 
 import numpy as np
+import pytest
 
 from san.theory import bound as B
 from san.theory.experiment import san_layer
@@ -25,6 +26,7 @@ def test_bound_one_layer_by_hand():
     assert np.isclose(10 ** B.log10_step_bound(0.5, beta, 4, heads=3), 3 * 0.75 * np.sqrt(6))
 
 
+@pytest.mark.slow
 def test_residual_against_brute_force():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 4, 2))
@@ -83,6 +85,7 @@ def _tiny_sweep():
     return run(cfg["theory"])
 
 
+@pytest.mark.slow
 def test_certified_bound_sits_at_the_layer_it_bounds():
     """Layer 1's certified bound is finite and equals the one-layer step computed from the input (layer 0)."""
     from san.theory.experiment import base_distribution_max, draw_weights, scaled_weights
@@ -121,6 +124,7 @@ def test_certified_bound_sits_at_the_layer_it_bounds():
     assert np.isclose(float(cell["log10_bound_certified"].sel(layer=1)), float(expected))
 
 
+@pytest.mark.slow
 def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     from san.theory.claims import theorem_claims
 
@@ -137,6 +141,7 @@ def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     assert out["certified_margin_min_no_ln"] < 0
 
 
+@pytest.mark.slow
 def test_certified_claim_fails_when_a_bound_is_missing():
     from san.theory.claims import theorem_claims
 
