@@ -34,8 +34,9 @@ CONTROL_FIELDS = {"factor", "verdict", "fails_as_it_must"}
 STATES = {"holds", "fails", "not judged"}
 KINDS = {"scientific", "regression"}
 PROVENANCE = {"commit", "config_hash", "date", "machine"}
-# A leftover template delimiter: a caption that was not rendered (the captions' own syntax, san/report/captions.py).
-UNRENDERED = re.compile(r"\[\[|\]\]|\[%|%\]")
+# A leftover template expression: a caption that was not rendered (the captions' own delimiters, written with a
+# space inside as every template writes them; a measured detail may print a nested list such as [[0, 1]]).
+UNRENDERED = re.compile(r"\[\[ |\[% | %\]| \]\]")
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +177,8 @@ def test_the_run_writes_the_documents_tables(built, summary, config):
     from san.report.readme import TABLES
 
     tables = {name: (built / f"results/tables/readme/{name}.md").read_text() for name in TABLES}
-    rows = {name: table_rows(text) for name, text in tables.items()}
+    # a table whose results this run lacks (no pretrained model) is a sentence saying so; the others are tables
+    rows = {name: table_rows(tables[name]) for name in ("rank_collapse", "paths", "verdicts")}
     assert {r[0] for r in rows["rank_collapse"]} == set(config["rank_collapse"]["models"])
     assert {r[0] for r in rows["paths"] if r[0]} == set(config["paths"]["tasks"])  # a task's first row names it
     assert len(rows["verdicts"]) == len(verdict_rows(summary)), "one verdicts row per verdict"
