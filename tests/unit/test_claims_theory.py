@@ -173,9 +173,8 @@ def test_certified_gamma_is_below_the_other_end_of_the_brackets():
     assert ok.sum() >= 4 and np.all(gamma[ok] <= other[ok] + 1e-12)
 
 
-@pytest.mark.slow
 def test_theorem_claims_nominal_verdict_flips_with_a_violation():
-    from test_theory import _tiny_sweep
+    from helpers import tiny_theory_sweep as _tiny_sweep
 
     ds = _tiny_sweep()
     assert theorem_claims(ds, THRESHOLDS)["nominal"]["holds"] is True
@@ -187,11 +186,10 @@ def test_theorem_claims_nominal_verdict_flips_with_a_violation():
     assert theorem_claims(broken, {**THRESHOLDS, "nominal_violations_max": 10**6})["nominal"]["holds"]
 
 
-@pytest.mark.slow
 def test_every_theorem_check_is_not_judged_on_zero_evidence():
     """Every pair at the float floor: nothing is judged, so neither the nominal nor the certified check passes (the
     certified check must not fill the missing margins and pass)."""
-    from test_theory import _tiny_sweep
+    from helpers import tiny_theory_sweep as _tiny_sweep
 
     ds = _tiny_sweep()
     floored = ds.copy(deep=True)
@@ -203,9 +201,8 @@ def test_every_theorem_check_is_not_judged_on_zero_evidence():
     assert labels["nominal.holds"] == "not judged" and labels["certified_holds_no_ln"] == "not judged"
 
 
-@pytest.mark.slow
 def test_theorem_checks_carry_positive_controls_and_kinds():
-    from test_theory import _tiny_sweep
+    from helpers import tiny_theory_sweep as _tiny_sweep
 
     ds = _tiny_sweep()
     out = theorem_claims(ds, THRESHOLDS)

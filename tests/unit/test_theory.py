@@ -9,7 +9,7 @@ from san.theory import bound as B
 from san.theory.experiment import san_layer
 from san.theory.residual import min_residual
 
-from helpers import default_config
+from helpers import default_config, tiny_theory_sweep
 
 THRESHOLDS = default_config()["report"]["theorem"]  # the config's report.theorem thresholds
 
@@ -74,23 +74,11 @@ def test_certified_bound_holds_one_layer():
         assert min_residual(san_layer(x, *w), iterations=100).lower <= 10**cert
 
 
-def _tiny_sweep():
-    from san.core.config import validate_config
-    from san.theory.experiment import run
-
-    from helpers import ROOT, tiny_config
-
-    cfg = tiny_config()
-    validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
-    return run(cfg["theory"])
-
-
-@pytest.mark.slow
 def test_certified_bound_sits_at_the_layer_it_bounds():
     """Layer 1's certified bound is finite and equals the one-layer step computed from the input (layer 0)."""
     from san.theory.experiment import base_distribution_max, draw_weights, scaled_weights
 
-    ds = _tiny_sweep()
+    ds = tiny_theory_sweep()
     cert = ds["log10_bound_certified"].sel(layernorm=0)
     assert np.isfinite(cert.sel(layer=1)).all()
     assert np.isnan(cert.sel(layer=0)).all()
@@ -124,11 +112,10 @@ def test_certified_bound_sits_at_the_layer_it_bounds():
     assert np.isclose(float(cell["log10_bound_certified"].sel(layer=1)), float(expected))
 
 
-@pytest.mark.slow
 def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     from san.theory.claims import theorem_claims
 
-    ds = _tiny_sweep()
+    ds = tiny_theory_sweep()
     assert theorem_claims(ds, THRESHOLDS)["certified_holds_no_ln"] is True
     broken = ds.copy(deep=True)
     target = {"input": "gaussian", "layernorm": 0, "sample": 0, "layer": 1}
@@ -141,11 +128,10 @@ def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     assert out["certified_margin_min_no_ln"] < 0
 
 
-@pytest.mark.slow
 def test_certified_claim_fails_when_a_bound_is_missing():
     from san.theory.claims import theorem_claims
 
-    ds = _tiny_sweep()
+    ds = tiny_theory_sweep()
     broken = ds.copy(deep=True)
     broken["log10_bound_certified"].loc[{"layer": 1}] = np.nan
     out = theorem_claims(broken, THRESHOLDS)
