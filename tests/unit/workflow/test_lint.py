@@ -2,13 +2,12 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # ruff, snakefmt and Snakemake's linter in subprocesses
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # ruff, snakefmt and Snakemake's linter in subprocesses
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
