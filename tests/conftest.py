@@ -1,5 +1,10 @@
-"""pytest setup: a hermetic environment (no caller's hub, transformers or CUDA settings), and tests under
-tests/integration/ build the workflow (minutes) and carry the ``slow`` mark."""
+"""pytest setup: a hermetic environment (no caller's hub, transformers or CUDA settings), and the marks.
+
+``slow``: the tests under tests/integration/ (they build the workflow, minutes), the tests that use the local hub
+(:data:`SLOW_FIXTURES`: a hub server and acquisition through the real clients) or a copy of the workflow (Snakemake
+runs), and the unit tests marked by hand (subprocesses, compilation, more than about half a second);
+``pytest -m "not slow"`` is the fast loop. ``gpu``: tests that need a CUDA device, skipped with a reason where torch
+sees none."""
 
 from __future__ import annotations
 
@@ -13,6 +18,9 @@ from helpers import copy_workflow
 from helpers import default_config as _default_config
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
+#: Fixtures that make a test slow: the local hub (a server, acquisition through the real clients) and a copy of the
+#: workflow (for Snakemake runs).
+SLOW_FIXTURES = frozenset({"hub", "hub_server", "workflow_copy"})
 
 
 #: Variables of the caller's environment that change what the clients, transformers or torch do (an offline flag,
@@ -38,8 +46,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if INTEGRATION in Path(item.fspath).parents:
+        if INTEGRATION in Path(item.fspath).parents or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu and not cuda_visible():
+        skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none")
+        for item in gpu:
+            item.add_marker(skip)
+
+
+def cuda_visible() -> bool:
+    """Whether torch sees a CUDA device (imported only when a collected test needs one)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 @pytest.fixture

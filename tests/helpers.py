@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -40,6 +41,22 @@ def tiny_config(default: dict | None = None) -> dict:
     seconds per job, one task, one tiny model; the input is not changed."""
     overlay = yaml.safe_load(TINY.read_text())
     return overlay_config(default if default is not None else default_config(), overlay)
+
+
+@functools.cache
+def _theory_sweep() -> Any:
+    from san.core.config import validate_config
+    from san.theory.experiment import run
+
+    cfg = tiny_config()
+    validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    return run(cfg["theory"])
+
+
+def tiny_theory_sweep() -> Any:
+    """The theorem sweep (``san.theory.experiment.run``) of the tiny config, computed once per session; each call
+    returns its own deep copy, which a test may edit."""
+    return _theory_sweep().copy(deep=True)
 
 
 def copy_workflow(dest: Path) -> Path:

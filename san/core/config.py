@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,16 @@ class ConfigError(ValueError):
 
 
 def load_yaml(path: Path) -> Any:
-    """The parsed YAML file at ``path`` (a schema file; a config file goes through :func:`load_config_file`)."""
-    with path.open() as fh:
+    """The parsed YAML file at ``path`` (a schema file; a config file goes through :func:`load_config_file`): parsed
+    once per version of the file (its modification time and size), as every config check reads every schema, and
+    returned as a fresh copy that the caller may change."""
+    stat = Path(path).stat()
+    return copy.deepcopy(_parsed_yaml(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_yaml(path: str, mtime_ns: int, size: int) -> Any:
+    with open(path) as fh:
         return yaml.safe_load(fh)
 
 

@@ -163,7 +163,7 @@ def load_tokenizer(folder: str | Path):
     A folder with a ``tokenizer.json`` (the tokenizers library's whole pipeline: normaliser, pre-tokeniser, model,
     post-processor with the special tokens) loads it with transformers' generic fast tokenizer, which does not
     import torch (a tokenisation job then starts without torch's import time); a folder without one falls back to
-    ``AutoTokenizer`` (its model-specific class). tests/unit/test_folders.py checks that both give the same ids.
+    ``AutoTokenizer`` (its model-specific class). tests/unit/models/test_folders.py checks that both give the same ids.
     """
     folder = Path(folder)
     if (folder / MANIFEST).is_file():

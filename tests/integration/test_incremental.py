@@ -27,11 +27,11 @@ import yaml
 
 from san.imports import library_inputs
 
-from helpers import TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
+from helpers import ROOT, TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
 
 # Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a
 # restyled figure must not. Listed here so that the cases need not name them.
-REPORT_RULES = frozenset({"summary", "report_captions", "runtimes", "readme_tables"})
+REPORT_RULES = frozenset({"summary", "runtimes", "readme_tables"})
 # Reruns because an input was rebuilt by another job (every other reason counts as a direct effect of the edit).
 REBUILT_INPUT = "Input files updated by another job"
 
@@ -227,10 +227,8 @@ def set_key(config: dict, key: tuple[str, ...], value: Any) -> None:
 def check(work: Path, c: Case, *args: str) -> list[Job]:
     """The dry run of ``work`` (with ``args``) reruns exactly ``c.direct`` for the edit, then ``c.downstream``
     (+ report rules)."""
-    rules = workflow_rules(work)
-    missing = c.needs - rules
-    if missing:
-        pytest.skip(f"rules {sorted(missing)} are not in the workflow")
+    missing = c.needs - workflow_rules(work)
+    assert not missing, f"{c.name} names rules {sorted(missing)} that the workflow does not define (renamed?)"
     jobs = dry_run(work, *args)
     direct = {j.rule for j in jobs if j.direct}
     downstream = {j.rule for j in jobs if not j.direct}
@@ -253,13 +251,37 @@ def overlay(work: Path, section: str, key: tuple[str, ...] = (), value: Any = No
     """Write an overlay of the copy's config.yaml that restates ``section`` with every mapping's keys in reverse
     order (and ``key`` set to ``value`` when given); the arguments that lay it over config.yaml."""
     config = yaml.safe_load((work / "config.yaml").read_text())
-    if section not in config:
-        pytest.skip(f"no {section} section in config.yaml")
+    assert section in config, f"config.yaml has no section {section!r} (renamed?)"
     restated = {section: reversed_keys(config[section])}
     if key:
         set_key(restated, key, value)
     write_config(work, restated, "overlay.yaml")
     return ["--configfile", "overlay.yaml"]
+
+
+def resolves(config: dict, key: tuple[str, ...]) -> bool:
+    node: Any = config
+    for part in key:
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def test_every_name_the_cases_use_exists(workflow_copy: Path, default_config: dict) -> None:
+    """Before the workflow is built: every rule, config section, key and module the cases name exists (a rename
+    fails here, naming what is missing, rather than leaving a case that checks nothing)."""
+    rules = workflow_rules(workflow_copy)
+    cases = [*CONFIG_CASES, *MODULE_CASES, *FIGURE_CASES]
+    named = set(REPORT_RULES) | FIGURE_RULES | {r for c in cases for r in c.needs | c.direct | c.downstream}
+    problems = [f"rule {r}" for r in sorted(named - rules)]
+    config = tiny_config(default_config)
+    problems += [f"config.yaml section {s}" for s in SECTIONS if not isinstance(default_config.get(s), dict)]
+    problems += [f"config key {'.'.join(c.key)}" for c in cases if c.key and not resolves(config, c.key)]
+    problems += [
+        f"module san/{c.module}.py" for c in cases if c.module and not (ROOT / "san" / f"{c.module}.py").is_file()
+    ]
+    assert not problems, "the incremental cases name what does not exist:\n  " + "\n  ".join(problems)
 
 
 def test_overlay_sections_are_every_section(built: Path) -> None:
@@ -283,8 +305,7 @@ def test_overlay_changing_one_key_reruns_its_jobs(work: Path, c: Case) -> None:
 @pytest.mark.parametrize("c", MODULE_CASES, ids=lambda c: c.name)
 def test_module_edit_reruns_its_rules(work: Path, c: Case) -> None:
     path = work / "san" / f"{c.module}.py"
-    if not path.exists():
-        pytest.skip(f"no module san/{c.module}.py")
+    assert path.is_file(), f"{c.name}: no module san/{c.module}.py (renamed?)"
     path.write_text(path.read_text() + "\n# edited by test_incremental\n")
     check(work, c)
 

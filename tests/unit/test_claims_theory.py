@@ -174,7 +174,7 @@ def test_certified_gamma_is_below_the_other_end_of_the_brackets():
 
 
 def test_theorem_claims_nominal_verdict_flips_with_a_violation():
-    from test_theory import _tiny_sweep
+    from helpers import tiny_theory_sweep as _tiny_sweep
 
     ds = _tiny_sweep()
     assert theorem_claims(ds, THRESHOLDS)["nominal"]["holds"] is True
@@ -189,7 +189,7 @@ def test_theorem_claims_nominal_verdict_flips_with_a_violation():
 def test_every_theorem_check_is_not_judged_on_zero_evidence():
     """Every pair at the float floor: nothing is judged, so neither the nominal nor the certified check passes (the
     certified check must not fill the missing margins and pass)."""
-    from test_theory import _tiny_sweep
+    from helpers import tiny_theory_sweep as _tiny_sweep
 
     ds = _tiny_sweep()
     floored = ds.copy(deep=True)
@@ -202,7 +202,7 @@ def test_every_theorem_check_is_not_judged_on_zero_evidence():
 
 
 def test_theorem_checks_carry_positive_controls_and_kinds():
-    from test_theory import _tiny_sweep
+    from helpers import tiny_theory_sweep as _tiny_sweep
 
     ds = _tiny_sweep()
     out = theorem_claims(ds, THRESHOLDS)

@@ -956,6 +956,7 @@ def test_the_test_variants_are_the_papers():
     assert set(VARIANTS) == set(VARIANT_NAMES)
 
 
+@pytest.mark.slow
 def test_registry_names_transformers_classes_and_imports_them_on_use():
     """Every family's class names resolve to transformers classes of the right kind, and importing the registry
     imports no family's modelling code (a job imports only the family it runs)."""
@@ -1027,6 +1028,7 @@ def test_every_family_row_names_a_known_ablation_and_its_blocks():
     assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"
 
 
+@pytest.mark.slow
 def test_a_rank_collapse_job_holds_one_copy_of_the_weights(tmp_path, monkeypatch):
     """``run`` loads each weight set once per dtype, in the dtype asked, and only after the previous copy is gone:
     the four variants are overrides on one model, never four models (the memory a job needs is one copy of the

@@ -3,12 +3,13 @@
 import itertools
 
 import numpy as np
+import pytest
 
 from san.theory import bound as B
 from san.theory.experiment import san_layer
 from san.theory.residual import min_residual
 
-from helpers import default_config
+from helpers import default_config, tiny_theory_sweep
 
 THRESHOLDS = default_config()["report"]["theorem"]  # the config's report.theorem thresholds
 
@@ -25,6 +26,7 @@ def test_bound_one_layer_by_hand():
     assert np.isclose(10 ** B.log10_step_bound(0.5, beta, 4, heads=3), 3 * 0.75 * np.sqrt(6))
 
 
+@pytest.mark.slow
 def test_residual_against_brute_force():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3, 4, 2))
@@ -72,22 +74,11 @@ def test_certified_bound_holds_one_layer():
         assert min_residual(san_layer(x, *w), iterations=100).lower <= 10**cert
 
 
-def _tiny_sweep():
-    from san.core.config import validate_config
-    from san.theory.experiment import run
-
-    from helpers import ROOT, tiny_config
-
-    cfg = tiny_config()
-    validate_config(cfg, ROOT / "workflow/schemas/config.schema.yaml")
-    return run(cfg["theory"])
-
-
 def test_certified_bound_sits_at_the_layer_it_bounds():
     """Layer 1's certified bound is finite and equals the one-layer step computed from the input (layer 0)."""
     from san.theory.experiment import base_distribution_max, draw_weights, scaled_weights
 
-    ds = _tiny_sweep()
+    ds = tiny_theory_sweep()
     cert = ds["log10_bound_certified"].sel(layernorm=0)
     assert np.isfinite(cert.sel(layer=1)).all()
     assert np.isnan(cert.sel(layer=0)).all()
@@ -124,7 +115,7 @@ def test_certified_bound_sits_at_the_layer_it_bounds():
 def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     from san.theory.claims import theorem_claims
 
-    ds = _tiny_sweep()
+    ds = tiny_theory_sweep()
     assert theorem_claims(ds, THRESHOLDS)["certified_holds_no_ln"] is True
     broken = ds.copy(deep=True)
     target = {"input": "gaussian", "layernorm": 0, "sample": 0, "layer": 1}
@@ -140,7 +131,7 @@ def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
 def test_certified_claim_fails_when_a_bound_is_missing():
     from san.theory.claims import theorem_claims
 
-    ds = _tiny_sweep()
+    ds = tiny_theory_sweep()
     broken = ds.copy(deep=True)
     broken["log10_bound_certified"].loc[{"layer": 1}] = np.nan
     out = theorem_claims(broken, THRESHOLDS)

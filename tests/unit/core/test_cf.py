@@ -150,6 +150,7 @@ def test_paths_evaluation():
     assert ds["paths"].attrs["flag_meanings"] == "skip no_path"
 
 
+@pytest.mark.slow
 def test_theory_sweep():
     from san.core.config import validate_config
     from san.theory.experiment import run

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from helpers import ROOT, copy_workflow
@@ -88,6 +89,7 @@ def test_resources_table_lists_exactly_the_rules():
         assert set(res) == {"mem_mb", "runtime"} and all(v > 0 for v in res.values()), rule
 
 
+@pytest.mark.slow
 def test_dry_run_needs_no_torch(tmp_path: Path):
     """`snakemake -n` parses and plans the workflow in an environment where importing torch fails."""
     fake = tmp_path / "notorch" / "torch"
@@ -132,6 +134,7 @@ TORCH_FREE = (
 )
 
 
+@pytest.mark.slow
 def test_figure_table_and_report_modules_import_no_torch(tmp_path: Path):
     """Figure, table, gather and report jobs start without importing torch (seconds of start-up per job)."""
     fake = tmp_path / "torch"
@@ -160,6 +163,7 @@ def test_costliest_path_chains_are_scheduled_first(default_config):
     assert max(priorities(slices, ev["n_paths"], ev["n_repeats"]).items(), key=lambda kv: kv[1])[0] == "sorting"
 
 
+@pytest.mark.slow
 def test_rank_collapse_priorities_follow_the_models_cost_below_the_path_chains(default_config, tmp_path):
     """The rank-collapse jobs start with the costliest model (the measured order of their jobs' times: MPNet's two
     float64 weight sets, SmolLM2's 30 layers, Gemma-3 before the base-size encoders, MiniLM last), all in (0, 0.5]

@@ -2,7 +2,6 @@
 Giorlandino & Goldt recursion against values computed by hand from the paper's equations."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ import yaml
 from san.propagation import simulator as sim
 from san.propagation import spec, theory
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import ROOT
 
 
 def _softmax(z):

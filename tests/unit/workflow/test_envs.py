@@ -11,7 +11,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import ROOT
+
 ENV_FILES = sorted((ROOT / "envs").glob("*.yaml"))
 
 

@@ -26,6 +26,7 @@ def test_readme_is_short():
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail to docs/"
 
 
+@pytest.mark.slow
 def test_no_development_history_in_the_product():
     """`grep -rniE "session|issue [0-9#]"` over the product finds nothing (git's own files aside, and the pinned
     third-party prose of san/data/, which is Python's documentation, not ours)."""
@@ -36,6 +37,7 @@ def test_no_development_history_in_the_product():
     assert not hits, "\n".join(hits[:20])
 
 
+@pytest.mark.slow
 def test_the_history_check_finds_history(tmp_path):
     """The grep above fails on a document that names a session or an issue (the check can fail)."""
     (tmp_path / "README.md").write_text("Measured in the last session (see issue #3).\n")
@@ -248,6 +250,7 @@ def test_a_benchmark_table_is_rendered_from_its_data_and_names_its_command():
         readme.benchmark_table({**data, "record": {k: v for k, v in BENCH_RECORD.items() if k != "command"}})
 
 
+@pytest.mark.slow
 def test_publish_copies_tables_and_web_sized_figures_then_syncs(tmp_path):
     root = _copy_documents(tmp_path / "repo")
     results = _results_with_tables(tmp_path / "results")

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the script's own folder, as when it runs
 spec = importlib.util.spec_from_file_location("bench_cpu_against", ROOT / "benchmarks" / "bench_cpu_against.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
 
+@pytest.mark.slow
 def test_hook_records_the_job_and_its_cpu_at_exit(tmp_path):
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(bench.HOOK)

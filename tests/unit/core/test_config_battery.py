@@ -300,6 +300,7 @@ def _renamed_model(cfg, name):
     return cfg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("write", "message"), [c[1:] for c in WORKFLOW_CASES], ids=[c[0] for c in WORKFLOW_CASES])
 def test_bad_config_file_fails_the_dry_run_before_any_job(tmp_path, default_config, write, message):
     wf = copy_workflow(tmp_path / "project" / "wf")

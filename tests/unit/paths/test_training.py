@@ -92,6 +92,7 @@ def test_training_attention_equals_the_attention_module():
         torch.testing.assert_close(train_out, layer(x, m))
 
 
+@pytest.mark.slow
 def test_training_learns_sorting_well_above_chance():
     task = make_task("sorting", SORT)
     model = SAN(task.model_config, [0])
@@ -140,6 +141,7 @@ def test_fused_and_autograd_training_reach_the_same_model(seeds):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="inductor needs a C++ compiler")
 def test_compiled_training_runs_the_autograd_formulation():
     task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})

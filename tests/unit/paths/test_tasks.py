@@ -43,6 +43,7 @@ def test_sorting_targets_are_the_sorted_inputs():
     assert any(len(set(row)) < 8 for row in d.inputs.tolist())  # drawn with repetition
 
 
+@pytest.mark.slow
 def test_hull_labels_are_the_scipy_convex_hull_vertices():
     d = convex_hull_data(100, 10, 0.0, 10.0, 3.3, np.random.default_rng(1))
     assert d.inputs.shape == (100, 10, 2) and d.labels.shape == (100, 10)
@@ -126,6 +127,7 @@ def tokenizer():
     return bundled_tokenizer()
 
 
+@pytest.mark.slow
 def test_memorisation_text_is_prose_windows_of_the_bundled_tokenizer(tokenizer):
     ids, mask = memorization_text("pydoc", 20, 32, seed=0, rte={}, tokenizer=tokenizer)
     assert ids.shape == (20, 32) and mask.all()

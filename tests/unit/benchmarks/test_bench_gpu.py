@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the script's own folder, as when it runs
 spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")
 bench = importlib.util.module_from_spec(spec)

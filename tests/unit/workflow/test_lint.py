@@ -2,9 +2,12 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+import pytest
+
+from helpers import ROOT
+
+pytestmark = pytest.mark.slow  # ruff, snakefmt and Snakemake's linter in subprocesses
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

@@ -2,11 +2,11 @@
 keep their targets' met / not-met column."""
 
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the scripts' own folder, as when they run
 
 import _common  # noqa: E402

@@ -11,6 +11,8 @@ import sys
 from functools import cache
 from pathlib import Path
 
+import pytest
+
 from san.imports import module_file
 
 from helpers import ROOT
@@ -75,6 +77,7 @@ def test_resolves_tells_modules_and_their_names_from_stale_ones():
     assert not resolves("san.fused") and not resolves("san.rank_collapse.hub") and not resolves("san.core.nothing")
 
 
+@pytest.mark.slow
 def test_every_python_m_command_shown_runs():
     """``python -m <module> --help`` of every module a command shows exits 0 (run side by side)."""
     modules = found(COMMAND)

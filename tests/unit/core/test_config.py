@@ -1,7 +1,6 @@
 """Config validation: defaults, clear errors naming the key, failure before any job runs."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
@@ -11,9 +10,9 @@ from san.experiments import check_config
 from san.paths.spec import task_architectures, task_slices
 from san.rank_collapse.spec import VARIANT_DTYPES, variant_dtypes
 
-from helpers import snakemake, write_config
+from helpers import ROOT, snakemake, write_config
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def test_default_config_is_valid_and_gets_defaults(default_config):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,8 +30,10 @@ from san.circle.results import collapse_table, gather
 from san.circle.spec import check_config
 from san.core.config import ConfigError, validate_config
 
+from helpers import ROOT
+
 torch.set_num_threads(1)
-ROOT = Path(__file__).resolve().parents[2]
+
 F64 = torch.float64
 
 SAN = Variant(layer_skip=False, step_skip=False, mlp=False)
@@ -343,6 +344,7 @@ def test_schema_rejects_bad_variants(config):
 # --------------------------------------------------------------------------------------------------- figures
 
 
+@pytest.mark.slow
 def test_figures(runs, tmp_path):
     from san.circle.plots import distance_figure, loss_figure, trajectory_figure
     from san.core.plotting import save
