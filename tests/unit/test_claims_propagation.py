@@ -150,6 +150,17 @@ def test_exact_in_the_limit_is_judged_at_the_largest_size():
     assert _row(claims({"depth": one_size}, T)["depth"], EXACT)["holds"] is False
 
 
+def test_exact_in_the_limit_averages_the_seeds_before_taking_the_largest_gap():
+    # at the largest size each seed strays by 0.06 at a layer of its own: every seed's own largest gap is 0.06,
+    # above the tolerance, but the seed-mean curve strays by 0.015 with a standard error of 0.015 (0.045 < 0.05)
+    ds = _depth(0.5, 0.2, 0.0, 0.2)
+    for seed in range(4):
+        ds["cosine"].loc[{"width": 64, "seq_len": 64, "beta": 0.5, "seed": seed, "layer": 1 + seed}] += 0.06
+    row = _row(claims({"depth": ds}, T)["depth"], EXACT)
+    assert row["holds"] is True and row["value"] == pytest.approx(0.015)
+    assert "each seed's own largest gap at (64, 64): 0.060 on average" in row["detail"]
+
+
 def test_exact_in_the_limit_has_no_power_with_a_loose_tolerance():
     loose = {**T, "agreement": 0.5}  # looser than the control's offset: both pass (check_config refuses it)
     row = _row(claims({"depth": _depth(0.5, 0.01, 0.01, 0.2)}, loose)["depth"], EXACT)
