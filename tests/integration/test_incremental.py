@@ -102,7 +102,7 @@ class Case:
     wildcards: str = ""  # the wildcards every direct job has (the one job of a sweep, a model), when given
     module: str = ""  # san module (module cases)
     report: bool = True  # the report rules read the rebuilt results
-    needs: frozenset[str] = field(default_factory=frozenset)  # rules that must exist for the case to apply
+    needs: frozenset[str] = field(default_factory=frozenset)  # rules the case names (each must exist)
 
 
 def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: Any) -> Case:
