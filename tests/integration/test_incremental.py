@@ -12,6 +12,9 @@ its ``.snakemake`` metadata and file times), makes one edit and reads the dry ru
 * a figure-only key (``figures``, ``circle.plot``): only figure rules.
 
 (``snakemake --list-changes params`` lists every output in Snakemake 9.27, changed or not; hence the dry run.)
+
+Every rule, config section, key and module the cases name must exist: a rename fails the first test (before the
+build), naming what is missing, and never leaves a case that checks nothing.
 """
 
 from __future__ import annotations
