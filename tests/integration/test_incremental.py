@@ -12,6 +12,9 @@ its ``.snakemake`` metadata and file times), makes one edit and reads the dry ru
 * a figure-only key (``figures``, ``circle.plot``): only figure rules.
 
 (``snakemake --list-changes params`` lists every output in Snakemake 9.27, changed or not; hence the dry run.)
+
+Every rule, config section, key and module the cases name must exist: a rename fails the first test (before the
+build), naming what is missing, and never leaves a case that checks nothing.
 """
 
 from __future__ import annotations
@@ -102,7 +105,7 @@ class Case:
     wildcards: str = ""  # the wildcards every direct job has (the one job of a sweep, a model), when given
     module: str = ""  # san module (module cases)
     report: bool = True  # the report rules read the rebuilt results
-    needs: frozenset[str] = field(default_factory=frozenset)  # rules that must exist for the case to apply
+    needs: frozenset[str] = field(default_factory=frozenset)  # rules the case names (each must exist)
 
 
 def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: Any) -> Case:
