@@ -173,3 +173,47 @@ def reversed_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [reversed_keys(v) for v in value]
     return value
+
+
+# Synthetic results of the rank-collapse wing, for the claims tests.
+
+
+def synthetic_rank_collapse(pure_l2: float, skip_last: float) -> Any:
+    """A rank-collapse result of one model at init: the SAN curves end at ``pure_l2`` (layer 2) and the float floor,
+    the skip variants at ``skip_last``."""
+    import numpy as np
+    import xarray as xr
+
+    layers = 4
+    data = np.empty((1, 4, layers, 3))
+    data[0, 0] = data[0, 1] = np.array([0.6, 1e-2, pure_l2, 1e-16])[:, None]
+    data[0, 2] = data[0, 3] = np.array([0.6, 0.5, 0.4, skip_last])[:, None]
+    return xr.Dataset(
+        {"residual_ratio": (("weights", "variant", "layer", "sample"), data)},
+        coords={"weights": ["init"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"], "layer": range(layers)},
+    )
+
+
+def synthetic_pretrained(san_curve, transformer_last=0.5, depth=None):
+    """A model with init and pretrained weights and the three measures; the SAN curve is the given one (pretrained)
+    in every measure, divided by 10 in the Frobenius one."""
+    import numpy as np
+    import xarray as xr
+
+    layers = len(san_curve)
+    data = np.full((2, 4, layers, 2), 0.6)
+    data[1, 0] = np.asarray(san_curve)[:, None]
+    data[1, 3, -1] = transformer_last
+    coords = {"weights": ["init", "pretrained"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"]}
+    coords["layer"] = range(layers)
+    dims = ("weights", "variant", "layer", "sample")
+    frob = data.copy()
+    frob[1, 0] /= 10
+    return xr.Dataset(
+        {
+            "residual_ratio": (dims, data),
+            "residual_ratio_no_first": (dims, data),
+            "residual_ratio_frobenius": (dims, frob),
+        },
+        coords=coords,
+    )

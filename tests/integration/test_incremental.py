@@ -166,7 +166,7 @@ CONFIG_CASES = [
         key=("rank_collapse", "dtype"),
         value="float32",
     ),
-    # a claim threshold: only the summary rechecks the claims (its verdict may flip; see tests/unit/test_claims_*.py)
+    # a claim threshold: only the summary rechecks the claims (its verdict may flip; see the claims tests)
     case("report.theorem.log10_gamma_max", {"summary"}, key=("report", "theorem", "log10_gamma_max"), value=-1.0),
     case(
         "attention_products.n_paths",

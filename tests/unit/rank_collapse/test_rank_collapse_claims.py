@@ -5,7 +5,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from test_summary import _pretrained, _rank_collapse
 
 from san.circle.claims import circle_claims
 from san.rank_collapse.claims import (
@@ -15,13 +14,13 @@ from san.rank_collapse.claims import (
     rank_collapse_claims,
 )
 
-from helpers import default_config
+from helpers import default_config, synthetic_pretrained, synthetic_rank_collapse
 
 REPORT = default_config()["report"]
 
 
 def test_causal_models_stay_out_of_the_rank_collapse_verdict():
-    results = {"enc": _rank_collapse(2e-7, 0.3), "dec": _rank_collapse(5e-2, 0.3)}
+    results = {"enc": synthetic_rank_collapse(2e-7, 0.3), "dec": synthetic_rank_collapse(5e-2, 0.3)}
     assert not rank_collapse_claims(results, **REPORT["rank_collapse"])["pure_collapses"]
     out = rank_collapse_claims(results, **REPORT["rank_collapse"], causal=("dec",))
     assert out["pure_collapses"] and out["judged"] == ["enc"] and out["causal"] == ["dec"]
@@ -29,8 +28,8 @@ def test_causal_models_stay_out_of_the_rank_collapse_verdict():
 
 def test_pretrained_collapse_must_be_fast():
     cfg = REPORT["pretrained_collapse"]
-    fast = {"m": _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
-    slow = {"m": _pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4])}  # below 1e-3 only at layer 5 of 5
+    fast = {"m": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
+    slow = {"m": synthetic_pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4])}  # below 1e-3 only at layer 5 of 5
     kw = {"threshold": cfg["threshold"], "max_layer_fraction": cfg["max_layer_fraction"]}
     assert pretrained_collapse_claims(fast, **kw)["pure_collapses_in_every_model"]
     assert not pretrained_collapse_claims(slow, **kw)["pure_collapses_in_every_model"]
@@ -39,7 +38,7 @@ def test_pretrained_collapse_must_be_fast():
 
 def test_pretrained_collapse_is_slower_than_init_only_by_the_configured_factor():
     kw = {"layer": REPORT["rank_collapse"]["layer"], "min_factor": REPORT["pretrained_collapse"]["slower_factor"]}
-    ds = _pretrained([0.9, 0.5, 0.3, 0.1])  # init: 0.6 everywhere
+    ds = synthetic_pretrained([0.9, 0.5, 0.3, 0.1])  # init: 0.6 everywhere
     ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 1e-3
     out = pretrained_slower_claims({"m": ds}, **kw)
     assert out["slower_in_every_model"] and np.isclose(out["smallest_factor"], 300)
@@ -80,10 +79,10 @@ def test_circle_claim_needs_pure_collapse_in_most_runs_and_few_with_skips():
 
 def test_the_three_rank_collapse_verdicts_leave_causal_decoders_out_alike():
     """One rule for causal decoders: a causal model that would fail each verdict changes none of them."""
-    enc = _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])
+    enc = synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])
     enc["residual_ratio"].loc[{"weights": "init", "variant": ["SAN", "SAN+MLP"]}] = 1e-8
     enc["residual_ratio"].loc[{"weights": "init", "variant": "SAN", "layer": 0}] = 0.9
-    dec = _pretrained([0.9, 0.9, 0.9, 0.9, 0.9, 0.9])  # never collapses, not slower than init by 10x
+    dec = synthetic_pretrained([0.9, 0.9, 0.9, 0.9, 0.9, 0.9])  # never collapses, not slower than init by 10x
     results, causal = {"enc": enc, "dec": dec}, ("dec",)
     p = REPORT["pretrained_collapse"]
     layer = REPORT["rank_collapse"]["layer"]
@@ -128,11 +127,13 @@ def _rows(out: dict) -> dict[str, dict]:
 def test_rank_collapse_control_is_the_skip_variants():
     """Pure attention below the threshold by the layer; the skip variants (0.4 at layer 2) through the same test
     fail, so the row holds; skip variants that collapse as fast leave the test without power."""
-    row = _rows(rank_collapse_claims({"m": _rank_collapse(2e-7, 0.3)}, **REPORT["rank_collapse"]))["pure_collapses"]
+    row = _rows(rank_collapse_claims({"m": synthetic_rank_collapse(2e-7, 0.3)}, **REPORT["rank_collapse"]))[
+        "pure_collapses"
+    ]
     assert row["kind"] == "scientific" and row["form"] == "universal"
     assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
     assert row["margin"] == pytest.approx(np.log10(REPORT["rank_collapse"]["threshold"] / 2e-7))
-    fast = _rank_collapse(2e-7, 0.3)
+    fast = synthetic_rank_collapse(2e-7, 0.3)
     fast["residual_ratio"].loc[{"variant": ["SAN+skip", "transformer"], "layer": 2}] = 1e-8
     row = _rows(rank_collapse_claims({"m": fast}, **REPORT["rank_collapse"]))["pure_collapses"]
     assert row["holds"] is True and row["verdict"] == "no power"
@@ -141,15 +142,15 @@ def test_rank_collapse_control_is_the_skip_variants():
 def test_pretrained_controls_are_the_full_transformer():
     p = REPORT["pretrained_collapse"]
     kw = {"threshold": p["threshold"], "max_layer_fraction": p["max_layer_fraction"]}
-    fast = {"m": _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}  # the transformer stays at 0.6 / 0.5
+    fast = {"m": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}  # the transformer stays at 0.6 / 0.5
     row = _rows(pretrained_collapse_claims(fast, **kw))["pure_collapses_in_every_model"]
     assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    both = {"m": _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
+    both = {"m": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
     both["m"]["residual_ratio"].loc[{"weights": "pretrained", "variant": "transformer", "layer": [2, 3, 4, 5]}] = 1e-9
     assert _rows(pretrained_collapse_claims(both, **kw))["pure_collapses_in_every_model"]["verdict"] == "no power"
 
     slow_kw = {"layer": REPORT["rank_collapse"]["layer"], "min_factor": p["slower_factor"]}
-    ds = _pretrained([0.9, 0.5, 0.3, 0.1])
+    ds = synthetic_pretrained([0.9, 0.5, 0.3, 0.1])
     ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 1e-3
     row = _rows(pretrained_slower_claims({"m": ds}, **slow_kw))["slower_in_every_model"]
     # the transformer: 0.6 pretrained against 0.6 at init, a factor 1

@@ -11,29 +11,20 @@ from san.rank_collapse.claims import attention_product_claims, rank_collapse_cla
 from san.report.captions import render_captions
 from san.report.runtimes import runtimes_table
 
-from helpers import default_config
+from helpers import default_config, synthetic_pretrained, synthetic_rank_collapse
 
 REPORT = default_config()["report"]  # the config's thresholds
 THRESHOLDS = REPORT["rank_collapse"]
 
 
-def _rank_collapse(pure_l2: float, skip_last: float) -> xr.Dataset:
-    layers = 4
-    data = np.empty((1, 4, layers, 3))
-    data[0, 0] = data[0, 1] = np.array([0.6, 1e-2, pure_l2, 1e-16])[:, None]
-    data[0, 2] = data[0, 3] = np.array([0.6, 0.5, 0.4, skip_last])[:, None]
-    return xr.Dataset(
-        {"residual_ratio": (("weights", "variant", "layer", "sample"), data)},
-        coords={"weights": ["init"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"], "layer": range(layers)},
-    )
-
-
 def test_rank_collapse_claims_verdicts_and_numbers():
-    good = rank_collapse_claims({"a": _rank_collapse(2e-7, 0.3), "b": _rank_collapse(4e-5, 0.2)}, **THRESHOLDS)
+    good = rank_collapse_claims(
+        {"a": synthetic_rank_collapse(2e-7, 0.3), "b": synthetic_rank_collapse(4e-5, 0.2)}, **THRESHOLDS
+    )
     assert good["pure_collapses"] and good["skip_survives"]
     assert good["pure_max"] == pytest.approx(4e-5) and good["skip_min"] == pytest.approx(0.2)
     assert "SAN 2.0e-07" in good["caption_rows"]["a"] and "at layer 3" in good["caption_rows"]["a"]
-    bad = rank_collapse_claims({"a": _rank_collapse(5e-3, 0.01)}, **THRESHOLDS)
+    bad = rank_collapse_claims({"a": synthetic_rank_collapse(5e-3, 0.01)}, **THRESHOLDS)
     assert not bad["pure_collapses"] and not bad["skip_survives"]
 
 
@@ -97,35 +88,13 @@ def test_runtimes_table(tmp_path):
     assert df.loc[0, "wall_s"] == 12.5 and df.loc[0, "cpu_s"] == 20.1 and df.loc[0, "max_rss_mb"] == 2000
 
 
-def _pretrained(san_curve, transformer_last=0.5, depth=None):
-    """A model with init and pretrained weights and the three measures; the SAN curve is the given one (pretrained)
-    in every measure, divided by 10 in the Frobenius one."""
-    layers = len(san_curve)
-    data = np.full((2, 4, layers, 2), 0.6)
-    data[1, 0] = np.asarray(san_curve)[:, None]
-    data[1, 3, -1] = transformer_last
-    coords = {"weights": ["init", "pretrained"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"]}
-    coords["layer"] = range(layers)
-    dims = ("weights", "variant", "layer", "sample")
-    frob = data.copy()
-    frob[1, 0] /= 10
-    return xr.Dataset(
-        {
-            "residual_ratio": (dims, data),
-            "residual_ratio_no_first": (dims, data),
-            "residual_ratio_frobenius": (dims, frob),
-        },
-        coords=coords,
-    )
-
-
 def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
     from san.rank_collapse.claims import pretrained_collapse_claims
 
     results = {
-        "fast": _pretrained([0.9, 0.1, 1e-4, 1e-9]),
-        "slow": _pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]),
-        "init-only": _pretrained([0.9, 0.1]).sel(weights=["init"]),
+        "fast": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9]),
+        "slow": synthetic_pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]),
+        "init-only": synthetic_pretrained([0.9, 0.1]).sel(weights=["init"]),
     }
     out = pretrained_collapse_claims(results, threshold=1e-3, max_layer_fraction=1.0)
     assert set(out["per_model"]) == {"fast", "slow"}, "models without pretrained weights are left out"
@@ -137,7 +106,9 @@ def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
     assert causal["per_model"]["slow"]["causal"] and not causal["per_model"]["fast"]["causal"]
     assert causal["judged"] == ["fast"] and causal["within_layers"] == 2, "causal decoders stay out of the verdict"
     assert "SAN below at layer 5 of 5" in out["caption_rows"]["slow"]
-    never = pretrained_collapse_claims({"flat": _pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0)
+    never = pretrained_collapse_claims(
+        {"flat": synthetic_pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0
+    )
     assert never["pure_collapses_in_every_model"] is False and never["within_layers"] is None
     assert "never" in never["caption_rows"]["flat"]
 
