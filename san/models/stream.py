@@ -212,25 +212,13 @@ def load_tensorwise(
     not fit are streamed (module docstring). ``check(info)`` judges the keys that do not fit (missing and unexpected
     model tensors, wrong shapes) before any tensor is read. Returns the model in eval mode, eager attention, and its
     :class:`Streaming` (None when every block is held)."""
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig
-
     folder = Path(folder)
     device = torch.device(device)
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-    config._attn_implementation = "eager"
-    with init_empty_weights(include_buffers=False):
-        model = model_cls(config)
-    model.to(dtype)  # the parameters stay on meta; the buffers computed at init take the dtype, as a loaded model's
-    model.eval()
+    model = _skeleton(model_cls, folder, dtype)
     files = checkpoint_files(folder)
     tensors = dict(model.named_parameters())
     tensors.update({n: b for n, b in model.named_buffers() if b is not None})
-    params = list(dict(model.named_parameters()))
-    mapping, info = key_map(list(files), params + [n for n in tensors if n not in params], model.base_model_prefix)
-    info["missing_keys"] = [k for k in info["missing_keys"] if k in params]  # buffers: computed at init
-    shapes = _shapes(folder, files, mapping)
-    info["mismatched_keys"] = [name for name in mapping.values() if shapes[name] != tuple(tensors[name].shape)]
+    mapping, info = _mapping(model, folder, files, tensors)
     if check is not None:
         check(info)
     block_names = _qualified_names(model, list(blocks_of(model)))
@@ -262,6 +250,32 @@ def load_tensorwise(
     for block, entries in streaming.entries.items():
         streaming.handles += _stream_hooks(model, modules[block], entries, streaming)
     return model, streaming
+
+
+def _skeleton(model_cls: type[nn.Module], folder: Path, dtype: torch.dtype) -> nn.Module:
+    """``model_cls`` of ``folder``'s config.json with eager attention, in eval mode, its parameters on ``meta`` in
+    ``dtype`` and its buffers computed at init cast to ``dtype``, as a loaded model's are."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    config._attn_implementation = "eager"
+    with init_empty_weights(include_buffers=False):
+        model = model_cls(config)
+    return model.to(dtype).eval()
+
+
+def _mapping(
+    model: nn.Module, folder: Path, files: dict[str, str], tensors: dict[str, torch.Tensor]
+) -> tuple[dict[str, str], dict[str, list]]:
+    """:func:`key_map` of the checkpoint onto ``model``'s parameters and buffers, with the shapes compared: the
+    map and what does not fit (a buffer the file lacks is computed at init and is not missing)."""
+    params = list(dict(model.named_parameters()))
+    mapping, info = key_map(list(files), params + [n for n in tensors if n not in params], model.base_model_prefix)
+    info["missing_keys"] = [k for k in info["missing_keys"] if k in params]
+    shapes = _shapes(folder, files, mapping)
+    info["mismatched_keys"] = [name for name in mapping.values() if shapes[name] != tuple(tensors[name].shape)]
+    return mapping, info
 
 
 def _stream_hooks(model: nn.Module, block: nn.Module, entries: dict[str, tuple[str, str]], streaming: Streaming):
