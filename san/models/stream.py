@@ -69,12 +69,14 @@ def checkpoint_dtypes(folder: str | Path) -> set[torch.dtype]:
 @dataclass(frozen=True)
 class Plan:
     """Which blocks a budget holds: the first ``held`` of ``blocks``; the bytes (in the load's dtype) of the weights
-    outside the blocks (``resident_bytes``) and of each block (``block_bytes``)."""
+    outside the blocks (``resident_bytes``) and of each block (``block_bytes``), and of the largest checkpoint
+    tensor as stored (``reading_bytes``: its file pages are mapped while it is read into a streamed block)."""
 
     blocks: int
     held: int
     resident_bytes: int
     block_bytes: tuple[int, ...]
+    reading_bytes: int = 0
 
     @property
     def streamed(self) -> int:
@@ -86,33 +88,37 @@ class Plan:
 
     def peak_bytes(self) -> int:
         """The most weight bytes in memory at once: the held weights and, when a block is streamed, the largest
-        streamed block."""
+        streamed block and the checkpoint tensor being read into it."""
         streamed = max(self.block_bytes[self.held :], default=0)
-        return self.resident_bytes + sum(self.block_bytes[: self.held]) + streamed
+        reading = self.reading_bytes if self.held < self.blocks else 0
+        return self.resident_bytes + sum(self.block_bytes[: self.held]) + streamed + reading
 
 
-def plan_blocks(resident_bytes: int, block_bytes: Sequence[int], budget_bytes: int | None, key: str) -> Plan:
+def plan_blocks(
+    resident_bytes: int, block_bytes: Sequence[int], budget_bytes: int | None, key: str, reading_bytes: int = 0
+) -> Plan:
     """Hold the weights outside the blocks and the first blocks that fit in ``budget_bytes`` beside room for the
-    largest remaining block (streamed); every block when the budget holds the whole model or is None. ValueError
-    naming ``key`` when the budget cannot hold the weights outside the blocks and the largest block."""
+    largest remaining block (streamed) and the checkpoint tensor being read (``reading_bytes``); every block when
+    the budget holds the whole model or is None. ValueError naming ``key`` when the budget cannot hold the weights
+    outside the blocks, the largest block and the tensor being read."""
     sizes = tuple(int(b) for b in block_bytes)
     total = resident_bytes + sum(sizes)
     if budget_bytes is None or total <= budget_bytes:
-        return Plan(len(sizes), len(sizes), resident_bytes, sizes)
-    need = resident_bytes + max(sizes, default=0)
+        return Plan(len(sizes), len(sizes), resident_bytes, sizes, reading_bytes)
+    need = Plan(len(sizes), 0, resident_bytes, sizes, reading_bytes).peak_bytes()
     if need > budget_bytes:
         raise ValueError(
             f"{key}: {budget_bytes / MB:.0f} MB cannot hold this model streamed block by block: the weights outside "
-            f"the blocks ({resident_bytes / MB:.0f} MB) and its largest block ({max(sizes) / MB:.0f} MB) need "
-            f"{need / MB:.0f} MB (the whole model: {total / MB:.0f} MB)"
+            f"the blocks ({resident_bytes / MB:.0f} MB), its largest block ({max(sizes) / MB:.0f} MB) and the "
+            f"largest tensor being read ({reading_bytes / MB:.0f} MB) need {need / MB:.0f} MB (the whole model: "
+            f"{total / MB:.0f} MB)"
         )
     held = 0
-    while held < len(sizes):
-        plan = Plan(len(sizes), held + 1, resident_bytes, sizes)
-        if plan.peak_bytes() > budget_bytes:
-            break
+    while held < len(sizes) and Plan(len(sizes), held + 1, resident_bytes, sizes, reading_bytes).peak_bytes() <= (
+        budget_bytes
+    ):
         held += 1
-    return Plan(len(sizes), held, resident_bytes, sizes)
+    return Plan(len(sizes), held, resident_bytes, sizes, reading_bytes)
 
 
 def _qualified_names(model: nn.Module, blocks: Sequence[nn.Module]) -> list[str]:
@@ -169,6 +175,10 @@ class Streaming:
     entries: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     handles: list[Any] = field(default_factory=list)
     loads: int = 0
+    #: the memory a streamed block's tensors are read into, by their name inside the block: allocated once and
+    #: reused by every streamed block (blocks of one model have the same tensors), so that reading a block allocates
+    #: nothing and the allocator's freed memory never piles up between blocks
+    slots: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -187,7 +197,32 @@ def _read(folder: Path, entries: dict[str, tuple[str, str]], dtype: torch.dtype,
             floating = tensor.is_floating_point()
             # a converted (or moved) tensor is a copy; one kept in its dtype on the CPU is copied out of the mapping
             value = tensor.to(device=device, dtype=dtype if floating else tensor.dtype, copy=True)
+            del tensor  # the file's mapping ends with the handle
         yield name, value
+
+
+def _read_into_slots(streaming: Streaming, entries: dict[str, tuple[str, str]]):
+    """Yield ``(model name, tensor)`` for a streamed block's ``entries``, each read into its slot of ``streaming``
+    (converted to the dtype by the copy itself), its file mapped only while it is read."""
+    from safetensors import safe_open
+
+    for name, (file, key) in entries.items():
+        slot_name = _inside_block(name, streaming.entries)
+        with safe_open(streaming.folder / file, "pt") as fh:
+            source = fh.get_tensor(key)
+            dtype = streaming.dtype if source.is_floating_point() else source.dtype
+            slot = streaming.slots.get(slot_name)
+            if slot is None or slot.shape != source.shape or slot.dtype != dtype:
+                slot = streaming.slots[slot_name] = torch.empty(source.shape, dtype=dtype, device=streaming.device)
+            slot.copy_(source)
+            del source
+        yield name, slot
+
+
+def _inside_block(name: str, blocks: dict[str, Any]) -> str:
+    """A tensor's name inside its streamed block (``layers.7.mlp.up_proj.weight`` -> ``mlp.up_proj.weight``)."""
+    block = next(b for b in blocks if name.startswith(b + "."))
+    return name[len(block) + 1 :]
 
 
 def _set(model: nn.Module, name: str, value: torch.Tensor) -> None:
@@ -234,7 +269,9 @@ def load_tensorwise(
                    for n in entries)  # fmt: skip
 
     budget = None if budget_mb is None else int(budget_mb * MB)
-    plan = plan_blocks(nbytes(resident), [nbytes(by_block[b]) for b in block_names], budget, key)
+    stored = max(torch.finfo(d).bits // 8 for d in checkpoint_dtypes(folder) | {dtype})
+    reading = max((tensors[n].numel() * stored for entries in by_block.values() for n in entries), default=0)
+    plan = plan_blocks(nbytes(resident), [nbytes(by_block[b]) for b in block_names], budget, key, reading)
     for name, value in _read(folder, resident, dtype, device):
         _set(model, name, value)
     for block in block_names[: plan.held]:
@@ -283,7 +320,7 @@ def _stream_hooks(model: nn.Module, block: nn.Module, entries: dict[str, tuple[s
     ``meta``); registered first and last so that every other hook sees the block with its weights."""
 
     def load(module: nn.Module, args: tuple, kwargs: dict) -> None:
-        for name, value in _read(streaming.folder, entries, streaming.dtype, streaming.device):
+        for name, value in _read_into_slots(streaming, entries):
             _set(model, name, value)
         streaming.loads += 1
 
