@@ -317,18 +317,23 @@ def _mapping(
 
 def _stream_hooks(model: nn.Module, block: nn.Module, entries: dict[str, tuple[str, str]], streaming: Streaming):
     """The forward pre-hook that reads a streamed block's tensors and the forward hook that drops them (back to
-    ``meta``); registered first and last so that every other hook sees the block with its weights."""
+    ``meta``); registered first and last so that every other hook sees the block with its weights. The hooks hold
+    the model weakly: a model and its hooks form no reference cycle, so the model's memory is returned as soon as
+    its last reference goes, without waiting for the garbage collector."""
+    import weakref
+
+    owner = weakref.ref(model)
 
     def load(module: nn.Module, args: tuple, kwargs: dict) -> None:
         for name, value in _read_into_slots(streaming, entries):
-            _set(model, name, value)
+            _set(owner(), name, value)
         streaming.loads += 1
 
     def drop(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
         from accelerate.utils import set_module_tensor_to_device
 
         for name in entries:
-            set_module_tensor_to_device(model, name, "meta")
+            set_module_tensor_to_device(owner(), name, "meta")
 
     return [
         block.register_forward_pre_hook(load, with_kwargs=True, prepend=True),

@@ -239,3 +239,25 @@ def test_a_tensorwise_load_is_transformers_load_in_more_families(tmp_path, famil
     assert sorted(loaded) == sorted(reference)
     for name, tensor in reference.items():
         assert loaded[name].dtype == tensor.dtype and torch.equal(loaded[name], tensor), name
+
+
+def test_a_streamed_model_is_freed_with_its_last_reference(model_folder):
+    """No reference cycle through the streaming hooks: the weights go when the model goes, before any collection
+    (a job loads its next weight set right after dropping the last)."""
+    import gc
+    import weakref
+
+    family, folder = model_folder
+    outside, block = _sizes_mb(folder, 8)
+    model = load_model(folder, family, torch.float64, budget_mb=outside + block)
+    ids = torch.randint(5, 1000, (1, 4), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    refs = [weakref.ref(model), weakref.ref(next(iter(model.san_streaming.slots.values())))]
+    refs.append(weakref.ref(next(model.parameters())))
+    gc.disable()
+    try:
+        del model
+        assert [r() is None for r in refs] == [True, True, True]
+    finally:
+        gc.enable()
