@@ -88,15 +88,17 @@ def model_size(folder: str | Path) -> ModelSize:
     )
 
 
-def activations_mb(size: ModelSize, dtype: str, seq_len: int, batch: int) -> float:
+def activations_mb(size: ModelSize, dtype: str, seq_len: int, batch: int, attentions: int = 0) -> float:
     """The activations of one batch: the residual stream of every layer (``layers + 1`` states, kept until the
     batch's measures are taken, and their float64 copies), and one block's attention probabilities and MLP hidden
-    layer (with the operands of their products)."""
+    layer (with the operands of their products); with ``attentions``, the attention matrices of every layer of that
+    many sequences, kept together (the attention products' job) and their copy when they are stacked."""
     b = DTYPE_BYTES[dtype]
     stream = batch * seq_len * size.width * (size.layers + 1) * (b + 8)
     attention = 3 * batch * size.heads * seq_len * seq_len * b
     mlp = 3 * batch * seq_len * size.mlp * b
-    return (stream + attention + mlp) / 2**20
+    kept = 2 * attentions * size.layers * size.heads * seq_len * seq_len * b
+    return (stream + attention + mlp + kept) / 2**20
 
 
 def weights_mb(size: ModelSize, dtype: str, budget_mb: float | None = None) -> float:
@@ -113,12 +115,13 @@ def job_memory_mb(
     budget_mb: float | None = None,
     attempt: int = 1,
     gpu: bool = False,
+    attentions: int = 0,
 ) -> int:
     """The memory (MB) of a job that runs ``size``'s model in each of ``dtypes`` in turn (one weight set at a time)
-    on batches of ``batch`` sequences of ``seq_len`` tokens: the largest of interpreter (host memory only, not with
-    ``gpu``), weights (at most ``budget_mb``) and activations, times :data:`MARGIN` and ``attempt``, rounded up to
-    100 MB."""
-    need = max(weights_mb(size, d, budget_mb) + activations_mb(size, d, seq_len, batch) for d in dtypes)
+    on batches of ``batch`` sequences of ``seq_len`` tokens (``attentions``: sequences whose attention matrices are
+    kept, :func:`activations_mb`): the largest of interpreter (host memory only, not with ``gpu``), weights (at most
+    ``budget_mb``) and activations, times :data:`MARGIN` and ``attempt``, rounded up to 100 MB."""
+    need = max(weights_mb(size, d, budget_mb) + activations_mb(size, d, seq_len, batch, attentions) for d in dtypes)
     need = (need + (0 if gpu else INTERPRETER_MB)) * MARGIN * max(1, int(attempt))
     return int(math.ceil(need / 100) * 100)
 
@@ -132,6 +135,7 @@ def declared_mem_mb(
     attempt: int,
     before: int,
     gpu: bool = False,
+    attentions: int = 0,
 ) -> int:
     """What a model job declares (Snakemake's ``mem_mb``, or ``gpu_mem_mb`` with ``gpu``): the largest
     :func:`job_memory_mb` over its model folders (one per weight set, loaded one after the other); ``before`` times
@@ -141,7 +145,9 @@ def declared_mem_mb(
     dtypes = list(dtypes)
     if not folders or not all((f / "config.json").is_file() for f in folders):
         return int(before) * max(1, int(attempt))
-    return max(job_memory_mb(model_size(f), dtypes, seq_len, batch, budget_mb, attempt, gpu) for f in folders)
+    return max(
+        job_memory_mb(model_size(f), dtypes, seq_len, batch, budget_mb, attempt, gpu, attentions) for f in folders
+    )
 
 
 def gpu_model_for(need_mb: int, models: str) -> str:

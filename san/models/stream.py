@@ -69,12 +69,14 @@ def checkpoint_dtypes(folder: str | Path) -> set[torch.dtype]:
 @dataclass(frozen=True)
 class Plan:
     """Which blocks a budget holds: the first ``held`` of ``blocks``; the bytes (in the load's dtype) of the weights
-    outside the blocks (``resident_bytes``) and of each block (``block_bytes``)."""
+    outside the blocks (``resident_bytes``) and of each block (``block_bytes``), and of the largest checkpoint
+    tensor as stored (``reading_bytes``: its file pages are mapped while it is read into a streamed block)."""
 
     blocks: int
     held: int
     resident_bytes: int
     block_bytes: tuple[int, ...]
+    reading_bytes: int = 0
 
     @property
     def streamed(self) -> int:
@@ -86,33 +88,37 @@ class Plan:
 
     def peak_bytes(self) -> int:
         """The most weight bytes in memory at once: the held weights and, when a block is streamed, the largest
-        streamed block."""
+        streamed block and the checkpoint tensor being read into it."""
         streamed = max(self.block_bytes[self.held :], default=0)
-        return self.resident_bytes + sum(self.block_bytes[: self.held]) + streamed
+        reading = self.reading_bytes if self.held < self.blocks else 0
+        return self.resident_bytes + sum(self.block_bytes[: self.held]) + streamed + reading
 
 
-def plan_blocks(resident_bytes: int, block_bytes: Sequence[int], budget_bytes: int | None, key: str) -> Plan:
+def plan_blocks(
+    resident_bytes: int, block_bytes: Sequence[int], budget_bytes: int | None, key: str, reading_bytes: int = 0
+) -> Plan:
     """Hold the weights outside the blocks and the first blocks that fit in ``budget_bytes`` beside room for the
-    largest remaining block (streamed); every block when the budget holds the whole model or is None. ValueError
-    naming ``key`` when the budget cannot hold the weights outside the blocks and the largest block."""
+    largest remaining block (streamed) and the checkpoint tensor being read (``reading_bytes``); every block when
+    the budget holds the whole model or is None. ValueError naming ``key`` when the budget cannot hold the weights
+    outside the blocks, the largest block and the tensor being read."""
     sizes = tuple(int(b) for b in block_bytes)
     total = resident_bytes + sum(sizes)
     if budget_bytes is None or total <= budget_bytes:
-        return Plan(len(sizes), len(sizes), resident_bytes, sizes)
-    need = resident_bytes + max(sizes, default=0)
+        return Plan(len(sizes), len(sizes), resident_bytes, sizes, reading_bytes)
+    need = Plan(len(sizes), 0, resident_bytes, sizes, reading_bytes).peak_bytes()
     if need > budget_bytes:
         raise ValueError(
             f"{key}: {budget_bytes / MB:.0f} MB cannot hold this model streamed block by block: the weights outside "
-            f"the blocks ({resident_bytes / MB:.0f} MB) and its largest block ({max(sizes) / MB:.0f} MB) need "
-            f"{need / MB:.0f} MB (the whole model: {total / MB:.0f} MB)"
+            f"the blocks ({resident_bytes / MB:.0f} MB), its largest block ({max(sizes) / MB:.0f} MB) and the "
+            f"largest tensor being read ({reading_bytes / MB:.0f} MB) need {need / MB:.0f} MB (the whole model: "
+            f"{total / MB:.0f} MB)"
         )
     held = 0
-    while held < len(sizes):
-        plan = Plan(len(sizes), held + 1, resident_bytes, sizes)
-        if plan.peak_bytes() > budget_bytes:
-            break
+    while held < len(sizes) and Plan(len(sizes), held + 1, resident_bytes, sizes, reading_bytes).peak_bytes() <= (
+        budget_bytes
+    ):
         held += 1
-    return Plan(len(sizes), held, resident_bytes, sizes)
+    return Plan(len(sizes), held, resident_bytes, sizes, reading_bytes)
 
 
 def _qualified_names(model: nn.Module, blocks: Sequence[nn.Module]) -> list[str]:
@@ -169,6 +175,10 @@ class Streaming:
     entries: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     handles: list[Any] = field(default_factory=list)
     loads: int = 0
+    #: the memory a streamed block's tensors are read into, by their name inside the block: allocated once and
+    #: reused by every streamed block (blocks of one model have the same tensors), so that reading a block allocates
+    #: nothing and the allocator's freed memory never piles up between blocks
+    slots: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -187,7 +197,32 @@ def _read(folder: Path, entries: dict[str, tuple[str, str]], dtype: torch.dtype,
             floating = tensor.is_floating_point()
             # a converted (or moved) tensor is a copy; one kept in its dtype on the CPU is copied out of the mapping
             value = tensor.to(device=device, dtype=dtype if floating else tensor.dtype, copy=True)
+            del tensor  # the file's mapping ends with the handle
         yield name, value
+
+
+def _read_into_slots(streaming: Streaming, entries: dict[str, tuple[str, str]]):
+    """Yield ``(model name, tensor)`` for a streamed block's ``entries``, each read into its slot of ``streaming``
+    (converted to the dtype by the copy itself), its file mapped only while it is read."""
+    from safetensors import safe_open
+
+    for name, (file, key) in entries.items():
+        slot_name = _inside_block(name, streaming.entries)
+        with safe_open(streaming.folder / file, "pt") as fh:
+            source = fh.get_tensor(key)
+            dtype = streaming.dtype if source.is_floating_point() else source.dtype
+            slot = streaming.slots.get(slot_name)
+            if slot is None or slot.shape != source.shape or slot.dtype != dtype:
+                slot = streaming.slots[slot_name] = torch.empty(source.shape, dtype=dtype, device=streaming.device)
+            slot.copy_(source)
+            del source
+        yield name, slot
+
+
+def _inside_block(name: str, blocks: dict[str, Any]) -> str:
+    """A tensor's name inside its streamed block (``layers.7.mlp.up_proj.weight`` -> ``mlp.up_proj.weight``)."""
+    block = next(b for b in blocks if name.startswith(b + "."))
+    return name[len(block) + 1 :]
 
 
 def _set(model: nn.Module, name: str, value: torch.Tensor) -> None:
@@ -212,26 +247,13 @@ def load_tensorwise(
     not fit are streamed (module docstring). ``check(info)`` judges the keys that do not fit (missing and unexpected
     model tensors, wrong shapes) before any tensor is read. Returns the model in eval mode, eager attention, and its
     :class:`Streaming` (None when every block is held)."""
-    from accelerate import init_empty_weights
-    from transformers import AutoConfig
-
     folder = Path(folder)
     device = torch.device(device)
-    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
-    config._attn_implementation = "eager"
-    config._experts_implementation = "eager"  # mixture-of-experts layers: the loop over experts, as in load_model
-    with init_empty_weights(include_buffers=False):
-        model = model_cls(config)
-    model.to(dtype)  # the parameters stay on meta; the buffers computed at init take the dtype, as a loaded model's
-    model.eval()
+    model = _skeleton(model_cls, folder, dtype)
     files = checkpoint_files(folder)
     tensors = dict(model.named_parameters())
     tensors.update({n: b for n, b in model.named_buffers() if b is not None})
-    params = list(dict(model.named_parameters()))
-    mapping, info = key_map(list(files), params + [n for n in tensors if n not in params], model.base_model_prefix)
-    info["missing_keys"] = [k for k in info["missing_keys"] if k in params]  # buffers: computed at init
-    shapes = _shapes(folder, files, mapping)
-    info["mismatched_keys"] = [name for name in mapping.values() if shapes[name] != tuple(tensors[name].shape)]
+    mapping, info = _mapping(model, folder, files, tensors)
     if check is not None:
         check(info)
     block_names = _qualified_names(model, list(blocks_of(model)))
@@ -247,7 +269,9 @@ def load_tensorwise(
                    for n in entries)  # fmt: skip
 
     budget = None if budget_mb is None else int(budget_mb * MB)
-    plan = plan_blocks(nbytes(resident), [nbytes(by_block[b]) for b in block_names], budget, key)
+    stored = max(torch.finfo(d).bits // 8 for d in checkpoint_dtypes(folder) | {dtype})
+    reading = max((tensors[n].numel() * stored for entries in by_block.values() for n in entries), default=0)
+    plan = plan_blocks(nbytes(resident), [nbytes(by_block[b]) for b in block_names], budget, key, reading)
     for name, value in _read(folder, resident, dtype, device):
         _set(model, name, value)
     for block in block_names[: plan.held]:
@@ -265,20 +289,52 @@ def load_tensorwise(
     return model, streaming
 
 
+def _skeleton(model_cls: type[nn.Module], folder: Path, dtype: torch.dtype) -> nn.Module:
+    """``model_cls`` of ``folder``'s config.json with eager attention and experts, in eval mode, its parameters on ``meta`` in
+    ``dtype`` and its buffers computed at init cast to ``dtype``, as a loaded model's are."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    config._attn_implementation = "eager"
+    config._experts_implementation = "eager"  # mixture-of-experts layers: the loop over experts, as in load_model
+    with init_empty_weights(include_buffers=False):
+        model = model_cls(config)
+    return model.to(dtype).eval()
+
+
+def _mapping(
+    model: nn.Module, folder: Path, files: dict[str, str], tensors: dict[str, torch.Tensor]
+) -> tuple[dict[str, str], dict[str, list]]:
+    """:func:`key_map` of the checkpoint onto ``model``'s parameters and buffers, with the shapes compared: the
+    map and what does not fit (a buffer the file lacks is computed at init and is not missing)."""
+    params = list(dict(model.named_parameters()))
+    mapping, info = key_map(list(files), params + [n for n in tensors if n not in params], model.base_model_prefix)
+    info["missing_keys"] = [k for k in info["missing_keys"] if k in params]
+    shapes = _shapes(folder, files, mapping)
+    info["mismatched_keys"] = [name for name in mapping.values() if shapes[name] != tuple(tensors[name].shape)]
+    return mapping, info
+
+
 def _stream_hooks(model: nn.Module, block: nn.Module, entries: dict[str, tuple[str, str]], streaming: Streaming):
     """The forward pre-hook that reads a streamed block's tensors and the forward hook that drops them (back to
-    ``meta``); registered first and last so that every other hook sees the block with its weights."""
+    ``meta``); registered first and last so that every other hook sees the block with its weights. The hooks hold
+    the model weakly: a model and its hooks form no reference cycle, so the model's memory is returned as soon as
+    its last reference goes, without waiting for the garbage collector."""
+    import weakref
+
+    owner = weakref.ref(model)
 
     def load(module: nn.Module, args: tuple, kwargs: dict) -> None:
-        for name, value in _read(streaming.folder, entries, streaming.dtype, streaming.device):
-            _set(model, name, value)
+        for name, value in _read_into_slots(streaming, entries):
+            _set(owner(), name, value)
         streaming.loads += 1
 
     def drop(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
         from accelerate.utils import set_module_tensor_to_device
 
         for name in entries:
-            set_module_tensor_to_device(model, name, "meta")
+            set_module_tensor_to_device(owner(), name, "meta")
 
     return [
         block.register_forward_pre_hook(load, with_kwargs=True, prepend=True),

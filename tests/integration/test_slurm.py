@@ -124,7 +124,8 @@ def declared_memory(workdir: Path, config: dict, rule: str, wildcards: str) -> i
     dtypes = sorted(set(variant_dtypes(dtype, config["rank_collapse"]["variants"]).values()))
     budget = config["compute"][rule].get("memory_budget_mb")
     seq_len, batch = config["text"]["seq_len"], config["rank_collapse"]["batch_size"]
-    return declared_mem_mb([f for f in folders if f.is_dir()], dtypes, seq_len, batch, budget, 1, 0)
+    kept = config[rule]["n_sequences"] if rule == "attention_products" else 0
+    return declared_mem_mb([f for f in folders if f.is_dir()], dtypes, seq_len, batch, budget, 1, 0, False, kept)
 
 
 def rendered_profile(**env: str) -> dict:

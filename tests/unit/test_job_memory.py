@@ -118,3 +118,12 @@ def test_the_slurm_profile_leaves_memory_to_the_rules_and_retries(monkeypatch):
     assert default["retries"] == 1
     site = _profile(monkeypatch, SAN_SLURM_GPU_MODEL="a100", SAN_SLURM_RETRIES="3")
     assert site["set-resources"]["rank_collapse"]["gpu_model"] == "a100" and site["retries"] == 3
+
+
+def test_kept_attention_matrices_add_every_layer_of_their_sequences():
+    from san.core.memory import ModelSize, activations_mb
+
+    size = ModelSize(parameters=10**8, width=768, layers=12, heads=12, mlp=3072)
+    extra = activations_mb(size, "float64", 128, 16, attentions=8) - activations_mb(size, "float64", 128, 16)
+    assert extra == pytest.approx(2 * 8 * 12 * 12 * 128 * 128 * 8 / 2**20)
+    assert job_memory_mb(size, ["float64"], 128, 16, attentions=8) > job_memory_mb(size, ["float64"], 128, 16)

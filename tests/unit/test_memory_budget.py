@@ -37,18 +37,20 @@ def model_folder(request, tmp_path_factory):
 
 
 def _sizes_mb(folder, itemsize: int) -> tuple[float, float]:
-    """(the weights outside the blocks, one block) in MB at ``itemsize`` bytes a number, from the checkpoint."""
-    outside, blocks = 0, [0] * LAYERS
+    """(the weights outside the blocks, one block and room for reading its largest tensor from the float32 file) in
+    MB at ``itemsize`` bytes a number, from the checkpoint."""
+    outside, blocks, largest = 0, [0] * LAYERS, 0
     with safe_open(folder / "model.safetensors", "pt") as fh:
         for key in fh.keys():  # noqa: SIM118
-            n = int(np.prod(fh.get_slice(key).get_shape())) * itemsize
+            numel = int(np.prod(fh.get_slice(key).get_shape()))
             match = BLOCK.search(key)
             if match:
-                blocks[int(match.group(1))] += n
+                blocks[int(match.group(1))] += numel * itemsize
+                largest = max(largest, numel * max(itemsize, 4))
             else:
-                outside += n
+                outside += numel * itemsize
     assert len(set(blocks)) == 1
-    return outside / 2**20, blocks[0] / 2**20
+    return (outside + largest) / 2**20, blocks[0] / 2**20
 
 
 def _inputs() -> dict[str, xr.Dataset]:
@@ -101,7 +103,7 @@ def test_a_budget_below_the_weights_outside_the_blocks_and_one_block_is_refused(
 def test_a_budget_above_the_weights_holds_every_block(model_folder):
     family, folder = model_folder
     outside, block = _sizes_mb(folder, 8)
-    model = load_model(folder, family, torch.float64, budget_mb=outside + LAYERS * block + 1)
+    model = load_model(folder, family, torch.float64, budget_mb=outside + LAYERS * block)
     assert model.san_streaming is None
     assert not any(p.is_meta for p in model.parameters())
 
@@ -126,6 +128,12 @@ def test_the_plan_holds_the_blocks_that_fit_beside_one_streamed_block():
     assert plan_blocks(10, [5, 5, 5, 5], 15, "k").held == 0
     with pytest.raises(ValueError, match="k: "):
         plan_blocks(10, [5, 5, 5, 5], 14, "k")
+    # the tensor being read into a streamed block (its file pages) counts too
+    plan = plan_blocks(10, [5, 5, 5, 5], 26, "k", reading_bytes=2)
+    assert (plan.held, plan.peak_bytes()) == (1, 22)
+    assert plan_blocks(10, [5, 5, 5, 5], 30, "k", reading_bytes=2).peak_bytes() == 30  # all held: nothing read
+    with pytest.raises(ValueError, match="largest tensor being read"):
+        plan_blocks(10, [5, 5, 5, 5], 16, "k", reading_bytes=2)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
@@ -231,3 +239,25 @@ def test_a_tensorwise_load_is_transformers_load_in_more_families(tmp_path, famil
     assert sorted(loaded) == sorted(reference)
     for name, tensor in reference.items():
         assert loaded[name].dtype == tensor.dtype and torch.equal(loaded[name], tensor), name
+
+
+def test_a_streamed_model_is_freed_with_its_last_reference(model_folder):
+    """No reference cycle through the streaming hooks: the weights go when the model goes, before any collection
+    (a job loads its next weight set right after dropping the last)."""
+    import gc
+    import weakref
+
+    family, folder = model_folder
+    outside, block = _sizes_mb(folder, 8)
+    model = load_model(folder, family, torch.float64, budget_mb=outside + block)
+    ids = torch.randint(5, 1000, (1, 4), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    refs = [weakref.ref(model), weakref.ref(next(iter(model.san_streaming.slots.values())))]
+    refs.append(weakref.ref(next(model.parameters())))
+    gc.disable()
+    try:
+        del model
+        assert [r() is None for r in refs] == [True, True, True]
+    finally:
+        gc.enable()

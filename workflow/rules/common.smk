@@ -121,6 +121,8 @@ def analysis_resources(rule, section):
     default = RESOURCES[rule]["mem_mb"]
     budget = COMPUTE[rule].get("memory_budget_mb")
     seq_len, batch = config["text"]["seq_len"], config["rank_collapse"]["batch_size"]
+    # the attention products keep every layer's attention matrices of their sequences
+    kept = config[section].get("n_sequences", 0) if section == "attention_products" else 0
 
     def dtypes(w):
         dtype = config["models"][w.model].get("dtype", config[section]["dtype"])
@@ -128,11 +130,11 @@ def analysis_resources(rule, section):
         return sorted(set(variant_dtypes(dtype, variants).values())) if isinstance(dtype, dict) else [dtype]
 
     def mem_mb(wildcards, input, attempt):
-        need = declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, default)
+        need = declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, default, False, kept)
         return max(need, config["models"][wildcards.model].get("mem_mb", 0) * attempt)
 
     def gpu_mem_mb(wildcards, input, attempt):
-        return declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, 0, gpu=True)
+        return declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, 0, True, kept)
 
     def gpu_model(wildcards, input, attempt):
         return gpu_model_for(gpu_mem_mb(wildcards, input, attempt), os.environ.get("SAN_SLURM_GPU_MODELS", ""))
