@@ -16,6 +16,8 @@ from san.models.acquire import load_model, materialise
 from san.models.stream import plan_blocks
 from san.rank_collapse.experiment import run
 
+from helpers import ROOT
+
 VARIANTS = ["SAN", "SAN+MLP", "SAN+skip", "transformer"]
 LAYERS = 4
 TINY = {
@@ -154,14 +156,13 @@ def test_a_tensorwise_load_is_transformers_load(model_folder, dtype):
 @pytest.mark.parametrize("value", [0, "3GB", 1.5])
 def test_a_bad_memory_budget_is_refused_naming_its_key(default_config, value):
     import copy
-    from pathlib import Path
 
     from san.core.config import ConfigError
     from san.experiments import check_config
 
     cfg = copy.deepcopy(default_config)
     cfg["compute"]["rank_collapse"]["memory_budget_mb"] = value
-    schemas = Path(__file__).resolve().parents[2] / "workflow" / "schemas"
+    schemas = ROOT / "workflow" / "schemas"
     with pytest.raises(ConfigError, match=r"'compute.rank_collapse.memory_budget_mb'"):
         check_config(cfg, schemas)
 

@@ -11,6 +11,8 @@ from safetensors.torch import save_file
 
 from san.core.memory import INTERPRETER_MB, MARGIN, declared_mem_mb, job_memory_mb, model_size
 
+from helpers import ROOT
+
 SHAPE = {"hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4, "intermediate_size": 256}
 
 
@@ -96,7 +98,6 @@ def test_a_gpu_job_asks_for_the_smallest_gpu_model_that_holds_it():
 
 
 def _profile(monkeypatch, **env):
-    from pathlib import Path
 
     import yte
 
@@ -104,7 +105,7 @@ def _profile(monkeypatch, **env):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    path = Path(__file__).resolve().parents[2] / "profiles" / "slurm" / "config.yaml"
+    path = ROOT / "profiles" / "slurm" / "config.yaml"
     with path.open() as fh:
         return yte.process_yaml(fh, require_use_yte=True)
 
