@@ -411,9 +411,22 @@ def _type_problem(annotation: str, value: Any) -> str | None:
 
 
 def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
-    """``models.<name>.init.config``: every key is a field of the family's transformers config class, of its type,
-    counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the key."""
+    """``models.<name>.init.config``: one stack of self-attention blocks (no encoder-decoder, no cross-attention, no
+    ``is_decoder`` in a bidirectional family); every key is a field of the family's transformers config class, of
+    its type, counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the
+    key."""
     where = f"models.{name}.init.config"
+    for key in ("is_encoder_decoder", "add_cross_attention"):
+        if arch.get(key):
+            raise ConfigError(
+                f"config key '{where}.{key}': the variants are defined for one stack of self-attention blocks, not "
+                "for an encoder-decoder model or the decoder of one"
+            )
+    if arch.get("is_decoder") and not FAMILY_TABLE[family].causal:
+        raise ConfigError(
+            f"config key '{where}.is_decoder': family {family!r} runs bidirectional attention; a causal decoder "
+            "of its blocks would be analysed as bidirectional"
+        )
     fields = architecture_fields(family)
     if fields is not None:
         unknown = sorted(set(arch) - set(fields))
