@@ -6,9 +6,11 @@ first use), the keys of its architecture config (layers, heads, width, longest i
 variants are made (``ablation``: a name that :mod:`san.models.ablations` looks up, so this table never imports the
 ablation code), which checkpoint weights belong to a head the base model does not load, and which
 ``architectures`` and ``model_types`` of a model's config.json it accepts (:mod:`san.models.recognise` recognises a
-model's family from them when its config entry names none). Adding a family is one row here plus its ablation
-code (and its variants' test in tests/unit/test_families.py, which recomputes every variant from the weights).
-No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
+model's family from them when its config entry names none). A family is one row here (keyword-only) and one case in
+tests/unit/test_families.py, which recomputes every variant from the weights; a new kind of block adds its
+ablation code. The README's family list and docs/models.md's tables are generated from the rows
+(:mod:`san.models.tables`), and ``models.<name>.family`` is checked against them (:func:`check_models`). No other
+module of ``san`` names a family (tests/unit/test_structure.py checks it).
 
 The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
 position bias), the pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama, Qwen2, Qwen3 with
@@ -16,8 +18,10 @@ per-head q/k norms, Mistral, Phi-3 with fused projections and Granite with its b
 multipliers, all with rotary positions, RMSNorm and grouped key/value heads), the decoders that also normalise each
 sub-block's output (Gemma-2 and Gemma-3, with norms before and after each sub-block; OLMo-2, with norms after each
 sub-block and none before), the parallel decoders (Phi-1/2: attention and MLP on one shared norm; GPT-NeoX/Pythia:
-parallel or sequential as its config says) and ModernBERT, a pre-norm encoder alternating local and global
-attention. The structural facts that differ between checkpoints of one family (parallel residual, multipliers,
+parallel or sequential as its config says), ModernBERT, a pre-norm encoder alternating local and global
+attention, and the mixture-of-experts decoders (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE,
+DeepSeek-V3), whose MLP is their whole expert layer: router, chosen experts, shared experts and their gates; a layer
+their config makes dense is the dense MLP it is. The structural facts that differ between checkpoints of one family (parallel residual, multipliers,
 sliding windows, grouped heads) are read from the model's config, never assumed from the family name.
 """
 
