@@ -341,14 +341,19 @@ def _constant(node: ast.expr) -> Any:
         return None
 
 
-def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
+def _class_fields(source: Path, class_name: str, derived: bool = False) -> dict[str, tuple[str, Any]]:
     """The annotated fields of a class in a Python source file, ``{name: (annotation, default)}``, read from its
-    syntax tree (the module is not executed: transformers' config modules import torch)."""
+    syntax tree (the module is not executed: transformers' config modules import torch). A field that the class's
+    ``attribute_map`` renames is saved under its target name (Qwen3-MoE's ``num_experts`` as
+    ``num_local_experts``): both names are fields. ``derived``: also the attributes ``__post_init__`` sets (type and
+    default unknown; DeepSeek-V3's ``qk_head_dim``), which a saved config holds."""
     tree = ast.parse(source.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
-            fields = {}
+            fields, renames = {}, {}
             for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and [ast.unparse(t) for t in stmt.targets] == ["attribute_map"]:
+                    renames = _constant(stmt.value) or {}
                 if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                     continue
                 annotation = ast.unparse(stmt.annotation)
@@ -356,8 +361,25 @@ def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
                     continue
                 default = _constant(stmt.value) if stmt.value is not None else None
                 fields[stmt.target.id] = (annotation, default)
+            fields |= {target: fields[alias] for alias, target in renames.items() if alias in fields}
+            if derived:
+                fields = {**dict.fromkeys(_post_init_attributes(node), ("", None)), **fields}
             return fields
     raise LookupError(f"class {class_name} not found in {source}")
+
+
+def _post_init_attributes(cls: ast.ClassDef) -> list[str]:
+    """The names ``self.<name> = ...`` assigns at the top level of a class's ``__post_init__``."""
+    for stmt in cls.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__post_init__":
+            return [
+                target.attr
+                for assign in stmt.body
+                if isinstance(assign, ast.Assign)
+                for target in assign.targets
+                if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self"
+            ]
+    return []
 
 
 @functools.cache
@@ -376,7 +398,7 @@ def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
     module, class_name = FAMILY_TABLE[family].config_module, FAMILY_TABLE[family].config_class
     try:
         base = _class_fields(root / "configuration_utils.py", "PreTrainedConfig")
-        own = _class_fields(root / module, class_name)
+        own = _class_fields(root / module, class_name, derived=True)
     except (OSError, SyntaxError, LookupError):
         return None
     return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
