@@ -25,6 +25,13 @@ hook on the attention module alone would miss it). Q/K norms (Qwen3, Gemma-3, OL
 attention multipliers (Granite) and embedding scales sit inside the attention module or before the first block and
 are never touched.
 
+Mixture-of-experts blocks (Mixtral, Qwen2/Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE with its multiplier,
+DeepSeek-V3) are pre-norm blocks whose MLP is the expert layer module the family's parts name: the router, the chosen
+experts, shared experts and their gates run as the model runs them, on whatever the variant feeds the MLP (in
+SAN+MLP the router routes ``N2(Attn(N1(x)))``); gpt-oss's expert layer returns ``(output, router_scores)``, of which
+the block uses the output, as transformers' does. A layer that the config makes dense holds a dense MLP under the
+same name.
+
 Parallel blocks (Phi-1/2 on one shared norm, GPT-NeoX when its config's ``use_parallel_residual`` is true) compute
 ``y = x + Attn(N1(x)) + MLP(N2(x))``. ``SAN`` and ``SAN+skip`` are as above; ``SAN+MLP`` feeds the attention output
 to the MLP, ``MLP(N2(Attn(N1(x))))``, as in the paper's SAN+MLP where every path of the network passes through

@@ -6,9 +6,11 @@ first use), the keys of its architecture config (layers, heads, width, longest i
 variants are made (``ablation``: a name that :mod:`san.models.ablations` looks up, so this table never imports the
 ablation code), which checkpoint weights belong to a head the base model does not load, and which
 ``architectures`` and ``model_types`` of a model's config.json it accepts (:mod:`san.models.recognise` recognises a
-model's family from them when its config entry names none). Adding a family is one row here plus its ablation
-code (and its variants' test in tests/unit/test_families.py, which recomputes every variant from the weights).
-No other module of ``san`` names a family (tests/unit/test_structure.py checks it).
+model's family from them when its config entry names none). A family is one row here (keyword-only) and one case in
+tests/unit/test_families.py, which recomputes every variant from the weights; a new kind of block adds its
+ablation code. The README's family list and docs/models.md's tables are generated from the rows
+(:mod:`san.models.tables`), and ``models.<name>.family`` is checked against them (:func:`check_models`). No other
+module of ``san`` names a family (tests/unit/test_structure.py checks it).
 
 The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
 position bias), the pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama, Qwen2, Qwen3 with
@@ -16,9 +18,12 @@ per-head q/k norms, Mistral, Phi-3 with fused projections and Granite with its b
 multipliers, all with rotary positions, RMSNorm and grouped key/value heads), the decoders that also normalise each
 sub-block's output (Gemma-2 and Gemma-3, with norms before and after each sub-block; OLMo-2, with norms after each
 sub-block and none before), the parallel decoders (Phi-1/2: attention and MLP on one shared norm; GPT-NeoX/Pythia:
-parallel or sequential as its config says) and ModernBERT, a pre-norm encoder alternating local and global
-attention. The structural facts that differ between checkpoints of one family (parallel residual, multipliers,
-sliding windows, grouped heads) are read from the model's config, never assumed from the family name.
+parallel or sequential as its config says), ModernBERT, a pre-norm encoder alternating local and global
+attention, and the mixture-of-experts decoders (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE,
+DeepSeek-V3), whose MLP is their whole expert layer: router, chosen experts, shared experts and their gates; a layer
+their config makes dense is the dense MLP it is. The structural facts that differ between checkpoints of one family
+(parallel residual, multipliers, sliding windows, grouped heads, routing) are read from the model's config, never
+assumed from the family name.
 """
 
 from __future__ import annotations
@@ -336,14 +341,19 @@ def _constant(node: ast.expr) -> Any:
         return None
 
 
-def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
+def _class_fields(source: Path, class_name: str, derived: bool = False) -> dict[str, tuple[str, Any]]:
     """The annotated fields of a class in a Python source file, ``{name: (annotation, default)}``, read from its
-    syntax tree (the module is not executed: transformers' config modules import torch)."""
+    syntax tree (the module is not executed: transformers' config modules import torch). A field that the class's
+    ``attribute_map`` renames is saved under its target name (Qwen3-MoE's ``num_experts`` as
+    ``num_local_experts``): both names are fields. ``derived``: also the attributes ``__post_init__`` sets (type and
+    default unknown; DeepSeek-V3's ``qk_head_dim``), which a saved config holds."""
     tree = ast.parse(source.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == class_name:
-            fields = {}
+            fields, renames = {}, {}
             for stmt in node.body:
+                if isinstance(stmt, ast.Assign) and [ast.unparse(t) for t in stmt.targets] == ["attribute_map"]:
+                    renames = _constant(stmt.value) or {}
                 if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
                     continue
                 annotation = ast.unparse(stmt.annotation)
@@ -351,8 +361,25 @@ def _class_fields(source: Path, class_name: str) -> dict[str, tuple[str, Any]]:
                     continue
                 default = _constant(stmt.value) if stmt.value is not None else None
                 fields[stmt.target.id] = (annotation, default)
+            fields |= {target: fields[alias] for alias, target in renames.items() if alias in fields}
+            if derived:
+                fields = {**dict.fromkeys(_post_init_attributes(node), ("", None)), **fields}
             return fields
     raise LookupError(f"class {class_name} not found in {source}")
+
+
+def _post_init_attributes(cls: ast.ClassDef) -> list[str]:
+    """The names ``self.<name> = ...`` assigns at the top level of a class's ``__post_init__``."""
+    for stmt in cls.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__post_init__":
+            return [
+                target.attr
+                for assign in stmt.body
+                if isinstance(assign, ast.Assign)
+                for target in assign.targets
+                if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self"
+            ]
+    return []
 
 
 @functools.cache
@@ -371,7 +398,7 @@ def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
     module, class_name = FAMILY_TABLE[family].config_module, FAMILY_TABLE[family].config_class
     try:
         base = _class_fields(root / "configuration_utils.py", "PreTrainedConfig")
-        own = _class_fields(root / module, class_name)
+        own = _class_fields(root / module, class_name, derived=True)
     except (OSError, SyntaxError, LookupError):
         return None
     return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
@@ -411,9 +438,22 @@ def _type_problem(annotation: str, value: Any) -> str | None:
 
 
 def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
-    """``models.<name>.init.config``: every key is a field of the family's transformers config class, of its type,
-    counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the key."""
+    """``models.<name>.init.config``: one stack of self-attention blocks (no encoder-decoder, no cross-attention, no
+    ``is_decoder`` in a bidirectional family); every key is a field of the family's transformers config class, of
+    its type, counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the
+    key."""
     where = f"models.{name}.init.config"
+    for key in ("is_encoder_decoder", "add_cross_attention"):
+        if arch.get(key):
+            raise ConfigError(
+                f"config key '{where}.{key}': the variants are defined for one stack of self-attention blocks, not "
+                "for an encoder-decoder model or the decoder of one"
+            )
+    if arch.get("is_decoder") and not FAMILY_TABLE[family].causal:
+        raise ConfigError(
+            f"config key '{where}.is_decoder': family {family!r} runs bidirectional attention; a causal decoder "
+            "of its blocks would be analysed as bidirectional"
+        )
     fields = architecture_fields(family)
     if fields is not None:
         unknown = sorted(set(arch) - set(fields))

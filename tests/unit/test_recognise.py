@@ -174,8 +174,20 @@ def test_a_hub_id_alone_is_a_valid_model_entry(default_config, tmp_path):
         ({"init": None, "pretrained": None}, r"'models\.mine': init is null and there is no pretrained source"),
         ({"family": "qwen9"}, r"models\.mine\.family"),
         ({"pretrained": {"source": "hub", "repo_id": "org/mine", "allow_pickle": "yes"}}, "allow_pickle"),
+        ({"family": "bert", "init": {"config": {"is_decoder": True}}}, r"init\.config\.is_decoder': family 'bert'"),
+        ({"family": "roberta", "init": {"config": {"is_decoder": True}}}, "runs bidirectional attention"),
+        ({"family": "bert", "init": {"config": {"add_cross_attention": True}}}, r"add_cross_attention'"),
     ],
-    ids=["init-config-without-family", "init-without-pretrained", "no-weights", "unknown-family", "pickle-flag"],
+    ids=[
+        "init-config-without-family",
+        "init-without-pretrained",
+        "no-weights",
+        "unknown-family",
+        "pickle-flag",
+        "bert-decoder",
+        "roberta-decoder",
+        "cross-attention",
+    ],
 )
 def test_what_the_config_can_tell_fails_before_any_job(default_config, entry, message):
     with pytest.raises(ConfigError, match=message):
