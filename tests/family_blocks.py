@@ -1,4 +1,4 @@
-"""Building blocks of the references that tests/unit/test_families.py and tests/unit/test_ablations.py
+"""Building blocks of the references that tests/unit/models/test_families.py and tests/unit/models/test_ablations.py
 recompute every family's residual stream from (plain torch on the weights; no transformers submodule's forward is
 called), and the tiny perturbed float64 models they are checked on."""
 

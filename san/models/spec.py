@@ -7,7 +7,7 @@ variants are made (``ablation``: a name that :mod:`san.models.ablations` looks u
 ablation code), which checkpoint weights belong to a head the base model does not load, and which
 ``architectures`` and ``model_types`` of a model's config.json it accepts (:mod:`san.models.recognise` recognises a
 model's family from them when its config entry names none). A family is one row here (keyword-only) and one case in
-tests/unit/test_families.py, which recomputes every variant from the weights; a new kind of block adds its
+tests/unit/models/test_families.py, which recomputes every variant from the weights; a new kind of block adds its
 ablation code. The README's family list and docs/models.md's tables are generated from the rows
 (:mod:`san.models.tables`), and ``models.<name>.family`` is checked against them (:func:`check_models`). No other
 module of ``san`` names a family (tests/unit/test_structure.py checks it).

@@ -22,7 +22,7 @@ from san.models.spec import FAMILY_TABLE
 from helpers import copy_workflow, snakemake, tiny_config, write_config
 from hub_repos import checkpoint_repo, tiny_checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "models"))
 from test_families import CASES  # noqa: E402 - the tiny architectures of the family tests
 
 #: the families run by hub id, one workflow run per group: today's dense ones, every mixture-of-experts family

@@ -15,7 +15,7 @@ every parameter is perturbed (tests/family_blocks.py):
 
 Adding a family of a known block is one row of the table plus one case here (``CASES``; its reference in
 ``REFERENCES`` when its block needs one of its own). The paper's BERT, ALBERT and XLNet have their references in
-tests/unit/test_ablations.py.
+tests/unit/models/test_ablations.py.
 
 Transformers computes a few things in float32 even in a float64 model (RMSNorm, the attention softmax, the rotary
 angles, a router's softmax); the references do the same, so that every family is compared at float64 tolerances.
@@ -148,7 +148,7 @@ CASES = {
              norm_topk_prob=True, routed_scaling_factor=2.5, rope_parameters=_DEFAULT_ROPE),
     ),
 }  # fmt: skip
-#: families whose variants tests/unit/test_ablations.py recomputes (the paper's encoders)
+#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders)
 ELSEWHERE = {"bert", "albert", "xlnet"}
 
 
@@ -768,7 +768,7 @@ PARALLEL = {"phi": True, "gpt_neox": "use_parallel_residual"}
 
 
 def test_every_family_of_the_table_has_a_case():
-    """One case per family (the paper's encoders in tests/unit/test_ablations.py), each with its reference."""
+    """One case per family (the paper's encoders in tests/unit/models/test_ablations.py), each with its reference."""
     assert {family_of(case) for case in CASES} | ELSEWHERE == set(FAMILY_TABLE) and len(FAMILY_TABLE) >= 24
     assert set(REFERENCES) | ELSEWHERE == set(FAMILY_TABLE)
     assert len({f for f in REFERENCES if FAMILY_TABLE[f].experts_key}) >= 6
