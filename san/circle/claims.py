@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -11,6 +11,23 @@ import pandas as pd
 from san.core import verdicts as V
 from san.core.config import ConfigError
 from san.models.spec import PURE_ATTENTION, WITH_SKIP
+
+
+def _pooled(counts: Mapping[str, tuple[int, int]], variants: Sequence[str]) -> tuple[int, int]:
+    """The collapsed runs and the runs of ``variants`` together, from per-variant ``counts`` (collapsed, runs);
+    variants without runs count nothing."""
+    found = [counts[v] for v in variants if v in counts]
+    return sum(c for c, _ in found), sum(n for _, n in found)
+
+
+def _fractions_and_se(pure_c: int, pure_n: int, skip_c: int, skip_n: int) -> tuple[float, float, float]:
+    """The collapsed fractions ``p`` of pure attention and ``q`` of the skip variants (NaN without runs) and the
+    binomial standard error of their difference, ``sqrt(p (1 - p) / n + q (1 - q) / m)`` (NaN without runs of both
+    kinds)."""
+    p = pure_c / pure_n if pure_n else float("nan")
+    q = skip_c / skip_n if skip_n else float("nan")
+    se = float(np.sqrt(p * (1 - p) / pure_n + q * (1 - q) / skip_n)) if pure_n and skip_n else float("nan")
+    return p, q, se
 
 
 def circle_claims(
@@ -32,13 +49,8 @@ def circle_claims(
     """
     by_variant = table.groupby("variant")[["n_collapsed", "n_seeds"]].sum()
     counts = {v: (int(r.n_collapsed), int(r.n_seeds)) for v, r in by_variant.iterrows()}
-    pure = [counts[v] for v in PURE_ATTENTION if v in counts]
-    skip = [counts[v] for v in WITH_SKIP if v in counts]
-    pure_c, pure_n = sum(c for c, _ in pure), sum(n for _, n in pure)
-    skip_c, skip_n = sum(c for c, _ in skip), sum(n for _, n in skip)
-    p = pure_c / pure_n if pure_n else float("nan")
-    q = skip_c / skip_n if skip_n else float("nan")
-    se = float(np.sqrt(p * (1 - p) / pure_n + q * (1 - q) / skip_n)) if pure_n and skip_n else float("nan")
+    (pure_c, pure_n), (skip_c, skip_n) = _pooled(counts, PURE_ATTENTION), _pooled(counts, WITH_SKIP)
+    p, q, se = _fractions_and_se(pure_c, pure_n, skip_c, skip_n)
     m = V.margin(p - q, se, sigmas, margin, above=True)
     holds = V.judged(V.clears(m) is True and p >= pure_fraction_min and q <= skip_fraction_max, min(pure_n, skip_n))
     # positive control: the variants with skip connections through pure attention's test ("collapses in at least

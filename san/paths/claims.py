@@ -135,6 +135,32 @@ def _effectiveness_task(ds: xr.Dataset, short: int) -> dict[str, Any]:
     }
 
 
+def _effectiveness_controls(
+    per_task: Mapping[str, Mapping[str, Any]], *, most: float, margin: float
+) -> dict[str, dict[str, Any]]:
+    """The positive controls of :func:`path_effectiveness_claims`: the same tests with the side the claim puts ahead
+    replaced by one it must not beat (each must fail)."""
+    return {
+        "models_learn": V.control("the longest paths in place of the full model", None,
+                                  _every_above((t["longest"] - t["chance"] for t in per_task.values()), margin)),
+        "short_beats_long": V.control("the full model in place of the longest paths", None,
+                                      _every_above((t["short_best"] - t["full"] for t in per_task.values()), margin)),
+        "short_reach_most": V.control("the longest paths in place of the short ones", None,
+                                      _every_above((t["longest_share_of_gain"] for t in per_task.values()), most)),
+    }  # fmt: skip
+
+
+def _effectiveness_caption(per_task: Mapping[str, Mapping[str, Any]], short: int) -> str:
+    """The caption of :func:`path_effectiveness_claims`: per task, the full model, chance, the best short path and
+    its share of the gain over chance, and the longest paths."""
+    return "; ".join(
+        f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
+        f"{t['n_paths']} paths) {t['short_best']:.3f} ({100 * t['short_share_of_gain']:.0f}% of the full model's gain "
+        f"over chance), longest paths {t['longest']:.3f}"
+        for task, t in per_task.items()
+    )
+
+
 def path_effectiveness_claims(
     results: Mapping[str, xr.Dataset], *, short: int, most: float, margin: float = 0.0
 ) -> dict[str, Any]:
@@ -154,23 +180,9 @@ def path_effectiveness_claims(
     beats = _every_above(differences["short_beats_long"].values(), margin)
     learn = _every_above(differences["models_learn"].values(), margin)
     reach = _every_above((t["short_share_of_gain"] for t in per_task.values()), most)
-    # positive controls: the same tests with the side the claim puts ahead replaced by one it must not beat
-    controls = {
-        "models_learn": V.control("the longest paths in place of the full model", None,
-                                  _every_above((t["longest"] - t["chance"] for t in per_task.values()), margin)),
-        "short_beats_long": V.control("the full model in place of the longest paths", None,
-                                      _every_above((t["short_best"] - t["full"] for t in per_task.values()), margin)),
-        "short_reach_most": V.control("the longest paths in place of the short ones", None,
-                                      _every_above((t["longest_share_of_gain"] for t in per_task.values()), most)),
-    }  # fmt: skip
+    controls = _effectiveness_controls(per_task, most=most, margin=margin)
     smallest = {k: min(v.values(), default=float("nan")) for k, v in differences.items()}
     share = min((t["short_share_of_gain"] for t in per_task.values()), default=float("nan"))
-    caption = "; ".join(
-        f"{task}: full model {t['full']:.3f}, chance {t['chance']:.3f}, best short path (length ≤ {short}, "
-        f"{t['n_paths']} paths) {t['short_best']:.3f} ({100 * t['short_share_of_gain']:.0f}% of the full model's gain "
-        f"over chance), longest paths {t['longest']:.3f}"
-        for task, t in per_task.items()
-    )
     return {
         "short": short,
         "short_beats_long": beats,
@@ -180,7 +192,7 @@ def path_effectiveness_claims(
         "models_learn": learn,
         "differences": differences,
         "per_task": per_task,
-        "caption": caption,
+        "caption": _effectiveness_caption(per_task, short),
         "verdicts": [
             V.row("models_learn", "the trained models learn their task", kind=V.SCIENTIFIC, form=V.OBSERVATION,
                   source="Dong et al. 2021, Fig. 4", holds=learn, value=smallest["models_learn"],

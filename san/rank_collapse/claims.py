@@ -22,6 +22,68 @@ def _f(x: float) -> float:
     return float(np.asarray(x))
 
 
+def _at_init(m: xr.DataArray, layer: int) -> dict[str, Any]:
+    """One model's and weight set's numbers of :func:`rank_collapse_claims` from its mean ratio ``m`` (dims
+    variant, layer): the pure variants at ``layer`` (the last layer where the model is shallower), the skip variants
+    at the last layer and at ``layer``."""
+    at = min(layer, int(m["layer"].max()))
+    return {
+        "pure_at_layer": {v: _f(m.sel(variant=v, layer=at)) for v in PURE_ATTENTION if v in m["variant"]},
+        "skip_at_last": {v: _f(m.sel(variant=v).isel(layer=-1)) for v in WITH_SKIP if v in m["variant"]},
+        "skip_at_layer": {v: _f(m.sel(variant=v, layer=at)) for v in WITH_SKIP if v in m["variant"]},
+        "last_layer": int(m["layer"].max()),
+    }
+
+
+def _collapse_caption_row(entry: Mapping[str, Any], layer: int) -> str:
+    """One model's caption row of :func:`rank_collapse_claims`: per weight set, the pure variants at ``layer`` and
+    the skip variants at the last layer."""
+    parts = []
+    for w, e in entry.items():
+        pure = ", ".join(f"{v} {x:.1e}" for v, x in e["pure_at_layer"].items())
+        skip = ", ".join(f"{v} {x:.2f}" for v, x in e["skip_at_last"].items())
+        parts.append(f"{w}: {pure} at layer {layer}; {skip} at layer {e['last_layer']}")
+    return ". ".join(parts) + "."
+
+
+def _init_values(per_model: Mapping[str, Any], causal: tuple[str, ...], key: str) -> list[float]:
+    """The values ``key`` (``pure_at_layer``, ``skip_at_last``, ``skip_at_layer``) of every bidirectional model's
+    initialisation, over its variants."""
+    return [x for name, e in per_model.items() if "init" in e and name not in causal for x in e["init"][key].values()]
+
+
+def _rank_collapse_verdicts(
+    pure: list[float], skip: list[float], skip_early: list[float], *, layer: int, threshold: float, floor: float
+) -> list[dict[str, Any]]:
+    """The verdict rows of :func:`rank_collapse_claims` from the pure variants' ratios at ``layer``, the skip
+    variants' at the last layer and at ``layer`` (``skip_early``, the positive control: the variants with skip
+    connections through the same test, "below the threshold by the layer", must fail)."""
+    collapses = V.judged(bool(pure) and max(pure) < threshold, len(pure))
+    survives = V.judged(bool(skip) and min(skip) > floor, len(skip))
+    control = V.control(
+        "the variants with skip connections in place of pure attention",
+        None,
+        V.judged(bool(skip_early) and max(skip_early) < threshold, len(skip_early)),
+        value=max(skip_early) if skip_early else None,
+    )
+    pure_max = max(pure) if pure else float("nan")
+    return [
+        V.row("pure_collapses", "pure attention loses rank doubly exponentially with depth", kind=V.SCIENTIFIC,
+              form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=collapses, value=pure_max,
+              margin=np.log10(threshold / pure_max) if pure and pure_max > 0 else None,
+              test=f"pure attention at initialisation below {threshold:g} by layer {layer} in every bidirectional "
+              "model (margin in decades)",
+              detail=f"largest {pure_max:.1e}; the skip variants at that layer: "
+              + (f"smallest {min(skip_early):.2f}" if skip_early else "none"),
+              positive_control=control),
+        V.row("skip_survives",
+              f"the skip control: variants with skip connections stay above {floor:g} at the last layer",
+              kind=V.REGRESSION, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=survives,
+              value=min(skip) if skip else None, margin=min(skip) - floor if skip else None,
+              test=f"every skip variant's last-layer ratio above {floor:g}"),
+    ]  # fmt: skip
+
+
 def rank_collapse_claims(
     results: Mapping[str, xr.Dataset], *, layer: int, threshold: float, floor: float, causal: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -35,75 +97,26 @@ def rank_collapse_claims(
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
         mean = ds["residual_ratio"].mean("sample")
-        entry: dict[str, Any] = {}
-        for w in mean["weights"].values:
-            m = mean.sel(weights=w)
-            entry[str(w)] = {
-                "pure_at_layer": {
-                    v: _f(m.sel(variant=v, layer=min(layer, int(m["layer"].max()))))
-                    for v in PURE_ATTENTION
-                    if v in m["variant"]
-                },
-                "skip_at_last": {v: _f(m.sel(variant=v).isel(layer=-1)) for v in WITH_SKIP if v in m["variant"]},
-                "skip_at_layer": {
-                    v: _f(m.sel(variant=v, layer=min(layer, int(m["layer"].max()))))
-                    for v in WITH_SKIP
-                    if v in m["variant"]
-                },
-                "last_layer": int(m["layer"].max()),
-            }
-        per_model[name] = entry
-    rows = {}
-    for name, entry in per_model.items():
-        parts = []
-        for w, e in entry.items():
-            pure = ", ".join(f"{v} {x:.1e}" for v, x in e["pure_at_layer"].items())
-            skip = ", ".join(f"{v} {x:.2f}" for v, x in e["skip_at_last"].items())
-            parts.append(f"{w}: {pure} at layer {layer}; {skip} at layer {e['last_layer']}")
-        rows[name] = ". ".join(parts) + "."
-    init = [e["init"] for name, e in per_model.items() if "init" in e and name not in causal]
-    pure = [x for e in init for x in e["pure_at_layer"].values()]
-    skip = [x for e in init for x in e["skip_at_last"].values()]
-    collapses = V.judged(bool(pure) and max(pure) < threshold, len(pure))
-    survives = V.judged(bool(skip) and min(skip) > floor, len(skip))
-    # positive control: the variants with skip connections through the same test ("below the threshold by the
-    # layer") must fail
-    skip_early = [x for e in init for x in e["skip_at_layer"].values()]
-    control = V.control(
-        "the variants with skip connections in place of pure attention",
-        None,
-        V.judged(bool(skip_early) and max(skip_early) < threshold, len(skip_early)),
-        value=max(skip_early) if skip_early else None,
+        per_model[name] = {str(w): _at_init(mean.sel(weights=w), layer) for w in mean["weights"].values}
+    pure = _init_values(per_model, causal, "pure_at_layer")
+    skip = _init_values(per_model, causal, "skip_at_last")
+    verdicts = _rank_collapse_verdicts(
+        pure, skip, _init_values(per_model, causal, "skip_at_layer"), layer=layer, threshold=threshold, floor=floor
     )
-    pure_max = max(pure) if pure else float("nan")
     return {
         "layer": layer,
         "threshold": threshold,
         "floor": floor,
-        "pure_collapses": collapses,
-        "pure_max": pure_max,
-        "skip_survives": survives,
+        "pure_collapses": verdicts[0]["holds"],
+        "pure_max": max(pure) if pure else float("nan"),
+        "skip_survives": verdicts[1]["holds"],
         "skip_min": min(skip) if skip else float("nan"),
         "judged": [name for name in per_model if name not in causal],
         "causal": [name for name in per_model if name in causal],
         "per_model": per_model,
-        "caption_rows": rows,
-        "verdicts": [
-            V.row("pure_collapses", "pure attention loses rank doubly exponentially with depth", kind=V.SCIENTIFIC,
-                  form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=collapses, value=pure_max,
-                  margin=np.log10(threshold / pure_max) if pure and pure_max > 0 else None,
-                  test=f"pure attention at initialisation below {threshold:g} by layer {layer} in every bidirectional "
-                  "model (margin in decades)",
-                  detail=f"largest {pure_max:.1e}; the skip variants at that layer: "
-                  + (f"smallest {min(skip_early):.2f}" if skip_early else "none"),
-                  positive_control=control),
-            V.row("skip_survives",
-                  f"the skip control: variants with skip connections stay above {floor:g} at the last layer",
-                  kind=V.REGRESSION, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=survives,
-                  value=min(skip) if skip else None, margin=min(skip) - floor if skip else None,
-                  test=f"every skip variant's last-layer ratio above {floor:g}"),
-        ],
-    }  # fmt: skip
+        "caption_rows": {name: _collapse_caption_row(entry, layer) for name, entry in per_model.items()},
+        "verdicts": verdicts,
+    }
 
 
 def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
@@ -127,6 +140,46 @@ def _pretrained_row(e: Mapping[str, Any]) -> str:
     )
 
 
+def _pretrained_entry(sel: xr.Dataset, threshold: float) -> dict[str, Any]:
+    """One model's numbers of :func:`pretrained_collapse_claims` from its pretrained results ``sel``: its depth and,
+    per measure of :data:`METRICS`, SAN's first layer below ``threshold``, SAN's and the transformer's last value."""
+    entry: dict[str, Any] = {"depth": int(sel["layer"].max())}
+    for metric in (m for m in METRICS if m in sel):
+        mean = sel[metric].mean("sample")
+        san = "SAN" in mean["variant"]
+        entry[metric] = {
+            "san_first_below": first_layer_below(mean.sel(variant="SAN"), threshold) if san else None,
+            "san_last": _f(mean.sel(variant="SAN").isel(layer=-1)) if san else None,
+            "transformer_last": _f(mean.sel(variant="transformer").isel(layer=-1))
+            if "transformer" in mean["variant"]
+            else None,
+        }
+    return entry
+
+
+def _fast(firsts: list[int | None], depths: list[int], max_layer_fraction: float) -> V.Verdict:
+    """Whether every first layer below the threshold is at most ``max_layer_fraction`` of its model's depth (a
+    model that never falls below fails); not judged without a model."""
+    return V.judged(
+        all(f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)), len(firsts)
+    )
+
+
+def _transformer_fast(
+    results: Mapping[str, xr.Dataset], judged: Mapping[str, Any], threshold: float, max_layer_fraction: float
+) -> V.Verdict:
+    """The positive control of :func:`pretrained_collapse_claims`: the full transformer (the variant with skip
+    connections and MLPs) of every ``judged`` model through the same test (:func:`_fast`)."""
+    with_transformer = [n for n in judged if "transformer" in results[n]["variant"]]
+    firsts = [
+        first_layer_below(
+            results[n].sel(weights="pretrained")["residual_ratio"].mean("sample").sel(variant="transformer"), threshold
+        )
+        for n in with_transformer
+    ]
+    return _fast(firsts, [judged[n]["depth"] for n in with_transformer], max_layer_fraction)
+
+
 def pretrained_collapse_claims(
     results: Mapping[str, xr.Dataset],
     *,
@@ -142,49 +195,20 @@ def pretrained_collapse_claims(
     ``max_layer_fraction`` of its depth. The models named in ``causal`` get their rows but stay out of the verdict,
     as in :func:`rank_collapse_claims` and :func:`pretrained_slower_claims` (one rule for causal decoders); without a
     judged model the verdict is not judged."""
-    per_model: dict[str, Any] = {}
-    for name, ds in results.items():
-        if "pretrained" not in set(map(str, ds["weights"].values)):
-            continue
-        sel = ds.sel(weights="pretrained")
-        entry: dict[str, Any] = {"depth": int(sel["layer"].max())}
-        for metric in (m for m in METRICS if m in sel):
-            mean = sel[metric].mean("sample")
-            entry[metric] = {
-                "san_first_below": first_layer_below(mean.sel(variant="SAN"), threshold)
-                if "SAN" in mean["variant"]
-                else None,
-                "san_last": _f(mean.sel(variant="SAN").isel(layer=-1)) if "SAN" in mean["variant"] else None,
-                "transformer_last": _f(mean.sel(variant="transformer").isel(layer=-1))
-                if "transformer" in mean["variant"]
-                else None,
-            }
-        entry["causal"] = name in causal
-        per_model[name] = entry
+    per_model: dict[str, Any] = {
+        name: {**_pretrained_entry(ds.sel(weights="pretrained"), threshold), "causal": name in causal}
+        for name, ds in results.items()
+        if "pretrained" in set(map(str, ds["weights"].values))
+    }
     judged = {n: e for n, e in per_model.items() if "residual_ratio" in e and not e["causal"]}
     firsts = [e["residual_ratio"]["san_first_below"] for e in judged.values()]
     depths = [e["depth"] for e in judged.values()]
-    collapses = V.judged(
-        all(f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)), len(firsts)
-    )
-    # positive control: the full transformer (the variant with skip connections and MLPs) through the same test
-    transformer = [
-        first_layer_below(
-            results[n].sel(weights="pretrained")["residual_ratio"].mean("sample").sel(variant="transformer"), threshold
-        )
-        for n in judged
-        if "transformer" in results[n]["variant"]
-    ]
-    t_depths = [judged[n]["depth"] for n in judged if "transformer" in results[n]["variant"]]
+    collapses = _fast(firsts, depths, max_layer_fraction)
     control = V.control(
         "the full transformer in place of pure attention",
         None,
-        V.judged(
-            all(f is not None and f <= max_layer_fraction * d for f, d in zip(transformer, t_depths, strict=True)),
-            len(transformer),
-        ),
+        _transformer_fast(results, judged, threshold, max_layer_fraction),
     )
-    rows = {name: _pretrained_row(e) for name, e in per_model.items()}
     return {
         "threshold": threshold,
         "max_layer_fraction": max_layer_fraction,
@@ -193,7 +217,7 @@ def pretrained_collapse_claims(
         "judged": list(judged),
         "causal": [n for n, e in per_model.items() if e["causal"]],
         "per_model": per_model,
-        "caption_rows": rows,
+        "caption_rows": {name: _pretrained_row(e) for name, e in per_model.items()},
         "verdicts": [
             V.row("pure_collapses_in_every_model", "with pretrained weights pure attention collapses slower, but still "
                   "fast", kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)",

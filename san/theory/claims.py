@@ -179,24 +179,11 @@ def exponent_stats(ds: xr.Dataset) -> dict[str, Any]:
     return out
 
 
-def theorem_claims(
-    ds: xr.Dataset, thresholds: Mapping[str, float], fig2: Mapping[str, xr.DataArray] | None = None
-) -> dict[str, Any]:
-    """Theorem 2.2 against this run: the pair tables (:func:`pair_tables`), the nominal bound on random weights
-    (:func:`nominal_check`), slack and required ``gamma`` of the random weights, the certified check, the
-    adversarial search and its controls, the exponents and (``fig2``: per model, the output of
-    :func:`fig2_exponents`) those of the Fig. 2 SAN curves; ``verdicts`` lists them by kind, each theorem check with
-    its positive control (the bound tightened by ``control_factor``). ``thresholds``: config ``report.theorem``."""
-    valid = ds["verdict"].isin([VERDICT["respects"], VERDICT["violates"], VERDICT["undecided"]])
-    no_ln = ds.sel(layernorm=0)
-    factor = thresholds["control_factor"]
-    out: dict[str, Any] = pair_tables(ds)
-    out["nominal"] = nominal_check(ds, valid.sel(layernorm=0), thresholds["nominal_violations_max"], factor)
-    out["slack_no_ln"] = _stats(ds["slack"].where(valid).sel(layernorm=0))
-    out["log10_gamma_required_no_ln"] = _stats(ds["log10_gamma_required"].where(valid).sel(layernorm=0))
-    out.update(certified_check(no_ln, valid.sel(layernorm=0), thresholds["certified_margin_min"], factor))
+def _random_weight_verdicts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The regression rows of :func:`theorem_claims` on the random weights without LayerNorm: the nominal bound
+    (:func:`nominal_check`) and the certified bound (:func:`certified_check`), from their entries in ``out``."""
     nominal, certified = out["nominal"], out["certified_control"]
-    verdicts = [
+    return [
         V.row(
             "nominal.holds",
             "random weights respect the proven bound with gamma = 1",
@@ -223,6 +210,58 @@ def theorem_claims(
             positive_control=certified,
         ),
     ]
+
+
+def _adversarial_verdicts(adv: Mapping[str, Any], factor: float) -> list[dict[str, Any]]:
+    """The rows of :func:`theorem_claims` on the adversarial search (:func:`adversarial_claims` gave ``adv``): no
+    searched layer needs gamma above the threshold (against the bound divided by ``factor`` as its control), and the
+    negative controls detected."""
+    power = adv["power_factor"]
+    return [
+        V.row(
+            "adversarial.holds",
+            "no searched layer needs gamma above the threshold (adversarial search)",
+            kind=V.SCIENTIFIC,
+            form=V.UNIVERSAL,
+            source="Dong et al. 2021, Theorem 2.2",
+            holds=adv["holds"],
+            value=adv["log10_gamma_max"],
+            margin=adv["threshold_log10_gamma"] - adv["log10_gamma_max"],
+            test=f"the largest certified log10 gamma over {adv['draws']} searched draws at most "
+            f"{adv['threshold_log10_gamma']:g}",
+            detail=f"largest gamma {adv['gamma_max']:.3g}; passes against the bound divided by up to "
+            f"{power:.3g} (control: divided by {factor:g})",
+            positive_control=adv["control"],
+        ),
+        V.row(
+            "adversarial.controls_detected",
+            "the search finds the bound violated on layers outside the theorem (negative controls)",
+            kind=V.REGRESSION,
+            form=V.EXISTENTIAL,
+            source="this project's adversarial search",
+            holds=adv["controls_detected"],
+            test=f"each negative control's largest log10 gamma above {adv['negative_control_criterion']:.3g}",
+        ),
+    ]
+
+
+def theorem_claims(
+    ds: xr.Dataset, thresholds: Mapping[str, float], fig2: Mapping[str, xr.DataArray] | None = None
+) -> dict[str, Any]:
+    """Theorem 2.2 against this run: the pair tables (:func:`pair_tables`), the nominal bound on random weights
+    (:func:`nominal_check`), slack and required ``gamma`` of the random weights, the certified check, the
+    adversarial search and its controls, the exponents and (``fig2``: per model, the output of
+    :func:`fig2_exponents`) those of the Fig. 2 SAN curves; ``verdicts`` lists them by kind, each theorem check with
+    its positive control (the bound tightened by ``control_factor``). ``thresholds``: config ``report.theorem``."""
+    valid = ds["verdict"].isin([VERDICT["respects"], VERDICT["violates"], VERDICT["undecided"]])
+    no_ln = ds.sel(layernorm=0)
+    factor = thresholds["control_factor"]
+    out: dict[str, Any] = pair_tables(ds)
+    out["nominal"] = nominal_check(ds, valid.sel(layernorm=0), thresholds["nominal_violations_max"], factor)
+    out["slack_no_ln"] = _stats(ds["slack"].where(valid).sel(layernorm=0))
+    out["log10_gamma_required_no_ln"] = _stats(ds["log10_gamma_required"].where(valid).sel(layernorm=0))
+    out.update(certified_check(no_ln, valid.sel(layernorm=0), thresholds["certified_margin_min"], factor))
+    verdicts = _random_weight_verdicts(out)
     if "log10_gamma_adversarial" in ds:
         adv = out["adversarial"] = adversarial_claims(
             ds,
@@ -230,33 +269,7 @@ def theorem_claims(
             factor=factor,
             negative_control_log10_gamma=thresholds["negative_control_log10_gamma"],
         )
-        power = adv["power_factor"]
-        verdicts += [
-            V.row(
-                "adversarial.holds",
-                "no searched layer needs gamma above the threshold (adversarial search)",
-                kind=V.SCIENTIFIC,
-                form=V.UNIVERSAL,
-                source="Dong et al. 2021, Theorem 2.2",
-                holds=adv["holds"],
-                value=adv["log10_gamma_max"],
-                margin=adv["threshold_log10_gamma"] - adv["log10_gamma_max"],
-                test=f"the largest certified log10 gamma over {adv['draws']} searched draws at most "
-                f"{adv['threshold_log10_gamma']:g}",
-                detail=f"largest gamma {adv['gamma_max']:.3g}; passes against the bound divided by up to "
-                f"{power:.3g} (control: divided by {factor:g})",
-                positive_control=adv["control"],
-            ),
-            V.row(
-                "adversarial.controls_detected",
-                "the search finds the bound violated on layers outside the theorem (negative controls)",
-                kind=V.REGRESSION,
-                form=V.EXISTENTIAL,
-                source="this project's adversarial search",
-                holds=adv["controls_detected"],
-                test=f"each negative control's largest log10 gamma above {adv['negative_control_criterion']:.3g}",
-            ),
-        ]
+        verdicts += _adversarial_verdicts(adv, factor)
     out.update(exponent_stats(ds))
     if fig2:
         out["fig2_exponent"] = {

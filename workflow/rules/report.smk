@@ -12,6 +12,8 @@ rule summary:
         rank_collapse=expand(RESULT["rank_collapse"], model=config["rank_collapse"]["models"]),
         attention_products=expand(RESULT["attention_products"], model=ATTENTION_PRODUCT_MODELS),
         circle=RESULT["circle_collapse"],
+        # read by the run's config hash only: the collapse table carries no config, the gathered result does
+        circle_result=rules.circle_gather.output[0],
         paths=expand(RESULT["paths"], task=config["paths"]["tasks"]),
         paths_exact=expand(RESULT["paths_exact"], task=config["paths"]["tasks"]),
         theorem=rules.theorem_sweep.output[0],
