@@ -290,8 +290,8 @@ def load_tensorwise(
 
 
 def _skeleton(model_cls: type[nn.Module], folder: Path, dtype: torch.dtype) -> nn.Module:
-    """``model_cls`` of ``folder``'s config.json with eager attention and experts, in eval mode, its parameters on ``meta`` in
-    ``dtype`` and its buffers computed at init cast to ``dtype``, as a loaded model's are."""
+    """``model_cls`` of ``folder``'s config.json with eager attention and experts, in eval mode, its parameters on
+    ``meta`` in ``dtype`` and its buffers computed at init cast to ``dtype``, as a loaded model's are."""
     from accelerate import init_empty_weights
     from transformers import AutoConfig
 

@@ -34,7 +34,7 @@ os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
 os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
 
 RESULTS = "results"
-# Every result file that more than one rule reads, spelled once: its pattern (wildcards model, task, sweep); the rules
+# Every result file that several rules read, spelled once (its pattern, with wildcards model, task or sweep); the rules
 # that write, read and target it expand this table.
 RESULT = {
     "rank_collapse": f"{RESULTS}/rank_collapse/{{model}}.nc",
