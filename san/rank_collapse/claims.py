@@ -300,6 +300,90 @@ def pretrained_slower_claims(
     }  # fmt: skip
 
 
+def _factor(ds: xr.Dataset, measure: str, variant: str, layer: int) -> float:
+    """Pretrained / init mean ratio of ``measure`` for ``variant`` at ``layer`` (the last layer if fewer)."""
+    m = ds[measure].mean("sample").sel(variant=variant)
+    at = min(layer, int(m["layer"].max()))
+    init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
+    return pre / init if init > 0 else float("inf")
+
+
+def carried_share(factor_all: float, factor_excluded: float) -> float:
+    """The share of a faster collapse (``factor_all`` < 1: pretrained / init ratio with every token) that the first
+    token carries: the part of its log-decrease that is gone once the first token is excluded (``factor_excluded``:
+    the same ratio without it). 1: all of it (no faster collapse without the first token), 0: none of it, above 1:
+    without the first token the pretrained model collapses slower than at initialisation."""
+    return 1.0 - float(np.log(factor_excluded) / np.log(factor_all))
+
+
+def first_token_sink_claims(
+    results: Mapping[str, xr.Dataset],
+    *,
+    layer: int,
+    share_threshold: float,
+    min_carried: float,
+    causal: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Whether the pure-attention path's faster collapse in the pretrained decoders is carried by the first token.
+
+    A causal model with both weights whose SAN ratio at ``layer`` is lower pretrained than at initialisation (a
+    faster collapse) is judged: the first token carries the collapse when at least ``min_carried`` of its
+    log-decrease is gone without the first token (:func:`carried_share`, from the ``residual_ratio_no_first``
+    measure). Holds when it does in every judged decoder; not judged without one. Also recorded per model: the share
+    of sink heads (mean attention on the first token above ``share_threshold``, Gu et al. 2025) at ``layer`` and
+    over all layers, with each weight set. Positive control: the same test with no token excluded (the full ratio in
+    place of the one without the first token) carries nothing and must fail."""
+    from san.rank_collapse.sink import sink_share
+
+    per_model: dict[str, Any] = {}
+    for name, ds in results.items():
+        weights = set(map(str, ds["weights"].values))
+        if name not in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
+            continue
+        entry: dict[str, Any] = {"factor": _factor(ds, "residual_ratio", "SAN", layer)}
+        entry["factor_without_first"] = _factor(ds, "residual_ratio_no_first", "SAN", layer)
+        entry["faster"] = bool(entry["factor"] < 1)
+        entry["carried"] = carried_share(entry["factor"], entry["factor_without_first"]) if entry["faster"] else None
+        if "first_token_attention" in ds:
+            share = sink_share(ds["first_token_attention"].sel(variant="SAN"), share_threshold)
+            at = min(layer, int(share["layer"].max()))
+            entry["sink_share"] = {str(w): _f(share.sel(weights=w, layer=at)) for w in share["weights"].values}
+            entry["sink_share_all_layers"] = {
+                str(w): _f(share.sel(weights=w).mean("layer", skipna=True)) for w in share["weights"].values
+            }
+        per_model[name] = entry
+    judged = {n: e for n, e in per_model.items() if e["faster"]}
+    carried = [e["carried"] for e in judged.values()]
+    holds = V.judged(all(c >= min_carried for c in carried), len(carried))
+    wrong = [carried_share(e["factor"], e["factor"]) if e["factor"] != 1 else 0.0 for e in judged.values()]
+    control = V.control(
+        "no token excluded (the full ratio in place of the one without the first token)",
+        None,
+        V.judged(all(c >= min_carried for c in wrong), len(wrong)),
+        value=max(wrong) if wrong else None,
+    )
+    smallest = min(carried) if carried else None
+    return {
+        "layer": layer,
+        "share_threshold": share_threshold,
+        "min_carried": min_carried,
+        "carried_in_every_decoder": holds,
+        "smallest_carried": smallest if smallest is not None else float("nan"),
+        "judged": list(judged),
+        "per_model": per_model,
+        "verdicts": [
+            V.row("carried_in_every_decoder", "in the pretrained decoders the pure-attention path's faster collapse "
+                  "is carried by the first token", kind=V.SCIENTIFIC, form=V.UNIVERSAL,
+                  source="Gu et al. 2025 (attention sinks); Dong et al. 2021, Fig. 2", holds=holds,
+                  value=smallest, margin=smallest - min_carried if smallest is not None else None,
+                  test=f"in every causal model whose pretrained SAN ratio at layer {layer} is below its init one, at "
+                  f"least {min_carried:g} of the log-decrease is gone without the first token (margin: smallest "
+                  "share - required)",
+                  positive_control=control),
+        ],
+    }  # fmt: skip
+
+
 def check_config(report: Mapping[str, Any]) -> None:
     """Cross-checks of the rank-collapse wing's report keys the schema cannot express: the skip variants' floor
     above the collapse threshold (else one ratio could count as collapsed and as surviving); raises
@@ -313,7 +397,8 @@ def check_config(report: Mapping[str, Any]) -> None:
 
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The rank-collapse wing's sections of summary.json, each only where this run's results can speak to it (else
-    None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", and the path products.
+    None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", the path products, and the
+    first-token sink of the pretrained decoders.
 
     ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
     ``attention_product_models`` and ``report`` (config ``report``); the causal decoders (one rule for them in
@@ -342,4 +427,9 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
         if pretrained
         else None,
         "attention_products": attention_product_claims(products, **t["attention_products"]) if products else None,
+        "first_token_sink": first_token_sink_claims(
+            results, layer=t["rank_collapse"]["layer"], **t["first_token_sink"], causal=causal
+        )
+        if pretrained
+        else None,
     }

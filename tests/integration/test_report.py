@@ -19,6 +19,7 @@ SECTIONS = {
     "attention_products",
     "pretrained_collapse",
     "pretrained_slower",
+    "first_token_sink",
     "circle",
     "paths",
     "path_decomposition",
