@@ -56,7 +56,9 @@ def run_series(
     seeds = list(series)
     names = [list(series[s]) for s in seeds]
     if any(n != names[0] for n in names):
-        raise ValueError(f"the seeds of a series must have the same revisions, got {dict(zip(seeds, names))}")
+        raise ValueError(
+            f"the seeds of a series must have the same revisions, got {dict(zip(seeds, names, strict=True))}"
+        )
     parts = []
     for seed in seeds:
         folders = {rev: Path(f) for rev, f in series[seed].items()}
