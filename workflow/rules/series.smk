@@ -1,0 +1,83 @@
+# Rank collapse along training: the offline series (a small GPT-NeoX trained on the pinned text, one series per seed,
+# checkpoints on Pythia's schedule), analysed like revisions of one model.
+SERIES_SEEDS = config["series"]["seeds"]
+
+
+rule series_train:
+    """Train one seed's offline series on the pinned text and save its checkpoints as model folders (resumable)."""
+    output:
+        directory(f"{RESULTS}/series/seed{{seed}}"),
+    log:
+        "logs/series_train/seed{seed}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/series_train/seed{{seed}}.tsv"
+    conda:
+        TORCH_ENV
+    threads: 1
+    resources:
+        **resources("series_train"),
+    params:
+        settings={k: v for k, v in config["series"].items() if k != "seeds"},
+    script:
+        "../../scripts/series_train.py"
+
+
+rule rank_collapse_series:
+    """Fig. 2's measures (four variants, the first-token sink) of every checkpoint of every seed of the series."""
+    input:
+        series=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
+        corpus=rules.corpus.output[0],
+    output:
+        f"{RESULTS}/rank_collapse_series.nc",
+    log:
+        "logs/rank_collapse_series.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rank_collapse_series.tsv"
+    conda:
+        TORCH_ENV
+    threads: compute_threads("rank_collapse")
+    resources:
+        **resources("rank_collapse_series"),
+    params:
+        series=config["series"],
+        settings={k: v for k, v in config["rank_collapse"].items() if k != "models"},
+        text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
+        compute=compute_params("rank_collapse"),
+    script:
+        "../../scripts/rank_collapse_series.py"
+
+
+rule training_dynamics:
+    """Rank collapse (first, middle, last layer) and the sink share against the training step, seed bands."""
+    input:
+        data=rules.rank_collapse_series.output[0],
+    output:
+        report(
+            figures("training_dynamics"),
+            caption=caption("training_dynamics"),
+            category="Rank collapse along training",
+        ),
+    log:
+        "logs/training_dynamics.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/training_dynamics.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("training_dynamics"),
+    params:
+        figures=config["figures"],
+        share_threshold=config["report"]["first_token_sink"]["share_threshold"],
+    script:
+        "../../scripts/training_dynamics.py"
+
+
+SERIES = [rules.rank_collapse_series.output[0], *figures("training_dynamics")] if SERIES_SEEDS else []
+TARGETS += SERIES
+
+
+rule series:
+    """Target: the offline training series, its rank-collapse measures and the training-dynamics figure."""
+    input:
+        SERIES,
