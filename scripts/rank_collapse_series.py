@@ -11,7 +11,7 @@ from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
 from san.core.text import content_hash, tokenize_documents
-from san.models.folders import load_tokenizer
+from san.models.folders import load_tokenizer, recorded_family
 from san.models.revisions import revision_name
 from san.rank_collapse.series import run_series
 from san.series.train import schedule
@@ -34,7 +34,8 @@ with job_log(snakemake.log[0]) as log:
         coords={"sample": np.arange(ids.shape[0])},
         attrs={"input_sha256": content_hash(ids)},
     )
-    ds = run_series("gpt_neox", series, inputs, p.settings, device, log)
+    family, _ = recorded_family([f for revisions in series.values() for f in revisions.values()])
+    ds = run_series(family, series, inputs, p.settings, device, log)
     log.info(
         "SAN at the last layer, mean over seeds and sequences, by step:\n%s",
         ds["residual_ratio"].sel(variant="SAN").isel(layer=-1).mean(("seed", "sample")).to_pandas().to_string(),

@@ -318,6 +318,26 @@ def carried_share(factor_all: float, factor_excluded: float) -> float:
     return 1.0 - float(np.log(factor_excluded) / np.log(factor_all))
 
 
+def _sink_entry(ds: xr.Dataset, layer: int, share_threshold: float) -> dict[str, Any]:
+    """One decoder's evidence for :func:`first_token_sink_claims`: the SAN's pretrained / init factor at ``layer``
+    with every token and without the first, whether it collapses faster, the share the first token carries, and the
+    share of SAN sink heads (``share_threshold``) at ``layer`` and over all layers of each weight set."""
+    from san.rank_collapse.sink import sink_share
+
+    entry: dict[str, Any] = {"factor": _factor(ds, "residual_ratio", "SAN", layer)}
+    entry["factor_without_first"] = _factor(ds, "residual_ratio_no_first", "SAN", layer)
+    entry["faster"] = bool(entry["factor"] < 1)
+    entry["carried"] = carried_share(entry["factor"], entry["factor_without_first"]) if entry["faster"] else None
+    if "first_token_attention" in ds:
+        share = sink_share(ds["first_token_attention"].sel(variant="SAN"), share_threshold)
+        at = min(layer, int(share["layer"].max()))
+        entry["sink_share"] = {str(w): _f(share.sel(weights=w, layer=at)) for w in share["weights"].values}
+        entry["sink_share_all_layers"] = {
+            str(w): _f(share.sel(weights=w).mean("layer", skipna=True)) for w in share["weights"].values
+        }
+    return entry
+
+
 def first_token_sink_claims(
     results: Mapping[str, xr.Dataset],
     *,
@@ -335,25 +355,12 @@ def first_token_sink_claims(
     of sink heads (mean attention on the first token above ``share_threshold``, Gu et al. 2025) at ``layer`` and
     over all layers, with each weight set. Positive control: the same test with no token excluded (the full ratio in
     place of the one without the first token) carries nothing and must fail."""
-    from san.rank_collapse.sink import sink_share
-
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
         weights = set(map(str, ds["weights"].values))
         if name not in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
             continue
-        entry: dict[str, Any] = {"factor": _factor(ds, "residual_ratio", "SAN", layer)}
-        entry["factor_without_first"] = _factor(ds, "residual_ratio_no_first", "SAN", layer)
-        entry["faster"] = bool(entry["factor"] < 1)
-        entry["carried"] = carried_share(entry["factor"], entry["factor_without_first"]) if entry["faster"] else None
-        if "first_token_attention" in ds:
-            share = sink_share(ds["first_token_attention"].sel(variant="SAN"), share_threshold)
-            at = min(layer, int(share["layer"].max()))
-            entry["sink_share"] = {str(w): _f(share.sel(weights=w, layer=at)) for w in share["weights"].values}
-            entry["sink_share_all_layers"] = {
-                str(w): _f(share.sel(weights=w).mean("layer", skipna=True)) for w in share["weights"].values
-            }
-        per_model[name] = entry
+        per_model[name] = _sink_entry(ds, layer, share_threshold)
     judged = {n: e for n, e in per_model.items() if e["faster"]}
     carried = [e["carried"] for e in judged.values()]
     holds = V.judged(all(c >= min_carried for c in carried), len(carried))

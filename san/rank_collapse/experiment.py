@@ -191,6 +191,33 @@ def attention_matrices(model: PreTrainedModel, input_ids: torch.Tensor, batch_si
     return torch.cat(chunks, dim=1)
 
 
+def _load(
+    folder: str | Path,
+    family: str,
+    dtype_name: str,
+    device: torch.device | str,
+    budget_mb: float | None,
+    budget_key: str,
+) -> PreTrainedModel:
+    """One weight set in one dtype on ``device``; with a memory budget placed on the device as it loads (the
+    streamed blocks stay on the meta device until used)."""
+    if budget_mb is None:
+        return load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+    return load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, budget_key)
+
+
+def _log_streaming(model: PreTrainedModel, budget_key: str, log: Any) -> None:
+    """Log how many blocks of a streamed model are held and streamed (nothing for a model held whole)."""
+    streaming = getattr(model, "san_streaming", None)
+    if streaming is not None:
+        plan = streaming.plan
+        log.info(
+            "%s: %d of %d blocks held, %d streamed from the checkpoint (weights %.0f MB, at most %.0f MB "
+            "in memory)", budget_key, plan.held, plan.blocks, plan.streamed,
+            plan.weights_bytes() / 2**20, plan.peak_bytes() / 2**20,
+        )  # fmt: skip
+
+
 def run(
     family: str,
     models: Mapping[str, str | Path],
@@ -219,20 +246,10 @@ def run(
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
         by_variant, sink_by_variant = {}, {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
-            if budget_mb is None:
-                model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
-            else:  # placed on the device as it loads: the streamed blocks stay on the meta device until used
-                model = load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, budget_key)
+            model = _load(folder, family, dtype_name, device, budget_mb, budget_key)
             if log is not None:
                 log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)
-                streaming = getattr(model, "san_streaming", None)
-                if streaming is not None:
-                    plan = streaming.plan
-                    log.info(
-                        "%s: %d of %d blocks held, %d streamed from the checkpoint (weights %.0f MB, at most %.0f MB "
-                        "in memory)", budget_key, plan.held, plan.blocks, plan.streamed,
-                        plan.weights_bytes() / 2**20, plan.peak_bytes() / 2**20,
-                    )  # fmt: skip
+                _log_streaming(model, budget_key, log)
             got, alpha = residuals_by_variant(
                 model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"]
             )

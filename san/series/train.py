@@ -116,7 +116,8 @@ def _save_checkpoint(out: Path, step: int, model, tokenizer, record: dict[str, A
         tokenizer.save_pretrained(dest)
         return {}, None
 
-    fetched = Fetched("series", f"series checkpoint {folder}", record, "gpt_neox", derive=derive)
+    # the family recognised from the saved config.json (GPT-NeoX's), as for any acquired folder
+    fetched = Fetched("series", f"series checkpoint {folder}", record, None, derive=derive)
     try:
         manifest = store(staging, fetched)
     except BaseException:
@@ -127,6 +128,32 @@ def _save_checkpoint(out: Path, step: int, model, tokenizer, record: dict[str, A
     return manifest
 
 
+def _resume(state_path: Path, key: str, model, optimizer, generator: torch.Generator) -> tuple[list[float], int]:
+    """Restore the model, optimiser and generator of the last checkpoint from ``state_path`` when it was written by
+    a training of the same settings and seed (``key``); the losses so far and the step to continue after."""
+    if not state_path.is_file():
+        return [], 0
+    state = torch.load(state_path, weights_only=True)  # tensors and plain containers only
+    if state["key"] != key:
+        return [], 0
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["generator"])
+    return list(state["losses"]), int(state["step"])
+
+
+def _update(model, optimizer, stream: torch.Tensor, seq_len: int, batch: int, generator: torch.Generator) -> float:
+    """One training step on ``batch`` windows of ``seq_len`` tokens of ``stream`` drawn from ``generator``: the
+    next-token loss (transformers shifts the labels) before the update."""
+    starts = torch.randint(0, len(stream) - seq_len, (batch,), generator=generator)
+    window = torch.stack([stream[s : s + seq_len] for s in starts.tolist()])
+    loss = model(input_ids=window, labels=window).loss
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
 def train(
     settings: dict[str, Any], seed: int, documents: Sequence[Sequence[str]], out_dir: str | Path, log: Any = None
 ) -> dict[str, Any]:
@@ -134,7 +161,7 @@ def train(
     step of :func:`schedule`); ``settings`` is the ``series`` config slice (``model``, ``vocabulary``, ``seq_len``,
     ``batch_size``, ``learning_rate``, ``steps``, ``every``, ``log_until``). A run that finds ``state.pt`` of the same
     settings continues after its step. Returns the loss record written to ``loss.json``: the loss of every update, the
-    unigram baseline and the checkpoints."""
+    unigram baseline (:func:`unigram_loss`), the mean loss over the last tenth of the steps and the checkpoints."""
     from transformers import GPTNeoXForCausalLM
 
     out = Path(out_dir)
@@ -149,22 +176,12 @@ def train(
     config = model_config(settings, len(vocab))
     torch.manual_seed(seed)
     model = GPTNeoXForCausalLM(config)
-    model.config._attn_implementation = "eager"
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings["learning_rate"], weight_decay=0.0)
     generator = cpu_generator(seed)
-    losses: list[float] = []
-    start = 0
     key = json.dumps({"settings": settings, "seed": seed}, sort_keys=True)
-    state_path = out / STATE
-    if state_path.is_file():
-        state = torch.load(state_path, weights_only=False)
-        if state["key"] == key:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            generator.set_state(state["generator"])
-            losses, start = list(state["losses"]), int(state["step"])
-            if log is not None:
-                log.info("seed %d: resumed after step %d", seed, start)
+    losses, start = _resume(out / STATE, key, model, optimizer, generator)
+    if start and log is not None:
+        log.info("seed %d: resumed after step %d", seed, start)
     record = {"seed": seed, "architecture": config.to_diff_dict(), "tokens_per_step": batch * seq_len}
 
     def checkpoint(step: int) -> None:
@@ -173,35 +190,23 @@ def train(
                                                          "loss": loss})  # fmt: skip
         torch.save(
             {"key": key, "step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-             "generator": generator.get_state(), "losses": losses}, state_path,
+             "generator": generator.get_state(), "losses": losses}, out / STATE,
         )  # fmt: skip
+        if log is not None:
+            log.info("seed %d: checkpoint at step %d, loss %s", seed, step, loss)
 
-    if start == 0 and not (out / revision_name(0)).is_dir():
+    if start == 0:
         checkpoint(0)
     model.train()
     for step in range(start + 1, steps[-1] + 1):
-        starts = torch.randint(0, len(stream) - seq_len, (batch,), generator=generator)
-        window = torch.stack([stream[s : s + seq_len] for s in starts.tolist()])
-        loss = model(input_ids=window, labels=window).loss  # the labels shifted by transformers: next-token loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
+        losses.append(_update(model, optimizer, stream, seq_len, batch, generator))
         if step in steps:
             checkpoint(step)
-            if log is not None:
-                log.info("seed %d: step %d, loss %.4f", seed, step, losses[-1])
-    baseline = unigram_loss(stream, len(vocab))
     tail = losses[-max(1, len(losses) // 10) :]
     result = {
-        "seed": seed,
-        "steps": steps,
-        "revisions": [revision_name(s) for s in steps],
-        "loss": losses,
-        "unigram_loss": baseline,
-        "final_loss": float(np.mean(tail)) if tail else math.nan,
-        "tokens": int(len(stream)),
-        "vocabulary": len(vocab),
-    }
+        "seed": seed, "steps": steps, "revisions": [revision_name(s) for s in steps], "loss": losses,
+        "unigram_loss": unigram_loss(stream, len(vocab)), "final_loss": float(np.mean(tail)) if tail else math.nan,
+        "tokens": int(len(stream)), "vocabulary": len(vocab),
+    }  # fmt: skip
     (out / LOSS).write_text(json.dumps(result, indent=2))
     return result
