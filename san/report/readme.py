@@ -300,7 +300,7 @@ def training_series_table(summary: Mapping[str, Any], paths_csv: Path | None) ->
     (mean over seeds and sequences), the share of sink heads, and what the model learned (loss against the unigram
     baseline, per seed)."""
     name = "training_series"
-    section = lookup(summary, "training_series", name)
+    section = summary.get("training_series")  # a summary of a run before the series was part of it has none
     if section is None:
         return "No training series in this run.\n"
     first, last = lookup(summary, "training_series.first", name), lookup(summary, "training_series.last", name)
