@@ -20,6 +20,7 @@ SECTIONS = {
     "pretrained_collapse",
     "pretrained_slower",
     "first_token_sink",
+    "training_series",
     "circle",
     "paths",
     "path_decomposition",
