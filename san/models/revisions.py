@@ -9,13 +9,15 @@ the training step and the tokens seen from a revision's name (Pythia's ``step100
 A series of hub revisions (:func:`expand_revisions`: a list, a schedule or every branch the repository lists) is pinned
 once (:func:`pinned_revisions`: revision -> commit, in a file the workflow reuses), a revision the repository lacks is
 refused by name before anything is written (:func:`pin_revisions`), and revisions that serve identical weights are
-found by the sha256 of their weight files (:func:`duplicates`).
+found by the sha256 of their weight files (:func:`acquire_series`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,39 +132,34 @@ def weight_hashes(manifest: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((n, h) for n, h in manifest.get("sha256", {}).items() if n.endswith(".safetensors")))
 
 
-def duplicates(manifests: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The revisions that serve the same weights as an earlier one (by the sha256 of their weight files, e.g. the
-    86 of pythia-2.8b's 154 branches that serve its final weights): revision -> the first revision with its
-    weights, in the order of ``manifests``."""
-    first: dict[tuple[tuple[str, str], ...], str] = {}
-    out = {}
-    for revision, manifest in manifests.items():
-        hashes = weight_hashes(manifest)
-        if hashes in first:
-            out[revision] = first[hashes]
-        else:
-            first[hashes] = revision
-    return out
-
-
 def acquire_series(
-    name: str, family: str | None, source: dict[str, Any], out_root: str | Path, key: str
+    name: str,
+    family: str | None,
+    source: dict[str, Any],
+    out_root: str | Path,
+    key: str,
+    analyse: Callable[[str, Path], None] | None = None,
+    keep: bool = True,
 ) -> dict[str, Any]:
     """Acquire every revision of the hub entry ``source`` (``repo_id``, ``revisions``: :func:`expand_revisions`)
-    into ``out_root/<revision>``, each a verified model folder (:func:`san.models.acquire.materialise` at its pinned
-    commit). The pins are written to ``out_root/pins.json`` first and reused by a rerun; a missing revision is
-    refused before anything is downloaded. A revision whose commit or weights equal an earlier revision's is a
-    duplicate: it is analysed once (its folder is not kept) and recorded. The series record, also written to
-    ``out_root/series.json``: the repository, the revisions, their commits, the duplicates and the folders."""
+    into ``out_root/<revision>``, one after the other, each a verified model folder
+    (:func:`san.models.acquire.materialise` at its pinned commit), and hand each to ``analyse``; without ``keep`` a
+    revision's folder is removed once analysed, so at most one revision is on disk at a time. The pins are written
+    to ``out_root/pins.json`` first and reused by a rerun; a missing revision is refused before anything is
+    downloaded. A revision whose commit or weights (the sha256 of its weight files, e.g. the 86 of pythia-2.8b's 154
+    branches that serve its final weights) equal an earlier revision's is a duplicate: analysed once, not kept, and
+    recorded. The series record, also written to ``out_root/series.json``: the repository, the revisions, their
+    commits, the duplicates (revision -> the first revision with its weights), the manifests and the folders kept."""
     from san.models.acquire import materialise
 
     root = Path(out_root)
     revisions = expand_revisions(source["revisions"], source["repo_id"], key)
     commits = pinned_revisions(root / "pins.json", source["repo_id"], revisions, key)
-    base = {k: v for k, v in source.items() if k not in ("revisions", "revision", "commit", "sha256")}
+    base = {k: v for k, v in source.items() if k not in ("revisions", "keep_revisions", "revision", "commit", "sha256")}
     manifests: dict[str, dict[str, Any]] = {}
     same: dict[str, str] = {}
     by_commit: dict[str, str] = {}
+    by_weights: dict[tuple[tuple[str, str], ...], str] = {}
     for revision in revisions:
         if commits[revision] in by_commit:  # the same commit: the same files, nothing to download
             same[revision] = by_commit[commits[revision]]
@@ -170,24 +167,25 @@ def acquire_series(
         by_commit[commits[revision]] = revision
         folder = root / revision
         entry = {**base, "revision": revision, "commit": commits[revision]}
-        manifests[revision] = materialise(name, family, "pretrained", entry, folder)
-    weights_same = duplicates(manifests)
-    for revision in weights_same:
-        _remove_folder(root / revision)
-    same.update(weights_same)
+        manifest = materialise(name, family, "pretrained", entry, folder)
+        hashes = weight_hashes(manifest)
+        if hashes in by_weights:
+            same[revision] = by_weights[hashes]
+            shutil.rmtree(folder)
+            continue
+        by_weights[hashes] = revision
+        manifests[revision] = manifest
+        if analyse is not None:
+            analyse(revision, folder)
+        if not keep:
+            shutil.rmtree(folder)
     record = {
         "repo_id": source["repo_id"],
         "revisions": revisions,
         "commits": commits,
         "duplicates": {r: same[r] for r in revisions if r in same},
-        "folders": {r: str(root / r) for r in revisions if r not in same},
+        "manifests": manifests,
+        "folders": {r: str(root / r) for r in manifests if (root / r).is_dir()},
     }
     (root / "series.json").write_text(json.dumps(record, indent=2))
     return record
-
-
-def _remove_folder(folder: Path) -> None:
-    """Remove a model folder (a duplicate revision's: its weights are an earlier revision's)."""
-    import shutil
-
-    shutil.rmtree(folder)

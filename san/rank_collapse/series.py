@@ -29,6 +29,9 @@ SERIES_VARIABLES = {
     "step": Variable("training step of the revision", "1", "NaN where neither the manifest nor the name states it"),
     "tokens_seen": Variable("training tokens seen at the revision", "1", "NaN where unknown"),
     "seed": Variable("training seed of the series", "1"),
+    "duplicate_of": Variable(
+        "revision whose weights this revision serves", "1", "empty: its own weights; else analysed once, as that one"
+    ),
 }
 
 
@@ -72,5 +75,58 @@ def run_series(
         "title": "san: rank collapse along training, one series of checkpoints (Dong et al. 2021, Fig. 2)",
         "manifests": {str(s): {r: read_manifest(f) for r, f in series[s].items()} for s in seeds},
         "input_sha256": inputs.attrs["input_sha256"],
+    }
+    return describe(out, SERIES_VARIABLES)
+
+
+def run_hub_series(
+    name: str,
+    source: Mapping[str, Any],
+    out_root: str | Path,
+    documents: Any,
+    text: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    device: torch.device | str = "cpu",
+    log: Any = None,
+) -> xr.Dataset:
+    """The rank-collapse measures of every revision of the hub entry ``source`` of model ``name`` (its
+    ``revisions``: :func:`san.models.revisions.expand_revisions`), each acquired into ``out_root/<revision>``,
+    tokenised with its own tokenizer (``text``: ``seq_len``, ``n_sequences``, ``seed`` of the ``documents``),
+    analysed, and removed unless ``source['keep_revisions']`` (:func:`san.models.revisions.acquire_series`: one
+    revision on disk at a time). A duplicate revision (the weights of an earlier one) is analysed once: its values
+    are the earlier revision's, and the coordinate ``duplicate_of`` names that revision (empty for the others).
+    Dimensions as :func:`run_series`, one seed (0)."""
+    from san.core.text import content_hash, tokenize_documents
+    from san.models.folders import load_tokenizer, recorded_family
+    from san.models.revisions import acquire_series
+
+    parts: dict[str, xr.Dataset] = {}
+    steps: dict[str, tuple[float, float]] = {}
+
+    def analyse(revision: str, folder: Path) -> None:
+        family, _ = recorded_family([folder])
+        ids = tokenize_documents(load_tokenizer(folder), documents, text["seq_len"], text["n_sequences"], text["seed"])
+        inputs = xr.Dataset({"input_ids": (("sample", "token"), ids)}, attrs={"input_sha256": content_hash(ids)})
+        parts[revision] = run(family, {revision: folder}, {revision: inputs}, settings, device, log)
+        steps[revision] = _step_and_tokens(revision, folder)
+
+    record = acquire_series(
+        name, None, dict(source), out_root, f"models.{name}.pretrained", analyse, bool(source.get("keep_revisions"))
+    )
+    revisions, same = record["revisions"], record["duplicates"]
+    data = [parts[same.get(r, r)].rename(weights="revision").assign_coords(revision=[r]) for r in revisions]
+    out = xr.concat([d.drop_attrs() for d in data], dim="revision").expand_dims(seed=[0])
+    named = {r: tuple(np.nan if v is None else float(v) for v in (step_of(r), tokens_of(r))) for r in same}
+    step, tokens = zip(*({**steps, **named}[r] for r in revisions), strict=True)
+    out = out.assign_coords(
+        step=("revision", list(step)),
+        tokens_seen=("revision", list(tokens)),
+        duplicate_of=("revision", [same.get(r, "") for r in revisions]),
+    )
+    out.attrs = {
+        "title": f"san: rank collapse along training, the hub revisions of {source['repo_id']} (Dong et al. 2021)",
+        "series": {k: record[k] for k in ("repo_id", "revisions", "commits", "duplicates")},
+        "manifests": record["manifests"],
+        "input_sha256": {r: parts[r].attrs["input_sha256"][r] for r in parts},
     }
     return describe(out, SERIES_VARIABLES)

@@ -88,3 +88,18 @@ def test_a_series_is_pinned_deduplicated_and_analysed(tmp_path, series_repo):
     ds = run_series("gpt_neox", folders, inputs, settings)
     assert list(ds["revision"].values) == ["step0", "step2", "step4"] and list(ds["step"].values) == [0, 2, 4]
     assert np.isfinite(ds["residual_ratio"]).all()
+
+
+def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, series_repo):
+    from san.rank_collapse.series import run_hub_series
+
+    source = {"source": "hub", "repo_id": REPO, "revisions": ["step0", "step2", "step4", "step8"]}
+    text = {"seq_len": 16, "n_sequences": 2, "seed": 0}
+    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    ds = run_hub_series("neox", source, tmp_path / "s", pydoc_documents(), text, settings)
+    assert list(ds["revision"].values) == source["revisions"] and list(ds["step"].values) == [0, 2, 4, 8]
+    assert list(ds["duplicate_of"].values) == ["", "", "", "step4"]
+    four, eight = (ds["residual_ratio"].sel(revision=r).values for r in ("step4", "step8"))
+    np.testing.assert_array_equal(four, eight)
+    assert not np.array_equal(ds["residual_ratio"].sel(revision="step0").values, four)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["pins.json", "series.json"], "weights removed"
