@@ -36,11 +36,24 @@ def _step_axis(ax: plt.Axes) -> None:
     ax.set_xlabel("training step")
 
 
+def _mark_duplicates(axes: list[plt.Axes], ds: xr.Dataset) -> None:
+    """A dotted vertical line at every revision that serves an earlier revision's weights (``duplicate_of``): its
+    points repeat that revision's, analysed once."""
+    if "duplicate_of" not in ds.coords:
+        return
+    steps = [float(s) for s, d in zip(ds["step"].values, ds["duplicate_of"].values, strict=True) if str(d)]
+    for ax in axes:
+        for i, step in enumerate(steps):
+            label = "duplicate weights" if ax is axes[-1] and i == 0 else None
+            ax.axvline(step, color="grey", linestyle=":", linewidth=0.8, label=label)
+
+
 def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float) -> plt.Figure:
     """Top row: the relative residual (mean over the input sequences; log y) of SAN, SAN+skip and the transformer at
     the first, middle and last layer against the training step, the mean over seeds with the seeds' range as a band.
     Bottom: the share of sink heads (mean attention on the first token above ``share_threshold``) averaged over the
-    blocks, per variant. ``ds``: :func:`san.rank_collapse.series.run_series`' result."""
+    blocks, per variant; a revision serving an earlier one's weights is marked by a dotted line. ``ds``:
+    :func:`san.rank_collapse.series.run_series`' or :func:`~san.rank_collapse.series.run_hub_series`' result."""
     order = np.argsort(ds["step"].values)
     ds = ds.isel(revision=order)
     steps = ds["step"].values
@@ -65,6 +78,7 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
     _step_axis(bottom)
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_ylabel(f"share of heads with\nattention on token 1 > {share_threshold:g}")
+    _mark_duplicates([*top, bottom], ds)
     bottom.legend()
     fig.tight_layout()
     legend_below(fig, bottom)

@@ -73,11 +73,70 @@ rule training_dynamics:
         "../../scripts/training_dynamics.py"
 
 
+# Series of hub revisions (models.<name>.pretrained.revisions), one job per model.
+HUB_SERIES = config["series"]["hub_models"]
+
+
+rule rank_collapse_hub_series:
+    """Every revision of one model's hub series acquired at its pin, analysed (four variants, the first-token sink)
+    and removed unless kept; duplicates analysed once."""
+    input:
+        corpus=rules.corpus.output[0],
+    output:
+        f"{RESULTS}/rank_collapse_series/{{model}}.nc",
+    log:
+        "logs/rank_collapse_hub_series/{model}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/rank_collapse_hub_series/{{model}}.tsv"
+    conda:
+        TORCH_ENV
+    threads: compute_threads("rank_collapse")
+    resources:
+        **resources("rank_collapse_hub_series"),
+    params:
+        source=lambda w: config["models"][w.model]["pretrained"],
+        folder=lambda w: f"{RESULTS}/series_hub/{w.model}",
+        settings={k: v for k, v in config["rank_collapse"].items() if k != "models"},
+        text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
+        compute=compute_params("rank_collapse"),
+    script:
+        "../../scripts/rank_collapse_hub_series.py"
+
+
+rule training_dynamics_model:
+    """One hub series' rank collapse and sink share against the training step, duplicates marked."""
+    input:
+        data=rules.rank_collapse_hub_series.output[0],
+    output:
+        report(
+            expand(f"{RESULTS}/figures/training_dynamics_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("training_dynamics"),
+            category="Rank collapse along training",
+            labels={"model": "{model}"},
+        ),
+    log:
+        "logs/training_dynamics_model/{model}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/training_dynamics_model/{{model}}.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("training_dynamics"),
+    params:
+        figures=config["figures"],
+        share_threshold=config["report"]["first_token_sink"]["share_threshold"],
+    script:
+        "../../scripts/training_dynamics.py"
+
+
 SERIES = [rules.rank_collapse_series.output[0], *figures("training_dynamics")] if SERIES_SEEDS else []
+for _model in HUB_SERIES:
+    SERIES += [f"{RESULTS}/rank_collapse_series/{_model}.nc", *figures(f"training_dynamics_{_model}")]
 TARGETS += SERIES
 
 
 rule series:
-    """Target: the offline training series, its rank-collapse measures and the training-dynamics figure."""
+    """Target: the training series (offline and of hub revisions), their rank-collapse measures and figures."""
     input:
         SERIES,
