@@ -189,3 +189,25 @@ def acquire_series(
     }
     (root / "series.json").write_text(json.dumps(record, indent=2))
     return record
+
+
+def check_series(config: dict[str, Any]) -> None:
+    """Cross-checks of the ``series`` section: every ``series.hub_models`` entry is a defined model whose
+    ``pretrained`` entry is a hub source naming ``revisions``; the offline model's context holds ``text.seq_len``
+    tokens (the analysis reads them); raises :class:`san.core.config.ConfigError` naming the key."""
+    from san.core.config import ConfigError
+
+    series = config.get("series", {})
+    for name in series.get("hub_models", []):
+        pretrained = (config.get("models", {}).get(name) or {}).get("pretrained") or {}
+        if pretrained.get("source") != "hub" or "revisions" not in pretrained:
+            raise ConfigError(
+                f"series.hub_models names {name!r}, which needs models.{name}.pretrained with source: hub and "
+                "revisions (a list, {schedule: ...} or all)"
+            )
+    seq_len = config.get("text", {}).get("seq_len")
+    context = series.get("model", {}).get("context")
+    if series.get("seeds") and seq_len is not None and context is not None and context < seq_len:
+        raise ConfigError(
+            f"series.model.context = {context} is below text.seq_len = {seq_len}, which the analysis reads"
+        )
