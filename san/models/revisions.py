@@ -132,6 +132,14 @@ def weight_hashes(manifest: dict[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((n, h) for n, h in manifest.get("sha256", {}).items() if n.endswith(".safetensors")))
 
 
+def drop_cached(commit: str) -> None:
+    """Remove the snapshot of ``commit`` from the huggingface_hub cache (its blobs that no other snapshot links):
+    a series that keeps no revision keeps no download of it either (huggingface_hub's ``scan_cache_dir``)."""
+    import huggingface_hub
+
+    huggingface_hub.scan_cache_dir().delete_revisions(commit).execute()
+
+
 def acquire_series(
     name: str,
     family: str | None,
@@ -144,7 +152,8 @@ def acquire_series(
     """Acquire every revision of the hub entry ``source`` (``repo_id``, ``revisions``: :func:`expand_revisions`)
     into ``out_root/<revision>``, one after the other, each a verified model folder
     (:func:`san.models.acquire.materialise` at its pinned commit), and hand each to ``analyse``; without ``keep`` a
-    revision's folder is removed once analysed, so at most one revision is on disk at a time. The pins are written
+    revision's folder and its download in the huggingface_hub cache (:func:`drop_cached`) are removed once it is
+    analysed, so at most one revision is on disk at a time. The pins are written
     to ``out_root/pins.json`` first and reused by a rerun; a missing revision is refused before anything is
     downloaded. A revision whose commit or weights (the sha256 of its weight files, e.g. the 86 of pythia-2.8b's 154
     branches that serve its final weights) equal an earlier revision's is a duplicate: analysed once, not kept, and
@@ -172,6 +181,8 @@ def acquire_series(
         if hashes in by_weights:
             same[revision] = by_weights[hashes]
             shutil.rmtree(folder)
+            if not keep:
+                drop_cached(commits[revision])
             continue
         by_weights[hashes] = revision
         manifests[revision] = manifest
@@ -179,6 +190,7 @@ def acquire_series(
             analyse(revision, folder)
         if not keep:
             shutil.rmtree(folder)
+            drop_cached(commits[revision])
     record = {
         "repo_id": source["repo_id"],
         "revisions": revisions,

@@ -103,3 +103,7 @@ def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, serie
     np.testing.assert_array_equal(four, eight)
     assert not np.array_equal(ds["residual_ratio"].sel(revision="step0").values, four)
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["pins.json", "series.json"], "weights removed"
+    import huggingface_hub
+
+    cached = [r for r in huggingface_hub.scan_cache_dir().repos if r.repo_id == REPO]
+    assert all(not r.revisions for r in cached), "the downloads left the cache too"
