@@ -130,7 +130,9 @@ rule training_dynamics_model:
         "../../scripts/training_dynamics.py"
 
 
-SERIES = [rules.rank_collapse_series.output[0], *figures("training_dynamics")] if SERIES_SEEDS else []
+# The offline series' result (the summary reads it) and every series target.
+OFFLINE_SERIES = [rules.rank_collapse_series.output[0]] if SERIES_SEEDS else []
+SERIES = [*OFFLINE_SERIES, *figures("training_dynamics")] if SERIES_SEEDS else []
 for _model in HUB_SERIES:
     SERIES += [f"{RESULTS}/rank_collapse_series/{_model}.nc", *figures(f"training_dynamics_{_model}")]
 TARGETS += SERIES
