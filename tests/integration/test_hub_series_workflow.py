@@ -58,7 +58,7 @@ def test_a_hub_series_builds_its_results_and_figure(tmp_path, default_config, hu
     wf = copy_workflow(tmp_path / "wf")
     cfg = _config(default_config, ["step0", "step2", "step4", "step8"])
     write_config(wf, cfg)
-    figures = [f"results/figures/training_dynamics_{MODEL}.{e}" for e in cfg["figures"]["formats"]]
+    figures = [f"results/figures/training_dynamics_model_{MODEL}.{e}" for e in cfg["figures"]["formats"]]
     snakemake(wf, RESULT, *figures, "--cores", "2", env=_env(hub_server, tmp_path / "hf"))
     ds = read_netcdf(wf / RESULT)
     assert list(ds["revision"].values) == ["step0", "step2", "step4", "step8"]

@@ -109,8 +109,8 @@ rule training_dynamics_model:
         data=rules.rank_collapse_hub_series.output[0],
     output:
         report(
-            expand(f"{RESULTS}/figures/training_dynamics_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("training_dynamics"),
+            expand(f"{RESULTS}/figures/training_dynamics_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
+            caption=caption("training_dynamics_model"),
             category="Rank collapse along training",
             labels={"model": "{model}"},
         ),
@@ -122,19 +122,19 @@ rule training_dynamics_model:
         "../../envs/plot.yaml"
     threads: 1
     resources:
-        **resources("training_dynamics"),
+        **resources("training_dynamics_model"),
     params:
         figures=config["figures"],
         share_threshold=config["report"]["first_token_sink"]["share_threshold"],
     script:
-        "../../scripts/training_dynamics.py"
+        "../../scripts/training_dynamics_model.py"
 
 
 # The offline series' result (the summary reads it) and every series target.
 OFFLINE_SERIES = [rules.rank_collapse_series.output[0]] if SERIES_SEEDS else []
 SERIES = [*OFFLINE_SERIES, *figures("training_dynamics")] if SERIES_SEEDS else []
 for _model in HUB_SERIES:
-    SERIES += [f"{RESULTS}/rank_collapse_series/{_model}.nc", *figures(f"training_dynamics_{_model}")]
+    SERIES += [f"{RESULTS}/rank_collapse_series/{_model}.nc", *figures(f"training_dynamics_model_{_model}")]
 TARGETS += SERIES
 
 
