@@ -76,6 +76,7 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
     for v in variants:
         _band(bottom, steps, share.sel(variant=v), v, colors[v])
     _step_axis(bottom)
+    bottom.set_xlim(top[0].get_xlim())  # the same step axis as the panels above
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_ylabel(f"share of heads with\nattention on token 1 > {share_threshold:g}")
     _mark_duplicates([*top, bottom], ds)
