@@ -22,6 +22,7 @@ report: "results/report/captions/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/rank_collapse.smk"
+include: "workflow/rules/series.smk"
 include: "workflow/rules/circle.smk"
 include: "workflow/rules/paths.smk"
 include: "workflow/rules/paths_decomposition.smk"

@@ -14,6 +14,7 @@ from typing import Any
 
 from san.circle import spec as circle
 from san.core.config import ordered_like, validate_config, with_defaults
+from san.models.revisions import check_series
 from san.paths import spec as paths
 from san.propagation import spec as propagation
 from san.rank_collapse import spec as rank_collapse
@@ -34,6 +35,7 @@ def _report(config: dict[str, Any], schemas: Path) -> None:
 #: need from it (or None)
 CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
     "rank_collapse": lambda config, schemas: rank_collapse.check_config(config),
+    "series": lambda config, schemas: check_series(config),
     "circle": lambda config, schemas: circle.check_config(config["circle"]),
     "paths": _paths,
     "theory": lambda config, schemas: theory.check_config(config),

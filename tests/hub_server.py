@@ -5,6 +5,7 @@ Served (as the hub does it):
 
 - ``GET /api/{models,datasets}/<repo>[/revision/<rev>]``: the repository's info at a revision (``sha``: the
   commit it resolves to; ``siblings``, with ``blobId`` and ``lfs.sha256`` when ``?blobs=true``).
+- ``GET /api/<kind>s/<repo>/refs``: the branches and the commit each points to (``list_repo_refs``).
 - ``GET /api/<kind>s/<repo>/tree/<rev>[/<path>]`` and ``POST .../paths-info/<rev>``: file listings with each file's
   git blob id (``oid``) and, for LFS files, ``lfs.oid`` = the sha256 of its content.
 - ``HEAD``/``GET /[datasets/]<repo>/resolve/<rev>/<path>``: ``X-Repo-Commit`` and ``ETag`` (the git blob id); an LFS
@@ -265,12 +266,21 @@ class Handler(BaseHTTPRequestHandler):
             if branch is not None:
                 recursive = query.get("recursive", ["false"])[0].lower() in ("true", "1")
                 self.send_json(tree_entries(repo.branches[branch], "/".join(rest[2:]), recursive))
+        elif rest == ["refs"]:  # list_repo_refs: every branch and the commit it points to
+            self.send_json(self.refs(repo))
         elif rest[0] == "paths-info" and len(rest) == 2:
             branch = self.branch_or_error(repo, rest[1])
             if branch is not None:
                 self.send_json(self.paths_info(repo.branches[branch]))
         else:
             self.error(404, "EntryNotFound", f"no API route {self.path}")
+
+    def refs(self, repo: Repo) -> dict:
+        """The answer of ``GET /api/<kind>s/<repo>/refs``: the branches (each one commit), no tags or conversions."""
+        branches = [
+            {"name": b, "ref": f"refs/heads/{b}", "targetCommit": repo.commit(b)} for b in sorted(repo.branches)
+        ]
+        return {"branches": branches, "converts": [], "tags": []}
 
     def info(self, repo: Repo, branch: str, blobs: bool) -> dict:
         files = repo.branches[branch]

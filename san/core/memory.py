@@ -90,15 +90,18 @@ def model_size(folder: str | Path) -> ModelSize:
 
 def activations_mb(size: ModelSize, dtype: str, seq_len: int, batch: int, attentions: int = 0) -> float:
     """The activations of one batch: the residual stream of every layer (``layers + 1`` states, kept until the
-    batch's measures are taken, and their float64 copies), and one block's attention probabilities and MLP hidden
-    layer (with the operands of their products); with ``attentions``, the attention matrices of every layer of that
-    many sequences, kept together (the attention products' job) and their copy when they are stacked."""
+    batch's measures are taken, and their float64 copies), the attention probabilities of every block (returned by
+    the forward pass for the first-token sink and the attention products), and one block's attention probabilities
+    and MLP hidden layer (with the operands of their products); with ``attentions``, the attention matrices of every
+    layer of that many sequences, kept together (the attention products' job) and their copy when they are
+    stacked."""
     b = DTYPE_BYTES[dtype]
     stream = batch * seq_len * size.width * (size.layers + 1) * (b + 8)
+    returned = batch * size.layers * size.heads * seq_len * seq_len * b
     attention = 3 * batch * size.heads * seq_len * seq_len * b
     mlp = 3 * batch * seq_len * size.mlp * b
     kept = 2 * attentions * size.layers * size.heads * seq_len * seq_len * b
-    return (stream + attention + mlp + kept) / 2**20
+    return (stream + returned + attention + mlp + kept) / 2**20
 
 
 def weights_mb(size: ModelSize, dtype: str, budget_mb: float | None = None) -> float:

@@ -18,6 +18,10 @@ each tokenizer file), the tokenizer that ``init`` models copy from the bundled p
 them for you; the hashes of every downloaded file are recorded in the manifest). Every load verifies the folder's
 files against its manifest (a file changed, missing or added after acquisition is refused, naming it) and refuses
 weights whose keys do not match the model's (a config cut to fewer layers, a foreign checkpoint).
+
+One door into a model folder: each source makes one trip (``<kind>_source``: its files, by name and where they are,
+and what the manifest records of their origin, a :class:`Fetched`), and :func:`store` verifies every file against
+its pins, copies, derives, recognises, converts, checks and writes the manifest, the same steps for every source.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import json
 import os
 import shutil
 import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,47 +66,102 @@ from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
 from san.models.recognise import Recognition, recognise
 
 
-def _copy_verified(src: Path, dest: Path, names: list[str], pins: dict[str, str], where: str) -> None:
-    """Copy the files ``names`` from ``src`` to ``dest`` after checking each against its pin (all required)."""
-    verify_hashes({name: sha256_file(src / name) for name in names}, pins, where, require_all=True)
-    for name in names:
-        shutil.copy2(src / name, dest / name)
+@dataclass
+class Fetched:
+    """What a source hands to :func:`store`: its files and what the manifest records of their origin.
+
+    ``copy``: files to copy into the model folder (name -> path at the source); ``placed``: files the source has
+    written into the folder itself (a download, an archive's members). Both are checked against ``pins`` before
+    anything is copied or read (``require_all``: every one of them must have a pin). ``derive`` writes the folder's
+    files made from them (an init's weights, a GGUF file's dequantisation) and returns what the manifest records of
+    that and the LM it loaded (or None); ``pickles``: pickle checkpoints to convert (:func:`convert_pickle`);
+    ``family``: the family the folder must be of (None: recognised from its config.json); ``check``: the sanity
+    check to run and record (None: none recorded); ``recognition``: a recognition the manifest records instead of
+    the folder's own (an init of a pretrained folder keeps the pretrained model's)."""
+
+    source: str
+    where: str
+    record: dict[str, Any]
+    family: str | None
+    copy: dict[str, Path] = field(default_factory=dict)
+    placed: list[str] = field(default_factory=list)
+    pins: dict[str, str] | None = None
+    require_all: bool = False
+    derive: Callable[[Path], tuple[dict[str, Any], PreTrainedModel | None]] | None = None
+    pickles: list[str] = field(default_factory=list)
+    check: dict[str, Any] | None = None
+    recognition: dict[str, Any] | None = None
 
 
-def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
-    """Randomly initialise a ``family`` model from the explicit architecture ``arch`` with ``seed``; save it.
+def store(out: Path, fetched: Fetched) -> dict[str, Any]:
+    """The one door into a model folder: verify every file a source hands over against its pins (before anything
+    is copied or read), copy them into ``out``, derive the files made from them, recognise the family (a refused
+    model before its weights are read), convert pickle weights, reduce a multimodal wrapper to its text model, run
+    the sanity check, and write the manifest (the sha256 of every file and the source's record)."""
+    out.mkdir(parents=True, exist_ok=True)
+    hashes = {name: sha256_file(path) for name, path in fetched.copy.items()}
+    hashes.update({name: sha256_file(out / name) for name in fetched.placed})
+    verify_hashes(hashes, fetched.pins, fetched.where, fetched.require_all)
+    for name, path in fetched.copy.items():
+        shutil.copy2(path, out / name)
+    record: dict[str, Any] = {"source": fetched.source, **fetched.record}
+    lm = None
+    if fetched.derive is not None:
+        derived, lm = fetched.derive(out)
+        record.update(derived)
+    recognise_folder(out, fetched.where, fetched.family)  # a refused model is refused before its weights are read
+    record.update(convert_pickle(out, fetched.pickles, fetched.where))
+    record.update(_recognised(out, fetched.where, fetched.family))
+    if fetched.recognition:
+        record["recognition"] = fetched.recognition
+    if fetched.check is not None:
+        record["check"] = sanity_check(out, record["family"], fetched.check, lm)
+    return write_manifest(out, record)
+
+
+def init_source(family: str, arch: dict[str, Any], seed: int) -> Fetched:
+    """Random weights of a ``family`` model with the explicit architecture ``arch``, drawn with ``seed``.
 
     The tokenizer is the WordPiece tokenizer bundled with all-MiniLM-L6-v2 (no offline tokenizer exists for
     ALBERT/XLNet at init); the vocabulary is sized to its ids, and the manifest records this.
     """
     entry = family_entry(family)
     config_cls, model_cls = entry.config_cls, entry.model_cls
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tok_src = bundled_model_dir()
-    names = tokenizer_files(tok_src)
-    pins = {name: BUNDLED_TOKENIZER_SHA256[name] for name in names if name in BUNDLED_TOKENIZER_SHA256}
-    _copy_verified(tok_src, out, names, pins, f"tokenizer of package {BUNDLED_TOKENIZER_PACKAGE}")
-    tokenizer = AutoTokenizer.from_pretrained(out)
     unknown = sorted(set(arch) - set(config_cls().to_dict()))
     if unknown:
         raise AcquisitionError(f"architecture keys {unknown} are not {config_cls.__name__} fields")
-    cleared = ids_outside_vocabulary({**config_cls().to_dict(), **arch}, len(tokenizer))
-    config = config_cls(**{**arch, "vocab_size": len(tokenizer), **dict.fromkeys(cleared)})
-    torch.manual_seed(seed)
-    model = model_cls(config)
-    model.save_pretrained(out, safe_serialization=True)
-    manifest = {
-        "source": "init",
-        "family": family,
-        "recognition": recognise_folder(out, f"init of family {family!r}", family).record(),
-        "seed": seed,
-        "architecture": arch,
-        "tokenizer": f"WordPiece tokenizer bundled in {BUNDLED_TOKENIZER_PACKAGE} (vocab {len(tokenizer)})",
-    }
-    if cleared:
-        manifest["cleared_token_ids"] = cleared
-    return write_manifest(out, manifest)
+    tok_src = bundled_model_dir()
+    names = tokenizer_files(tok_src)
+
+    def derive(folder: Path) -> tuple[dict[str, Any], None]:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        cleared = ids_outside_vocabulary({**config_cls().to_dict(), **arch}, len(tokenizer))
+        config = config_cls(**{**arch, "vocab_size": len(tokenizer), **dict.fromkeys(cleared)})
+        torch.manual_seed(seed)
+        model_cls(config).save_pretrained(folder, safe_serialization=True)
+        extra: dict[str, Any] = {
+            "tokenizer": f"WordPiece tokenizer bundled in {BUNDLED_TOKENIZER_PACKAGE} (vocab {len(tokenizer)})"
+        }
+        if cleared:
+            extra["cleared_token_ids"] = cleared
+        return extra, None
+
+    return Fetched(
+        "init",
+        f"init of family {family!r} (tokenizer of package {BUNDLED_TOKENIZER_PACKAGE})",
+        {"seed": seed, "architecture": arch},
+        family,
+        copy={name: tok_src / name for name in names},
+        pins={name: BUNDLED_TOKENIZER_SHA256[name] for name in names if name in BUNDLED_TOKENIZER_SHA256},
+        require_all=True,
+        derive=derive,
+    )
+
+
+def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
+    """Randomly initialise a ``family`` model from the explicit architecture ``arch`` with ``seed`` and save it in
+    ``out_dir`` (:func:`init_source`, :func:`store`)."""
+    return store(Path(out_dir), init_source(family, arch, seed))
 
 
 #: files of a pretrained model folder that an init of its architecture does not take over (weights and their
@@ -111,11 +172,11 @@ NOT_TOKENIZER = (
 )  # fmt: skip
 
 
-def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path) -> dict[str, Any]:
-    """Randomly initialise the architecture of the acquired ``pretrained`` folder's ``config.json`` with ``seed``
-    (the model's own initialisation, transformers' ``_init_weights``) and save it with that folder's tokenizer:
-    the init weights of an entry without ``init.config``. The manifest records the family and its recognition
-    (the pretrained model's), the pretrained folder and the sha256 of the config it was built from."""
+def init_of_source(pretrained: str | Path, seed: int) -> Fetched:
+    """Random weights of the architecture of the acquired ``pretrained`` folder's ``config.json``, drawn with
+    ``seed`` (the model's own initialisation, transformers' ``_init_weights``), with that folder's tokenizer: the
+    init weights of an entry without ``init.config``. The manifest records the family and its recognition (the
+    pretrained model's), the pretrained folder and the sha256 of the config it was built from."""
     import fnmatch
 
     from transformers import AutoConfig
@@ -123,8 +184,6 @@ def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path
     src = Path(pretrained)
     origin = verify_folder(src, weights=False)
     family = origin["family"]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     config = AutoConfig.from_pretrained(src, trust_remote_code=False)
     names = [
         p.name
@@ -133,23 +192,31 @@ def materialise_init_from(pretrained: str | Path, seed: int, out_dir: str | Path
         and p.name not in (MANIFEST, *WORKFLOW_MARKERS)
         and not any(fnmatch.fnmatch(p.name, pat) for pat in NOT_TOKENIZER)
     ]
-    _copy_verified(src, out, names, {n: origin["sha256"][n] for n in names}, f"tokenizer of {src}")
-    model_cls = family_entry(family).model_cls_for(config.model_type)
-    torch.manual_seed(seed)
-    model = model_cls(config)
-    model.save_pretrained(out, safe_serialization=True)
-    saved = recognise_folder(out, f"init of {src}", family)  # the saved architecture is of the same family
-    manifest = {
-        "source": "init",
-        "family": family,
-        "recognition": origin.get("recognition") or saved.record(),
+
+    def derive(folder: Path) -> tuple[dict[str, Any], None]:
+        model_cls = family_entry(family).model_cls_for(config.model_type)
+        torch.manual_seed(seed)
+        model_cls(config).save_pretrained(folder, safe_serialization=True)
+        return {}, None
+
+    record = {
         "seed": seed,
         "architecture": f"config.json of {src}",
         "architecture_sha256": origin["sha256"]["config.json"],
         "tokenizer": f"the tokenizer of {src}",
         "pretrained": {k: origin[k] for k in ("source", "repo_id", "commit", "path", "package") if k in origin},
     }
-    return write_manifest(out, manifest)
+    return Fetched(
+        "init",
+        f"init of {src}",
+        record,
+        family,  # the saved architecture is of the pretrained folder's family
+        copy={name: src / name for name in names},
+        pins={name: origin["sha256"][name] for name in names},
+        require_all=True,
+        derive=derive,
+        recognition=origin.get("recognition"),
+    )
 
 
 def recognise_folder(folder: Path, where: str, family: str | None) -> Recognition:
@@ -185,13 +252,10 @@ def _weight_files(src: Path, stem: str, suffix: str) -> list[str]:
     return []
 
 
-def _copy_model_folder(
-    src: Path, out: Path, sha256: dict[str, str], where: str, allow_pickle: bool = False
-) -> list[str]:
-    """Copy a model folder's config, safetensors weights (one file or a sharded checkpoint) and tokenizer files
-    after checking every one against its pin (a file without a pin, a pinned file missing or a hash that differs
-    is refused before anything is copied). A folder with only pickle weights (``pytorch_model*.bin``) is copied
-    only with ``allow_pickle`` (the acquisition converts them, :func:`convert_pickle`); the pickle files copied."""
+def _model_folder_files(src: Path, allow_pickle: bool = False) -> tuple[dict[str, Path], list[str]]:
+    """The files of a model folder that a copy of it takes: its config, safetensors weights (one file or a sharded
+    checkpoint) and tokenizer files, by name; a folder with only pickle weights (``pytorch_model*.bin``) is taken
+    only with ``allow_pickle`` (the acquisition converts them, :func:`convert_pickle`). Also the pickle files."""
     weights = _weight_files(src, "model", ".safetensors")
     pickles = [] if weights else _weight_files(src, "pytorch_model", ".bin")
     if not weights and not (allow_pickle and pickles):
@@ -199,9 +263,8 @@ def _copy_model_folder(
             f"{src} has no model.safetensors (only safetensors weights are loaded"
             + ("; its pickle weights only when the entry opts in with allow_pickle: true)" if pickles else ")")
         )
-    out.mkdir(parents=True, exist_ok=True)
-    _copy_verified(src, out, ["config.json", *weights, *pickles, *tokenizer_files(src)], sha256, where)
-    return [name for name in pickles if name.endswith(".bin")]
+    names = ["config.json", *weights, *pickles, *tokenizer_files(src)]
+    return {name: src / name for name in names}, [name for name in pickles if name.endswith(".bin")]
 
 
 def _recognised(folder: Path, where: str, family: str | None) -> dict[str, Any]:
@@ -269,55 +332,68 @@ def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
     }
 
 
-def materialise_local(
-    path: str | Path, sha256: dict[str, str], family: str | None, out_dir: str | Path, allow_pickle: bool = False
-) -> dict[str, Any]:
-    """Copy a model folder on this machine (a relative path counts from the working directory), verified like a
-    package's (:func:`_copy_model_folder`; pickle weights only with ``allow_pickle``, converted to safetensors);
-    its family recognised from its config.json."""
-    src = Path(path).expanduser().resolve()
+def local_source(source: dict[str, Any], family: str | None) -> Fetched:
+    """A model folder on this machine (``source['path']``; a relative path counts from the working directory),
+    every file pinned by ``source['sha256']`` (pickle weights only with ``allow_pickle``, converted to
+    safetensors); its family recognised from its config.json."""
+    src = Path(source["path"]).expanduser().resolve()
     if not src.is_dir():
         raise AcquisitionError(f"local model folder {src} does not exist")
-    out, where = Path(out_dir), f"local folder {src}"
-    pickles = _copy_model_folder(src, out, sha256, where, allow_pickle)
-    recognise_folder(out, where, family)  # a refused model is refused before its weights are read
-    converted = convert_pickle(out, pickles, where)
-    return write_manifest(out, {"source": "local", **_recognised(out, where, family), "path": str(src), **converted})
+    files, pickles = _model_folder_files(src, bool(source.get("allow_pickle")))
+    return Fetched(
+        "local",
+        f"local folder {src}",
+        {"path": str(src)},
+        family,
+        copy=files,
+        pins=source["sha256"],
+        require_all=True,
+        pickles=pickles,
+        check=source.get("check") or None,
+    )
 
 
-def materialise_package(
-    package: str, subdir: str, sha256: dict[str, str], family: str | None, out_dir: str | Path
-) -> dict[str, Any]:
-    """Copy a model bundled in an installed package (its code is never run), after verifying the pinned sha256 of
-    every file the model is loaded from: weights, ``config.json`` and each tokenizer file; a file without a pin,
-    a pinned file missing or a hash that differs is refused before anything is copied."""
-    src = bundled_model_dir(package, subdir)
-    out = Path(out_dir)
-    _copy_model_folder(src, out, sha256, f"package {package}")
+def package_source(source: dict[str, Any], family: str | None) -> Fetched:
+    """A model bundled in an installed package (its code is never run), every file the model is loaded from
+    pinned: weights, ``config.json`` and each tokenizer file."""
+    package = source["package"]
+    files, _ = _model_folder_files(bundled_model_dir(package, source.get("subdir", "model")))
     try:
         version = importlib.metadata.version(package.split(".")[0])
     except importlib.metadata.PackageNotFoundError:
         version = None
-    found = _recognised(out, f"package {package}", family)
-    return write_manifest(out, {"source": "package", **found, "package": package, "package_version": version})
+    return Fetched(
+        "package",
+        f"package {package}",
+        {"package": package, "package_version": version},
+        family,
+        copy=files,
+        pins=source["sha256"],
+        require_all=True,
+        check=source.get("check") or None,
+    )
 
 
-def materialise_hub(source: dict[str, Any], family: str | None, out_dir: str | Path, key: str) -> dict[str, Any]:
-    """Download a hub snapshot (safetensors, configs, tokenizer) at its revision into ``out_dir``, every file checked
-    against the hash the hub announced and the config's pins (:mod:`san.models.hub`); the manifest records the
-    repository, revision, resolved commit and the sha256 of every file. ``key`` is the source's config path, named
-    in errors (a missing repository or revision, a gated one, a moved commit, no network and no cache)."""
+def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) -> Fetched:
+    """A hub snapshot (safetensors, configs, tokenizer) at its revision, downloaded into ``out``, every file checked
+    against the hash the hub announced (:mod:`san.models.hub`) and then against the config's pins; the manifest
+    records the repository, revision and resolved commit. ``key`` is the source's config path, named in errors (a
+    missing repository or revision, a gated one, a moved commit, no network and no cache)."""
     from san.models.hub import fetch
 
-    out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     record = fetch(source, key, out)
-    where = f"hub {record['repo_id']}@{record['commit']}"
-    verify_hashes(hash_folder(out), source.get("sha256"), where)  # the downloaded files, before any conversion
-    recognise_folder(out, where, family)  # a refused model is refused before its weights are read
-    record.update(convert_pickle(out, record.pop("pickle_files", []), where))
-    found = _recognised(out, where, family)
-    return write_manifest(out, {"source": "hub", **found, **record})
+    pickles = record.pop("pickle_files", [])
+    return Fetched(
+        "hub",
+        f"hub {record['repo_id']}@{record['commit']}",
+        record,
+        family,
+        placed=sorted(p.name for p in out.iterdir() if p.is_file()),
+        pins=source.get("sha256"),  # the downloaded files, before any conversion
+        pickles=pickles,
+        check=source.get("check") or None,
+    )
 
 
 def convert_pickle(folder: Path, names: list[str], where: str) -> dict[str, Any]:
@@ -389,10 +465,10 @@ def _reassemble(parts: list[dict[str, str]], target: Path) -> dict[str, str]:
     return versions
 
 
-def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, str], where: str) -> list[str]:
+def _extract_zip_folder(archive: Path, folder: str, dest: Path, where: str) -> list[str]:
     """Copy the model files (config, weights, tokenizer) of ``folder`` inside a zip archive to ``dest``, each read
-    explicitly by name (no path from the archive is ever joined to ``dest``), after checking every one against its
-    pin; the archive's other files (READMEs, pooling configs) are left out."""
+    explicitly by name (no path from the archive is ever joined to ``dest``); the archive's other files (READMEs,
+    pooling configs) are left out. The names copied (checked against their pins by :func:`store`)."""
     wanted = ("config.json", "model.safetensors", *TOKENIZER_FILES)
     with zipfile.ZipFile(archive) as zf:
         members = {Path(i.filename).name: i for i in zf.infolist() if str(Path(i.filename).parent) == folder}
@@ -402,85 +478,77 @@ def _extract_zip_folder(archive: Path, folder: str, dest: Path, pins: dict[str, 
         for name in names:
             with zf.open(members[name]) as src, (dest / name).open("wb") as out:
                 shutil.copyfileobj(src, out, 1 << 24)
-    try:
-        verify_hashes({n: sha256_file(dest / n) for n in names}, pins, where, require_all=True)
-    except AcquisitionError:
-        for n in names:
-            (dest / n).unlink(missing_ok=True)
-        raise
     return names
 
 
-def materialise_package_parts(source: dict[str, Any], family: str | None, out_dir: str | Path) -> dict[str, Any]:
-    """Reassemble a model from files of installed distributions (``source['parts']``, concatenated in order) and
-    verify every file the model is loaded from against its pin before anything is loaded: a zip archive's model
-    folder (``format: zip``, ``folder``), or one GGUF file (``format: gguf``, ``file_name``) that is then dequantised
-    (:func:`dequantise_gguf`); runs the configured sanity check."""
-    out = Path(out_dir)
+def package_parts_source(source: dict[str, Any], family: str | None, out: Path) -> Fetched:
+    """A model reassembled in ``out`` from files of installed distributions (``source['parts']``, concatenated in
+    order), every file the model is loaded from pinned: a zip archive's model folder (``format: zip``, ``folder``),
+    or one GGUF file (``format: gguf``, ``file_name``) that is then dequantised (:func:`dequantise_gguf`); its
+    sanity check is always run and recorded."""
     out.mkdir(parents=True, exist_ok=True)
     where = f"package parts {[p['distribution'] for p in source['parts']]}"
-    pins = source["sha256"]
-    manifest: dict[str, Any] = {"source": "package_parts", "family": family, "parts": source["parts"]}
-    lm = None
+    record: dict[str, Any] = {"parts": source["parts"]}
+    fetched = Fetched(
+        "package_parts", where, record, family, pins=source["sha256"], require_all=True, check=source.get("check") or {}
+    )
     if source["format"] == "zip":
         archive = out / ".archive.zip"
         try:
-            manifest["distributions"] = _reassemble(source["parts"], archive)
+            record["distributions"] = _reassemble(source["parts"], archive)
             if source.get("archive_sha256"):
                 verify_hashes({"archive": sha256_file(archive)}, {"archive": source["archive_sha256"]}, where)
-            manifest["files"] = _extract_zip_folder(archive, source["folder"], out, pins, where)
+            record["files"] = fetched.placed = _extract_zip_folder(archive, source["folder"], out, where)
         finally:
             archive.unlink(missing_ok=True)
     elif source["format"] == "gguf":
         name = source["file_name"]
-        manifest["distributions"] = _reassemble(source["parts"], out / name)
-        verify_hashes({name: sha256_file(out / name)}, pins, where, require_all=True)
-        manifest["gguf_file"] = name
-        with gguf_parsed_once():
-            manifest["gguf_tensor_types"] = gguf_tensor_types(out / name)
-            lm = dequantise_gguf(out, name, family)
-        manifest["dequantised"] = (
-            f"model.safetensors, config.json and the tokenizer files were written from {name} by the acquisition job "
-            f"(transformers' GGUF loader, float32); the weights are a quantisation of the original ones "
-            f"({manifest['gguf_tensor_types']}), not the original weights"
-        )
+        record["distributions"] = _reassemble(source["parts"], out / name)
+        record["gguf_file"] = name
+        fetched.placed = [name]
+
+        def derive(folder: Path) -> tuple[dict[str, Any], PreTrainedModel]:
+            with gguf_parsed_once():
+                types = gguf_tensor_types(folder / name)
+                lm = dequantise_gguf(folder, name, family)
+            return {
+                "gguf_tensor_types": types,
+                "dequantised": (
+                    f"model.safetensors, config.json and the tokenizer files were written from {name} by the "
+                    f"acquisition job (transformers' GGUF loader, float32); the weights are a quantisation of the "
+                    f"original ones ({types}), not the original weights"
+                ),
+            }, lm
+
+        fetched.derive = derive
     else:
         raise AcquisitionError(f"{where}: unknown format {source['format']!r}; expected zip or gguf")
-    manifest.update(_recognised(out, where, family))
-    manifest["check"] = sanity_check(out, manifest["family"], source.get("check"), lm)
-    return write_manifest(out, manifest)
+    return fetched
 
 
-def _materialise(
-    name: str, family: str | None, weights: str, source: dict[str, Any] | None, out_dir: Path, pretrained: Path | None
-) -> dict[str, Any]:
+def fetch_source(
+    name: str, family: str | None, weights: str, source: dict[str, Any] | None, out: Path, pretrained: Path | None
+) -> Fetched:
+    """The files and record of weights ``weights`` of model ``name`` from its config entry ``source``: one trip to
+    the source, whose files the hub and package-parts sources place in ``out`` (:func:`store` takes it from here)."""
     if source is None:
         raise AcquisitionError(f"model {name!r} has no {weights} weights (models.{name}.{weights} is null)")
     if weights == "init":
         if "config" not in source:  # the architecture of the pretrained weights' config.json
             if pretrained is None:
                 raise AcquisitionError(f"model {name!r}: init without init.config needs the pretrained folder")
-            return materialise_init_from(pretrained, int(source.get("seed", 0)), out_dir)
-        return materialise_init(family, source["config"], int(source.get("seed", 0)), out_dir)
+            return init_of_source(pretrained, int(source.get("seed", 0)))
+        return init_source(family, source["config"], int(source.get("seed", 0)))
     kind = source["source"]
-    if kind == "package_parts":  # runs its check itself, on the LM it has loaded already
-        return materialise_package_parts(source, family, out_dir)
+    if kind == "package_parts":
+        return package_parts_source(source, family, out)
     if kind == "package":
-        manifest = materialise_package(
-            source["package"], source.get("subdir", "model"), source["sha256"], family, out_dir
-        )
-    elif kind == "local":
-        manifest = materialise_local(
-            source["path"], source["sha256"], family, out_dir, bool(source.get("allow_pickle"))
-        )
-    elif kind == "hub":
-        manifest = materialise_hub(source, family, out_dir, f"models.{name}.{weights}")
-    else:
-        raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
-    if source.get("check"):  # the check only reads the folder: its recorded hashes stand
-        check = sanity_check(out_dir, manifest["family"], source["check"])
-        manifest = save_manifest(out_dir, {**manifest, "check": check})
-    return manifest
+        return package_source(source, family)
+    if kind == "local":
+        return local_source(source, family)
+    if kind == "hub":
+        return hub_source(source, family, out, f"models.{name}.{weights}")
+    raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
 
 
 def materialise(
@@ -501,7 +569,7 @@ def materialise(
     shutil.rmtree(staging, ignore_errors=True)
     try:
         origin = None if pretrained is None else Path(pretrained)
-        manifest = _materialise(name, family, weights, source, staging, origin)
+        manifest = store(staging, fetch_source(name, family, weights, source, staging, origin))
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -6,7 +6,9 @@ caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -324,6 +326,156 @@ def pretrained_slower_claims(
     }  # fmt: skip
 
 
+def _factor(ds: xr.Dataset, measure: str, variant: str, layer: int) -> float:
+    """Pretrained / init mean ratio of ``measure`` for ``variant`` at ``layer`` (the last layer if fewer)."""
+    m = ds[measure].mean("sample").sel(variant=variant)
+    at = min(layer, int(m["layer"].max()))
+    init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
+    return pre / init if init > 0 else float("inf")
+
+
+def carried_share(factor_all: float, factor_excluded: float) -> float:
+    """The share of a faster collapse (``factor_all`` < 1: pretrained / init ratio with every token) that the first
+    token carries: the part of its log-decrease that is gone once the first token is excluded (``factor_excluded``:
+    the same ratio without it). 1: all of it (no faster collapse without the first token), 0: none of it, above 1:
+    without the first token the pretrained model collapses slower than at initialisation."""
+    return 1.0 - float(np.log(factor_excluded) / np.log(factor_all))
+
+
+def _sink_entry(ds: xr.Dataset, layer: int, share_threshold: float) -> dict[str, Any]:
+    """One decoder's evidence for :func:`first_token_sink_claims`: the SAN's pretrained / init factor at ``layer``
+    with every token and without the first, whether it collapses faster, the share the first token carries, and the
+    share of SAN sink heads (``share_threshold``) at ``layer`` and over all layers of each weight set."""
+    from san.rank_collapse.sink import sink_share
+
+    entry: dict[str, Any] = {"factor": _factor(ds, "residual_ratio", "SAN", layer)}
+    entry["factor_without_first"] = _factor(ds, "residual_ratio_no_first", "SAN", layer)
+    entry["faster"] = bool(entry["factor"] < 1)
+    entry["carried"] = carried_share(entry["factor"], entry["factor_without_first"]) if entry["faster"] else None
+    if "first_token_attention" in ds:
+        share = sink_share(ds["first_token_attention"].sel(variant="SAN"), share_threshold)
+        at = min(layer, int(share["layer"].max()))
+        entry["sink_share"] = {str(w): _f(share.sel(weights=w, layer=at)) for w in share["weights"].values}
+        entry["sink_share_all_layers"] = {
+            str(w): _f(share.sel(weights=w).mean("layer", skipna=True)) for w in share["weights"].values
+        }
+    return entry
+
+
+def first_token_sink_claims(
+    results: Mapping[str, xr.Dataset],
+    *,
+    layer: int,
+    share_threshold: float,
+    min_carried: float,
+    causal: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Whether the pure-attention path's faster collapse in the pretrained decoders is carried by the first token.
+
+    A causal model with both weights whose SAN ratio at ``layer`` is lower pretrained than at initialisation (a
+    faster collapse) is judged: the first token carries the collapse when at least ``min_carried`` of its
+    log-decrease is gone without the first token (:func:`carried_share`, from the ``residual_ratio_no_first``
+    measure). Holds when it does in every judged decoder; not judged without one. Also recorded per model: the share
+    of sink heads (mean attention on the first token above ``share_threshold``, Gu et al. 2025) at ``layer`` and
+    over all layers, with each weight set. Positive control: the same test with no token excluded (the full ratio in
+    place of the one without the first token) carries nothing and must fail."""
+    per_model: dict[str, Any] = {}
+    for name, ds in results.items():
+        weights = set(map(str, ds["weights"].values))
+        if name not in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
+            continue
+        per_model[name] = _sink_entry(ds, layer, share_threshold)
+    judged = {n: e for n, e in per_model.items() if e["faster"]}
+    carried = [e["carried"] for e in judged.values()]
+    holds = V.judged(all(c >= min_carried for c in carried), len(carried))
+    wrong = [carried_share(e["factor"], e["factor"]) if e["factor"] != 1 else 0.0 for e in judged.values()]
+    control = V.control(
+        "no token excluded (the full ratio in place of the one without the first token)",
+        None,
+        V.judged(all(c >= min_carried for c in wrong), len(wrong)),
+        value=max(wrong) if wrong else None,
+    )
+    smallest = min(carried) if carried else None
+    return {
+        "layer": layer,
+        "share_threshold": share_threshold,
+        "min_carried": min_carried,
+        "carried_in_every_decoder": holds,
+        "smallest_carried": smallest if smallest is not None else float("nan"),
+        "judged": list(judged),
+        "per_model": per_model,
+        "verdicts": [
+            V.row("carried_in_every_decoder", "in the pretrained decoders the pure-attention path's faster collapse "
+                  "is carried by the first token", kind=V.SCIENTIFIC, form=V.UNIVERSAL,
+                  source="Gu et al. 2025 (attention sinks); Dong et al. 2021, Fig. 2", holds=holds,
+                  value=smallest, margin=smallest - min_carried if smallest is not None else None,
+                  test=f"in every causal model whose pretrained SAN ratio at layer {layer} is below its init one, at "
+                  f"least {min_carried:g} of the log-decrease is gone without the first token (margin: smallest "
+                  "share - required)",
+                  positive_control=control),
+        ],
+    }  # fmt: skip
+
+
+def series_claims(
+    ds: xr.Dataset, losses: Mapping[int, Mapping[str, Any]], *, max_loss_ratio: float, share_threshold: float
+) -> dict[str, Any]:
+    """The offline training series: what each seed's model learned (its loss over the last tenth of the steps
+    against the unigram baseline of the text: the series is a real training run when every seed's ratio is at most
+    ``max_loss_ratio``), and the measures at the first and the last checkpoint, mean over seeds and sequences: the
+    relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, and the share of sink
+    heads (``share_threshold``) over the blocks. ``ds``: :func:`san.rank_collapse.series.run_series`' result;
+    ``losses``: each seed's loss record (``loss.json`` of :func:`san.series.train.train`)."""
+    from san.rank_collapse.series_plots import DRAWN, drawn_layers
+    from san.rank_collapse.sink import sink_share
+
+    per_seed = {
+        str(seed): {
+            "final_loss": rec["final_loss"],
+            "unigram_loss": rec["unigram_loss"],
+            "ratio": rec["final_loss"] / rec["unigram_loss"],
+        }
+        for seed, rec in losses.items()
+    }
+    ratios = [e["ratio"] for e in per_seed.values()]
+    learns = V.judged(all(r <= max_loss_ratio for r in ratios), len(ratios))
+    order = np.argsort(ds["step"].values)
+    first, last = ds["revision"].values[order[0]], ds["revision"].values[order[-1]]
+    ratio = ds["residual_ratio"].mean(("seed", "sample"))
+    share = sink_share(ds["first_token_attention"], share_threshold).mean("layer", skipna=True).mean("seed")
+    layers = drawn_layers(int(ds["layer"].max()))
+    variants = [v for v in DRAWN if v in ds["variant"]]
+    at = {
+        str(rev): {
+            "step": _f(ds["step"].sel(revision=rev)),
+            "residual_ratio": {v: {str(la): _f(ratio.sel(revision=rev, variant=v, layer=la)) for la in layers}
+                               for v in variants},
+            "sink_share": {v: _f(share.sel(revision=rev, variant=v)) for v in variants},
+        }
+        for rev in (first, last)
+    }  # fmt: skip
+    return {
+        "seeds": sorted(per_seed),
+        "revisions": int(ds.sizes["revision"]),
+        "layers": layers,
+        "first": str(first),
+        "last": str(last),
+        "max_loss_ratio": max_loss_ratio,
+        "share_threshold": share_threshold,
+        "per_seed": per_seed,
+        "at": at,
+        "learns": learns,
+        "verdicts": [
+            V.row("learns", "the offline series is a real training run: every seed's model beats the unigram baseline",
+                  kind=V.DEMONSTRATION, form=V.EXISTENTIAL, source="the offline training series (Pythia's schedule)",
+                  holds=learns, value=max(ratios) if ratios else None,
+                  margin=max_loss_ratio - max(ratios) if ratios else None,
+                  test=f"every seed's loss over the last tenth of the steps at most {max_loss_ratio:g} x the unigram "
+                  "baseline (margin: required - largest ratio)"),
+        ],
+    }  # fmt: skip
+
+
 def check_config(report: Mapping[str, Any]) -> None:
     """Cross-checks of the rank-collapse wing's report keys the schema cannot express: the skip variants' floor
     above the collapse threshold (else one ratio could count as collapsed and as surviving); raises
@@ -337,7 +489,9 @@ def check_config(report: Mapping[str, Any]) -> None:
 
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The rank-collapse wing's sections of summary.json, each only where this run's results can speak to it (else
-    None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", and the path products.
+    None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", the path products, and the
+    first-token sink of the pretrained decoders, and the offline training series (``series``: its result,
+    ``series_checkpoints``: its seeds' folders with their loss records).
 
     ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
     ``attention_product_models`` and ``report`` (config ``report``); the causal decoders (one rule for them in
@@ -349,6 +503,16 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     # the causal decoders, by the family each result records (as recognised when its weights were acquired)
     causal = tuple(m for m, ds in results.items() if result_family(ds.attrs) in CAUSAL)
     pretrained = any("pretrained" in ds["weights"] for ds in results.values())
+    series = None
+    if inputs.get("series"):
+        losses = {}
+        for folder in inputs["series_checkpoints"]:
+            record = json.loads((Path(folder) / "loss.json").read_text())
+            losses[int(record["seed"])] = record
+        series = series_claims(
+            read_netcdf(inputs["series"][0]), losses, max_loss_ratio=t["training_series"]["max_loss_ratio"],
+            share_threshold=t["first_token_sink"]["share_threshold"],
+        )  # fmt: skip
     products = dict(
         zip(params["attention_product_models"], map(read_netcdf, inputs["attention_products"]), strict=True)
     )
@@ -366,4 +530,10 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
         if pretrained
         else None,
         "attention_products": attention_product_claims(products, **t["attention_products"]) if products else None,
+        "first_token_sink": first_token_sink_claims(
+            results, layer=t["rank_collapse"]["layer"], **t["first_token_sink"], causal=causal
+        )
+        if pretrained
+        else None,
+        "training_series": series,
     }

@@ -6,7 +6,9 @@ the ``hidden_states`` of the post-norm encoders, but not of the decoders, whose 
 hidden state by the output of the final norm: here no final norm is ever applied, so every layer of every family is
 the raw residual stream (a test checks both conventions). Per layer and sequence three token-uniformity measures are
 recorded (:data:`san.rank_collapse.spec.METRICS`): the paper's ``||res(X_l)||_{1,inf} / ||X_l||_{1,inf}``, the same
-without the first token, and the Frobenius-norm ratio.
+without the first token, and the Frobenius-norm ratio. The same forward passes return the attention matrices, whose
+mean attention on the first token per layer and head is recorded too (the first-token sink,
+:mod:`san.rank_collapse.sink`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from san.models.ablations import variant
 from san.models.acquire import load_model, read_manifest
 from san.models.families import family as family_entry
 from san.models.families import of_model
+from san.rank_collapse.sink import first_token_attention, sink_layers
 from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
 
 #: what the three measures of :data:`METRICS` share: the residual and the layers they are taken at
@@ -50,6 +53,13 @@ VARIABLES = {
     "sequence": Variable("input sequence index", "1"),
     "depth": Variable("path length", "1"),
     "path": Variable("sampled path", "1"),
+    "first_token_attention": Variable(
+        "mean attention on the first token",
+        "1",
+        "per head, the attention on token 0 averaged over the queries and the input sequences (Gu et al. 2025's "
+        "sink measure alpha); layer l is block l's attention, layer 0 (the embedding output) has none (NaN)",
+    ),
+    "head": Variable("attention head index", "1"),
 }
 
 
@@ -74,9 +84,13 @@ def _stream_tensor(output: Any) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def residual_stream(model: PreTrainedModel, family: str, input_ids: torch.Tensor) -> list[torch.Tensor]:
+def residual_stream(
+    model: PreTrainedModel, family: str, input_ids: torch.Tensor, sink: list[torch.Tensor] | None = None
+) -> list[torch.Tensor]:
     """The residual stream of one batch: the input of the first block, then every block's output (``layers + 1``
-    tensors ``(sequences, tokens, width)``), recorded by forward hooks; no final norm is applied."""
+    tensors ``(sequences, tokens, width)``), recorded by forward hooks; no final norm is applied. With a list
+    ``sink``, the same forward pass returns the attention matrices and their first-token attention ``(layers,
+    sequences, heads)`` (:func:`san.rank_collapse.sink.first_token_attention`) is appended to it."""
     states: list[torch.Tensor] = []
     entry = family_entry(family)
     blocks = list(entry.layers(model))
@@ -91,13 +105,20 @@ def residual_stream(model: PreTrainedModel, family: str, input_ids: torch.Tensor
     handles = [blocks[0].register_forward_pre_hook(first_input, with_kwargs=True)]
     handles += [b.register_forward_hook(output, with_kwargs=True) for b in blocks]
     try:
-        _forward(model, input_ids)
+        out = _forward(model, input_ids, **({"output_attentions": True} if sink is not None else {}))
     finally:
         for h in handles:
             h.remove()
     expected = model.config.num_hidden_layers + 1
     if len(states) != expected:
         raise RuntimeError(f"recorded {len(states)} residual-stream states, expected {expected} (layers + input)")
+    if sink is not None:
+        attentions = getattr(out, "attentions", None) or [None] * (expected - 1)
+        if all(a is None for a in attentions):  # a variant whose attention returns no matrices: unmeasured
+            heads = int(model.config.num_attention_heads)
+            sink.append(torch.full((expected - 1, input_ids.shape[0], heads), float("nan"), dtype=torch.float64))
+        else:
+            sink.append(first_token_attention(attentions))
     return [s.transpose(0, 1) for s in states] if entry.tokens_first else states
 
 
@@ -124,6 +145,19 @@ def layer_residuals(model: PreTrainedModel, family: str, input_ids: torch.Tensor
     return torch.cat(chunks, dim=2).double().numpy()
 
 
+def layer_measures(
+    model: PreTrainedModel, family: str, input_ids: torch.Tensor, batch_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`layer_residuals` and, from the same forward passes, the first-token attention of every block, head
+    and sequence: arrays ``(metrics, layers + 1, sequences)`` and ``(layers, sequences, heads)``."""
+    device = next(model.parameters()).device
+    chunks, sinks = [], []
+    for start in range(0, input_ids.shape[0], batch_size):
+        states = residual_stream(model, family, input_ids[start : start + batch_size].to(device), sinks)
+        chunks.append(uniformity(states).cpu())
+    return torch.cat(chunks, dim=2).double().numpy(), torch.cat(sinks, dim=1).numpy()
+
+
 def residuals_by_variant(
     model: PreTrainedModel,
     family: str,
@@ -131,14 +165,18 @@ def residuals_by_variant(
     variants: Sequence[str],
     batch_size: int,
     albert_no_mlp: str = "identity_linears",
-) -> np.ndarray:
-    """Relative residuals for each variant: array ``(variants, metrics, layers + 1, sequences)`` (Fig. 2's data)."""
-    out = []
+) -> tuple[np.ndarray, np.ndarray]:
+    """Relative residuals for each variant: array ``(variants, metrics, layers + 1, sequences)`` (Fig. 2's data),
+    and the first-token attention of each variant, block and head averaged over the sequences: array ``(variants,
+    layers + 1, heads)``, NaN at layer 0 (:func:`san.rank_collapse.sink.sink_layers`)."""
+    out, sinks = [], []
     # disable=None: no bar unless stderr is a terminal (a job's log file gets no carriage-return updates)
     for name in tqdm(variants, desc="variants", leave=False, disable=None):
         with variant(model, family, name, albert_no_mlp):
-            out.append(layer_residuals(model, family, input_ids, batch_size))
-    return np.stack(out)
+            residuals, alpha = layer_measures(model, family, input_ids, batch_size)
+        out.append(residuals)
+        sinks.append(sink_layers(alpha.mean(axis=1), alpha.shape[0]))
+    return np.stack(out), np.stack(sinks)
 
 
 @torch.inference_mode()
@@ -197,31 +235,40 @@ def run(
     """
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
-    data, manifests, hashes = [], {}, {}
+    data, sinks, manifests, hashes = [], [], {}, {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
-        by_variant = {}
+        by_variant, sink_by_variant = {}, {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
             model = _load(folder, family, dtype_name, device, budget_mb, budget_key)
             if log is not None:
                 log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)
                 _log_streaming(log, model, budget_key)
-            got = residuals_by_variant(model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"])
+            got, alpha = residuals_by_variant(
+                model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"]
+            )
             by_variant.update(zip(own, got, strict=True))
+            sink_by_variant.update(zip(own, alpha, strict=True))
             del model
         data.append(np.stack([by_variant[v] for v in variants]))
+        sinks.append(np.stack([sink_by_variant[v] for v in variants]))
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
     arr = np.stack(data)  # (weights, variants, metrics, layers + 1, sequences)
     dims = ("weights", "variant", "layer", "sample")
+    alpha = np.stack(sinks)  # (weights, variants, layers + 1, heads)
     ds = xr.Dataset(
-        {name: (dims, arr[:, :, i]) for i, name in enumerate(METRICS)},
+        {
+            **{name: (dims, arr[:, :, i]) for i, name in enumerate(METRICS)},
+            "first_token_attention": (("weights", "variant", "layer", "head"), alpha),
+        },
         coords={
             "weights": ("weights", list(models)),
             "variant": ("variant", variants),
             "dtype": ("variant", [dtypes[v] for v in variants]),
             "layer": ("layer", np.arange(arr.shape[3])),
             "sample": ("sample", np.arange(arr.shape[4])),
+            "head": ("head", np.arange(alpha.shape[3])),
         },
         attrs={
             "title": "san: rank collapse of one model's layer outputs (Dong et al. 2021, Fig. 2)",

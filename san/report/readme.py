@@ -295,6 +295,32 @@ def verdicts_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     return markdown(["kind", "claim", "form", "verdict", "positive control (wrong reference)"], rows)
 
 
+def training_series_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """The offline training series: per variant and layer, the relative residual at the first and the last checkpoint
+    (mean over seeds and sequences), the share of sink heads, and what the model learned (loss against the unigram
+    baseline, per seed)."""
+    name = "training_series"
+    section = summary.get("training_series")  # a summary of a run before the series was part of it has none
+    if section is None:
+        return "No training series in this run.\n"
+    first, last = lookup(summary, "training_series.first", name), lookup(summary, "training_series.last", name)
+    at = lookup(summary, "training_series.at", name)
+    rows = []
+    for variant, by_layer in at[first]["residual_ratio"].items():
+        for layer in lookup(summary, "training_series.layers", name):
+            rows.append(
+                [variant, layer, fmt(by_layer[str(layer)]), fmt(at[last]["residual_ratio"][variant][str(layer)])]
+            )
+    for variant, share in at[first]["sink_share"].items():
+        rows.append([variant, "sink share", fmt(share), fmt(at[last]["sink_share"][variant])])
+    table = markdown(["variant", "layer", first, last], rows)
+    losses = [
+        [seed, fmt(e["final_loss"], 3), fmt(e["unigram_loss"], 3), fmt(e["ratio"])]
+        for seed, e in lookup(summary, "training_series.per_seed", name).items()
+    ]
+    return table + "\n" + markdown(["seed", "loss (last tenth)", "unigram baseline", "ratio"], losses)
+
+
 TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
     "rank_collapse": rank_collapse_table,
     "pretrained": pretrained_table,
@@ -303,6 +329,7 @@ TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
     "circle": circle_table,
     "theorem": theorem_table,
     "propagation": propagation_table,
+    "training_series": training_series_table,
     "verdicts": verdicts_table,
 }
 """The tables a run writes for the documents, by block name."""

@@ -19,6 +19,8 @@ SECTIONS = {
     "attention_products",
     "pretrained_collapse",
     "pretrained_slower",
+    "first_token_sink",
+    "training_series",
     "circle",
     "paths",
     "path_decomposition",

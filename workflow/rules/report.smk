@@ -18,6 +18,8 @@ rule summary:
         paths_exact=expand(RESULT["paths_exact"], task=config["paths"]["tasks"]),
         theorem=rules.theorem_sweep.output[0],
         propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
+        series=OFFLINE_SERIES,
+        series_checkpoints=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",

@@ -37,12 +37,14 @@ def test_the_size_is_read_from_the_checkpoint_headers_and_config(folder):
 
 def _expected(parameters, itemsize, seq, batch, budget=None, attempt=1, gpu=False):
     """The estimate written out: weights (at most the budget), the residual stream of every layer in the dtype and
-    in float64, three copies of one block's attention probabilities and MLP hidden layer; interpreter, margin."""
+    in float64, the attention probabilities of the 3 blocks (returned for the first-token sink), three copies of one
+    block's attention probabilities and MLP hidden layer; interpreter, margin."""
     weights = parameters * itemsize / 2**20
     if budget is not None:
         weights = min(weights, budget)
     stream = batch * seq * 64 * 4 * (itemsize + 8)
     per_block = 3 * batch * 4 * seq * seq * itemsize + 3 * batch * seq * 256 * itemsize
+    per_block += batch * 3 * 4 * seq * seq * itemsize  # every block's attention, 4 heads
     mb = (weights + (stream + per_block) / 2**20 + (0 if gpu else INTERPRETER_MB)) * MARGIN * attempt
     return -(-mb // 100) * 100
 

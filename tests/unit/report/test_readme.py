@@ -111,6 +111,7 @@ def _summary() -> dict:
     return {
         "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
         "pretrained_collapse": None,
+        "training_series": None,
         "path_decomposition": {
             "short": 2,
             "per_task": {

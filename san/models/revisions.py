@@ -1,0 +1,225 @@
+"""Checkpoint schedules and revision names of a training series (torch-free).
+
+Pythia (Biderman et al. 2023) saves step 0 (the initialisation), the log-spaced steps 1, 2, 4, ..., 512, then every
+1000 steps up to 143000: 154 revisions named ``step<n>``. :func:`log_then_every` builds such a schedule for any
+sizes, so a config names a series by three numbers instead of 154 names; :func:`step_of` and :func:`tokens_of` read
+the training step and the tokens seen from a revision's name (Pythia's ``step1000``, OLMo's
+``stage1-step1000-tokens5B``).
+
+A series of hub revisions (:func:`expand_revisions`: a list, a schedule or every branch the repository lists) is pinned
+once (:func:`pinned_revisions`: revision -> commit, in a file the workflow reuses), a revision the repository lacks is
+refused by name before anything is written (:func:`pin_revisions`), and revisions that serve identical weights are
+found by the sha256 of their weight files (:func:`acquire_series`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from san.models.folders import AcquisitionError
+
+_STEP = re.compile(r"(?:^|[-_])step(\d+)(?:$|[-_])")
+_TOKENS = re.compile(r"(?:^|[-_])tokens(\d+)([KMBT]?)(?:$|[-_])")
+_SCALE = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def log_then_every(last: int, every: int, log_until: int | None = None) -> list[int]:
+    """Step 0, the powers of two up to ``log_until`` (default: the largest one below ``every``), then every
+    ``every`` steps up to ``last`` (always included): Pythia's schedule is ``log_then_every(143000, 1000, 512)``."""
+    if last < 0 or every < 1:
+        raise ValueError(f"a schedule needs last >= 0 and every >= 1 (got last={last}, every={every})")
+    top = every - 1 if log_until is None else log_until
+    steps = {0}
+    power = 1
+    while power <= min(top, last):
+        steps.add(power)
+        power *= 2
+    steps.update(range(every, last + 1, every))
+    steps.add(last)
+    return sorted(steps)
+
+
+def revision_name(step: int) -> str:
+    """The name of the revision saved at ``step`` (Pythia's branch names: ``step<n>``)."""
+    return f"step{int(step)}"
+
+
+def step_of(revision: str) -> int | None:
+    """The training step a revision's name states (``step143000``, ``stage1-step1000-tokens5B``), None otherwise."""
+    found = _STEP.search(revision)
+    return int(found.group(1)) if found else None
+
+
+def tokens_of(revision: str) -> int | None:
+    """The tokens seen that a revision's name states (OLMo's ``...-tokens5B``: 5e9), None otherwise."""
+    found = _TOKENS.search(revision)
+    return int(found.group(1)) * _SCALE[found.group(2)] if found else None
+
+
+def _is_commit(revision: str) -> bool:
+    """A full 40-character commit id (pins itself)."""
+    return len(revision) == 40 and all(c in "0123456789abcdef" for c in revision)
+
+
+def list_revisions(repo_id: str, key: str) -> dict[str, str]:
+    """The branches and tags of hub repository ``repo_id`` and the commit each points to (huggingface_hub's
+    ``list_repo_refs``); ``key`` is the config entry named in errors."""
+    import huggingface_hub
+
+    from san.models.hub import hub_errors
+
+    with hub_errors(repo_id, "refs", key):
+        refs = huggingface_hub.HfApi().list_repo_refs(repo_id)
+    return {ref.name: ref.target_commit for ref in [*refs.branches, *refs.tags]}
+
+
+def expand_revisions(spec: Any, repo_id: str, key: str) -> list[str]:
+    """The revision names of a series entry: a list of names as given; ``{"schedule": {last, every, log_until}}``:
+    :func:`log_then_every`'s steps as ``step<n>``; ``"all"``: every branch and tag the repository lists, ordered by
+    the step their names state (names without one last, alphabetically)."""
+    if isinstance(spec, list | tuple):
+        return [str(r) for r in spec]
+    if isinstance(spec, dict) and "schedule" in spec:
+        s = spec["schedule"]
+        return [revision_name(n) for n in log_then_every(s["last"], s["every"], s.get("log_until"))]
+    if spec == "all":
+        names = list(list_revisions(repo_id, key))
+        return sorted(names, key=lambda n: (step_of(n) is None, step_of(n) or 0, n))
+    raise ValueError(f"{key}: revisions must be a list of names, {{schedule: {{last, every}}}} or 'all'; got {spec!r}")
+
+
+def pin_revisions(repo_id: str, revisions: list[str], key: str) -> dict[str, str]:
+    """Each of ``revisions`` (a branch, a tag or a commit id) and the commit it resolves to now; a revision that the
+    repository does not have is refused, all of them named, before anything is downloaded or written."""
+    refs = list_revisions(repo_id, key)
+    missing = [r for r in revisions if r not in refs and not _is_commit(r)]
+    if missing:
+        raise AcquisitionError(
+            f"{key}: hub {repo_id} has no revision(s) {missing} (it has {len(refs)} branches and tags, e.g. "
+            f"{sorted(refs)[:5]}); check the names or the schedule"
+        )
+    return {r: refs.get(r, r) for r in revisions}
+
+
+def pinned_revisions(path: str | Path, repo_id: str, revisions: list[str], key: str) -> dict[str, str]:
+    """The pins of a series (revision -> commit), written to ``path`` the first time and read from it afterwards, so
+    that a rerun never changes silently when a branch moves: a pins file of another repository or other revisions
+    is refused, naming it (delete it to pin again)."""
+    path = Path(path)
+    if path.is_file():
+        pinned = json.loads(path.read_text())
+        if pinned.get("repo_id") != repo_id or list(pinned.get("commits", {})) != list(revisions):
+            raise AcquisitionError(
+                f"{path} pins {pinned.get('repo_id')} at {list(pinned.get('commits', {}))}, but {key} asks for "
+                f"{repo_id} at {list(revisions)}: delete {path} to pin the series again"
+            )
+        return dict(pinned["commits"])
+    commits = pin_revisions(repo_id, revisions, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_name(path.name + ".part")
+    part.write_text(json.dumps({"repo_id": repo_id, "commits": commits}, indent=2))
+    part.replace(path)
+    return commits
+
+
+def weight_hashes(manifest: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The sha256 of a model folder's weight files (``*.safetensors``), as its manifest records them."""
+    return tuple(sorted((n, h) for n, h in manifest.get("sha256", {}).items() if n.endswith(".safetensors")))
+
+
+def drop_cached(commit: str) -> None:
+    """Remove the snapshot of ``commit`` from the huggingface_hub cache (its blobs that no other snapshot links):
+    a series that keeps no revision keeps no download of it either (huggingface_hub's ``scan_cache_dir``)."""
+    import huggingface_hub
+
+    huggingface_hub.scan_cache_dir().delete_revisions(commit).execute()
+
+
+def acquire_series(
+    name: str,
+    family: str | None,
+    source: dict[str, Any],
+    out_root: str | Path,
+    key: str,
+    analyse: Callable[[str, Path], None] | None = None,
+    keep: bool = True,
+) -> dict[str, Any]:
+    """Acquire every revision of the hub entry ``source`` (``repo_id``, ``revisions``: :func:`expand_revisions`)
+    into ``out_root/<revision>``, one after the other, each a verified model folder
+    (:func:`san.models.acquire.materialise` at its pinned commit), and hand each to ``analyse``; without ``keep`` a
+    revision's folder and its download in the huggingface_hub cache (:func:`drop_cached`) are removed once it is
+    analysed, so at most one revision is on disk at a time. The pins are written
+    to ``out_root/pins.json`` first and reused by a rerun; a missing revision is refused before anything is
+    downloaded. A revision whose commit or weights (the sha256 of its weight files, e.g. the 86 of pythia-2.8b's 154
+    branches that serve its final weights) equal an earlier revision's is a duplicate: analysed once, not kept, and
+    recorded. The series record, also written to ``out_root/series.json``: the repository, the revisions, their
+    commits, the duplicates (revision -> the first revision with its weights), the manifests and the folders kept."""
+    from san.models.acquire import materialise
+
+    root = Path(out_root)
+    revisions = expand_revisions(source["revisions"], source["repo_id"], key)
+    commits = pinned_revisions(root / "pins.json", source["repo_id"], revisions, key)
+    base = {k: v for k, v in source.items() if k not in ("revisions", "keep_revisions", "revision", "commit", "sha256")}
+    manifests: dict[str, dict[str, Any]] = {}
+    same: dict[str, str] = {}
+    by_commit: dict[str, str] = {}
+    by_weights: dict[tuple[tuple[str, str], ...], str] = {}
+    for revision in revisions:
+        if commits[revision] in by_commit:  # the same commit: the same files, nothing to download
+            same[revision] = by_commit[commits[revision]]
+            continue
+        by_commit[commits[revision]] = revision
+        folder = root / revision
+        entry = {**base, "revision": revision, "commit": commits[revision]}
+        manifest = materialise(name, family, "pretrained", entry, folder)
+        hashes = weight_hashes(manifest)
+        if hashes in by_weights:
+            same[revision] = by_weights[hashes]
+            shutil.rmtree(folder)
+            if not keep:
+                drop_cached(commits[revision])
+            continue
+        by_weights[hashes] = revision
+        manifests[revision] = manifest
+        if analyse is not None:
+            analyse(revision, folder)
+        if not keep:
+            shutil.rmtree(folder)
+            drop_cached(commits[revision])
+    record = {
+        "repo_id": source["repo_id"],
+        "revisions": revisions,
+        "commits": commits,
+        "duplicates": {r: same[r] for r in revisions if r in same},
+        "manifests": manifests,
+        "folders": {r: str(root / r) for r in manifests if (root / r).is_dir()},
+    }
+    (root / "series.json").write_text(json.dumps(record, indent=2))
+    return record
+
+
+def check_series(config: dict[str, Any]) -> None:
+    """Cross-checks of the ``series`` section: every ``series.hub_models`` entry is a defined model whose
+    ``pretrained`` entry is a hub source naming ``revisions``; the offline model's context holds ``text.seq_len``
+    tokens (the analysis reads them); raises :class:`san.core.config.ConfigError` naming the key."""
+    from san.core.config import ConfigError
+
+    series = config.get("series", {})
+    for name in series.get("hub_models", []):
+        pretrained = (config.get("models", {}).get(name) or {}).get("pretrained") or {}
+        if pretrained.get("source") != "hub" or "revisions" not in pretrained:
+            raise ConfigError(
+                f"series.hub_models names {name!r}, which needs models.{name}.pretrained with source: hub and "
+                "revisions (a list, {schedule: ...} or all)"
+            )
+    seq_len = config.get("text", {}).get("seq_len")
+    context = series.get("model", {}).get("context")
+    if series.get("seeds") and seq_len is not None and context is not None and context < seq_len:
+        raise ConfigError(
+            f"series.model.context = {context} is below text.seq_len = {seq_len}, which the analysis reads"
+        )

@@ -1,0 +1,15 @@
+"""Snakemake entry: the training-dynamics figure of one model's hub series (rank collapse and the first-token sink
+against the training step, duplicate revisions marked)."""
+
+from san.core.jobs import job_log
+from san.core.plotting import apply_style, save
+from san.core.storage import read_netcdf
+from san.rank_collapse.series_plots import training_dynamics_figure
+
+with job_log(snakemake.log[0]) as log:
+    fig_cfg = snakemake.params.figures
+    apply_style(fig_cfg)
+    ds = read_netcdf(snakemake.input.data)
+    fig = training_dynamics_figure(ds, snakemake.wildcards.model, snakemake.params.share_threshold)
+    save(fig, snakemake.output, fig_cfg["dpi"])
+    log.info("drew %d revisions, duplicates marked: %s", ds.sizes["revision"], ds.attrs.get("series"))

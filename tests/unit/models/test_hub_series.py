@@ -1,0 +1,109 @@
+"""A series of hub revisions through the local hub: a repository with several branches (checkpoints of a small
+trained series, one branch serving another's weights), pinned once, a missing revision refused by name before
+anything is written, duplicates found by their weights, a moved branch refused, and the series analysed with its
+revision dimension."""
+
+import json
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from san.core.text import content_hash, pydoc_documents, tokenize_documents
+from san.models.acquire import AcquisitionError
+from san.models.folders import MANIFEST, load_tokenizer, verify_folder
+from san.models.revisions import acquire_series, expand_revisions
+from san.rank_collapse.series import run_series
+from san.series.train import train
+
+from hub_server import Repo
+
+REPO = "tiny-org/neox-series"
+SETTINGS = {
+    "model": {"layers": 2, "width": 16, "heads": 2, "intermediate": 32, "context": 16},
+    "vocabulary": 200,
+    "seq_len": 16,
+    "batch_size": 4,
+    "learning_rate": 3e-3,
+    "steps": 4,
+    "every": 4,
+    "log_until": 2,
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trained")
+    train(SETTINGS, 0, pydoc_documents()[:20], out)
+    return out
+
+
+def _files(folder):
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
+
+
+@pytest.fixture
+def series_repo(hub, checkpoints):
+    branches = {f"step{s}": _files(checkpoints / f"step{s}") for s in (0, 1, 2, 4)}
+    branches["step8"] = dict(branches["step4"])  # a later branch serving the same weights
+    branches["main"] = dict(branches["step4"])
+    return hub.add(Repo(REPO, "model", branches))
+
+
+def test_a_missing_revision_is_refused_by_name_before_anything_is_written(tmp_path, series_repo):
+    source = {"source": "hub", "repo_id": REPO, "revisions": ["step0", "step1", "step9", "step99"]}
+    with pytest.raises(AcquisitionError, match=r"no revision\(s\) \['step9', 'step99'\]"):
+        acquire_series("neox", None, source, tmp_path / "series", "models.neox.pretrained")
+    assert not (tmp_path / "series").exists()
+
+
+def test_every_branch_is_listed_in_step_order(series_repo):
+    assert expand_revisions("all", REPO, "k") == ["step0", "step1", "step2", "step4", "step8", "main"]
+    assert expand_revisions({"schedule": {"last": 8, "every": 4, "log_until": 2}}, REPO, "k") == [
+        "step0", "step1", "step2", "step4", "step8"
+    ]  # fmt: skip
+
+
+def test_a_series_is_pinned_deduplicated_and_analysed(tmp_path, series_repo):
+    source = {"source": "hub", "repo_id": REPO, "revisions": ["step0", "step2", "step4", "step8"]}
+    root = tmp_path / "series"
+    record = acquire_series("neox", None, source, root, "models.neox.pretrained")
+    commits = {b: series_repo.commit(b) for b in series_repo.branches}
+    assert record["commits"] == {r: commits[r] for r in source["revisions"]}
+    assert json.loads((root / "pins.json").read_text())["commits"] == record["commits"]
+    assert record["duplicates"] == {"step8": "step4"} and not (root / "step8").exists()
+    for revision in ("step0", "step2", "step4"):
+        manifest = verify_folder(root / revision)
+        assert manifest["commit"] == commits[revision] and manifest["revision"] == revision
+        assert manifest["family"] == "gpt_neox"
+    # the pins are reused: a branch that moves afterwards is refused, not silently followed
+    series_repo.branches["step4"] = dict(series_repo.branches["step1"])
+    with pytest.raises(AcquisitionError, match="has moved"):
+        acquire_series("neox", None, source, root, "models.neox.pretrained")
+    # the revisions analysed with their steps, read from the names
+    folders = {0: {r: root / r for r in ("step0", "step2", "step4")}}
+    ids = tokenize_documents(load_tokenizer(root / "step0"), pydoc_documents(), 16, 2, 0)
+    inputs = xr.Dataset({"input_ids": (("sample", "token"), ids)}, attrs={"input_sha256": content_hash(ids)})
+    settings = {"variants": ["SAN"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    ds = run_series("gpt_neox", folders, inputs, settings)
+    assert list(ds["revision"].values) == ["step0", "step2", "step4"] and list(ds["step"].values) == [0, 2, 4]
+    assert np.isfinite(ds["residual_ratio"]).all()
+
+
+def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, series_repo):
+    from san.rank_collapse.series import run_hub_series
+
+    source = {"source": "hub", "repo_id": REPO, "revisions": ["step0", "step2", "step4", "step8"]}
+    text = {"seq_len": 16, "n_sequences": 2, "seed": 0}
+    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    ds = run_hub_series("neox", source, tmp_path / "s", pydoc_documents(), text, settings)
+    assert list(ds["revision"].values) == source["revisions"] and list(ds["step"].values) == [0, 2, 4, 8]
+    assert list(ds["duplicate_of"].values) == ["", "", "", "step4"]
+    four, eight = (ds["residual_ratio"].sel(revision=r).values for r in ("step4", "step8"))
+    np.testing.assert_array_equal(four, eight)
+    assert not np.array_equal(ds["residual_ratio"].sel(revision="step0").values, four)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["pins.json", "series.json"], "weights removed"
+    import huggingface_hub
+
+    cached = [r for r in huggingface_hub.scan_cache_dir().repos if r.repo_id == REPO]
+    assert all(not r.revisions for r in cached), "the downloads left the cache too"
