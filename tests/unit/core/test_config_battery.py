@@ -250,6 +250,7 @@ def test_valid_edges_pass(default_config):
     """Values at the edges of what is allowed are accepted (the checks are not stricter than the jobs)."""
     cfg = copy.deepcopy(default_config)
     cfg["text"]["seq_len"] = 512  # = BERT's position embeddings; XLNet has none
+    cfg["series"]["model"]["context"] = 512  # the offline series' model reads the same sequences
     cfg["attention_products"]["n_sequences"] = cfg["text"]["n_sequences"]
     cfg["models"]["m.v2+x_y-z"] = copy.deepcopy(cfg["models"][BERT])
     cfg["models"][BERT]["init"]["config"]["hidden_dropout_prob"] = 0  # float | int field
