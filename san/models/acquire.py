@@ -74,6 +74,8 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     ALBERT/XLNet at init); the vocabulary is sized to its ids, and the manifest records this.
     """
     entry = family_entry(family)
+    if entry.row.modality == "image":
+        return materialise_image_init(family, arch, seed, out_dir)
     config_cls, model_cls = entry.config_cls, entry.model_cls
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -100,6 +102,34 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     }
     if cleared:
         manifest["cleared_token_ids"] = cleared
+    return write_manifest(out, manifest)
+
+
+def materialise_image_init(family: str, arch: dict[str, Any], seed: int, out_dir: str | Path) -> dict[str, Any]:
+    """Randomly initialise an image-encoder ``family`` model from the explicit architecture ``arch`` with ``seed``
+    and save it with the image processor of the family's reference checkpoint (:mod:`san.models.images`), so that
+    ``AutoImageProcessor`` prepares its images offline."""
+    from san.models.images import IMAGE_PROCESSORS, write_image_processor
+
+    entry = family_entry(family)
+    config_cls, model_cls = entry.config_cls, entry.model_cls
+    unknown = sorted(set(arch) - set(config_cls().to_dict()))
+    if unknown:
+        raise AcquisitionError(f"architecture keys {unknown} are not {config_cls.__name__} fields")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(seed)
+    model = model_cls(config_cls(**arch))
+    model.save_pretrained(out, safe_serialization=True)
+    write_image_processor(family, out)
+    manifest = {
+        "source": "init",
+        "family": family,
+        "recognition": recognise_folder(out, f"init of family {family!r}", family).record(),
+        "seed": seed,
+        "architecture": arch,
+        "image_processor": f"{IMAGE_PROCESSORS[family][0]} of the family's reference checkpoint",
+    }
     return write_manifest(out, manifest)
 
 
