@@ -386,6 +386,8 @@ POSITIVE_KEYS = frozenset(
 )  # fmt: skip
 #: keys of a saved transformers config that are not fields of its class
 _SAVED_KEYS = {"_name_or_path": "str", "model_type": "str", "output_attentions": "bool"}
+#: private fields of a backbone config class and the names its config.json saves them under
+_BACKBONE_KEYS = {"_out_features": "out_features", "_out_indices": "out_indices"}
 
 
 _ARITHMETIC = {
@@ -445,6 +447,8 @@ def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
         own = _class_fields(root / module, class_name)
     except (OSError, SyntaxError, LookupError):
         return None
+    if any(key in own for key in _BACKBONE_KEYS):  # a backbone config (DINOv2) saves these under public names
+        own = {_BACKBONE_KEYS.get(k, k): v for k, v in own.items()} | {"stage_names": ("list[str] | None", None)}
     return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
 
 
