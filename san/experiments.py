@@ -17,6 +17,7 @@ from san.core.config import ordered_like, validate_config, with_defaults
 from san.paths import spec as paths
 from san.propagation import spec as propagation
 from san.rank_collapse import spec as rank_collapse
+from san.rank_collapse import vision_spec as vision
 from san.theory import spec as theory
 
 
@@ -38,6 +39,7 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
     "paths": _paths,
     "theory": lambda config, schemas: theory.check_config(config),
     "propagation": lambda config, schemas: propagation.check_config(config),
+    "vision": lambda config, schemas: vision.check_config(config),
     "report": _report,
 }
 

@@ -16,6 +16,7 @@ rule summary:
         paths_exact=expand(RESULT["paths_exact"], task=config["paths"]["tasks"]),
         theorem=rules.theorem_sweep.output[0],
         propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
+        vision=expand(f"{RESULTS}/vision/{{model}}.nc", model=VISION_MODELS),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",
@@ -36,6 +37,7 @@ rule summary:
         report=config["report"],
         theory={k: config["theory"][k] for k in ("float_floor", "limit")},
         sweeps=PROPAGATION_SWEEPS,
+        vision_models=VISION_MODELS,
     script:
         "../../scripts/summary.py"
 
