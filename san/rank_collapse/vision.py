@@ -173,6 +173,8 @@ def run(
     ``input_sha256`` attribute); ``settings`` holds ``variants``, ``dtype`` (one, or one per variant),
     ``batch_size`` and ``high_frequency_cutoff`` (:func:`high_frequency_share`).
     """
+    if family_row(family).modality != "image":
+        raise ValueError(f"family {family!r} reads text, not images: list its model under rank_collapse.models")
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
     measures, norms, manifests, hashes, roles = [], [], {}, {}, None

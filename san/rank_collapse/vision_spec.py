@@ -13,7 +13,8 @@ RESULT = "vision/{model}.nc"
 
 
 def check_config(config: dict[str, Any]) -> None:
-    """``vision.models`` name entries of ``models`` whose family is given and is an image encoder, and
+    """``vision.models`` name entries of ``models`` whose family, when given, is an image encoder (else it is
+    recognised from the model's config.json and checked by the job), and
     ``rank_collapse.models`` (text input) names none; raises :class:`ConfigError` naming the key."""
     models = config.get("models", {})
     for i, name in enumerate(config.get("vision", {}).get("models", [])):
@@ -21,10 +22,9 @@ def check_config(config: dict[str, Any]) -> None:
         if name not in models:
             raise ConfigError(f"{where}: model {name!r} is not defined under 'models' (known: {sorted(models)})")
         family = models[name].get("family")
-        if family not in IMAGE_FAMILIES:
+        if family is not None and family not in IMAGE_FAMILIES:  # None: recognised from its config.json
             raise ConfigError(
-                f"{where}: model {name!r} needs 'models.{name}.family' set to an image-encoder family "
-                f"({list(IMAGE_FAMILIES)}), got {family!r}"
+                f"{where}: model {name!r} is of family {family!r}, not an image encoder ({list(IMAGE_FAMILIES)})"
             )
     for i, name in enumerate(config.get("rank_collapse", {}).get("models", [])):
         family = models.get(name, {}).get("family")
