@@ -314,7 +314,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     ),
     "dinov2": FamilyRow(
         **_VISION, config_module="models/dinov2/configuration_dinov2.py", config_class="Dinov2Config",
-        model_class="Dinov2Model", blocks="encoder.layer", pre_norm_parts=_DINOV2_PARTS,
+        model_class="Dinov2Model", blocks="encoder.layer", pre_norm_parts=_DINOV2_PARTS, layer_scale=True,
         prefix_tokens=("class",), head_prefixes=("classifier.",),
         architectures=("Dinov2Model", "Dinov2ForImageClassification"), model_types=("dinov2",),
         notes="LayerScale `λ` multiplies each branch and stays with it in every variant (as Granite's multiplier): "

@@ -236,3 +236,16 @@ def test_pinned_images_are_refused_when_changed(monkeypatch, tmp_path):
         images.read_images(["chelsea"])
     with pytest.raises(ValueError, match="unknown pinned image 'lena'"):
         images.read_images(["lena"])
+
+
+def test_layer_scale_is_a_branch_multiplier_not_a_norm():
+    """DINOv2's LayerScales sit in the branch-output slots of its parts but are no norms: the recorded norm placement
+    is pre-norm, and the generated tables write them as the multipliers λ1, λ2."""
+    from san.models.recognise import norm_placement
+    from san.models.spec import FAMILY_TABLE
+    from san.models.tables import variants
+
+    for family in ("dinov2", "dinov2_with_registers"):
+        assert norm_placement(family) == "pre"
+        assert variants(FAMILY_TABLE[family])["SAN"] == "`λ1 Attn(N1(x))`"
+    assert norm_placement("vit") == "pre" and variants(FAMILY_TABLE["vit"])["SAN"] == "`Attn(N1(x))`"

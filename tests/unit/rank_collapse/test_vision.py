@@ -123,3 +123,45 @@ def test_high_norm_claim_holds_fails_and_is_not_judged_without_pretrained_weight
     assert high_norm_tokens_claim({"m": _fake(1, 1, "pretrained", peak=2.0)}, REPORT)["holds"] is False
     missing = high_norm_tokens_claim({"m": _fake(1, 1, "init")}, REPORT)
     assert missing["holds"] is None and "no pretrained weights" in missing["detail"]
+
+
+def test_config_refuses_a_text_model_under_vision_and_an_image_model_under_rank_collapse(default_config):
+    from san.core.config import ConfigError
+    from san.rank_collapse.vision_spec import check_config
+
+    check_config(default_config)
+    bad = {**default_config, "vision": {**default_config["vision"], "models": ["bert-base-cased"]}}
+    with pytest.raises(ConfigError, match=r"'vision.models.0': model 'bert-base-cased' is of family 'bert'"):
+        check_config(bad)
+    missing = {**default_config, "vision": {**default_config["vision"], "models": ["vit-huge"]}}
+    with pytest.raises(ConfigError, match="'vit-huge' is not defined under 'models'"):
+        check_config(missing)
+    image = default_config["vision"]["models"][0]
+    text = {**default_config, "rank_collapse": {**default_config["rank_collapse"], "models": [image]}}
+    with pytest.raises(ConfigError, match=r"'rank_collapse.models.0'.*image encoder"):
+        check_config(text)
+
+
+def test_report_thresholds_must_not_overlap():
+    from san.core.config import ConfigError
+    from san.rank_collapse.vision_claims import check_config
+
+    check_config({"vision": REPORT})
+    with pytest.raises(ConfigError, match="report.vision.decay_below = 0.6 must be below"):
+        check_config({"vision": {**REPORT, "decay_below": 0.6}})
+
+
+def test_summary_section_per_model_and_verdicts(result, tmp_path):
+    from san.core.storage import write_netcdf
+    from san.rank_collapse.vision_claims import claims
+
+    path = write_netcdf(result, tmp_path / "m.nc", {})
+    section = claims({"vision": [str(path)]}, {"vision_models": ["m"], "report": {"vision": REPORT}})["vision"]
+    entry = section["per_model"]["m"]["init"]
+    assert entry["layers"] == ARCH["num_hidden_layers"]
+    share = result["residual_ratio_frobenius_patches"]
+    photos = share.sel(weights="init", variant="SAN", image=["astronaut", "rocket"])
+    assert entry["patch_share"]["SAN"] == pytest.approx(float((photos.isel(layer=-1) / photos.isel(layer=0)).mean()))
+    assert [r["key"] for r in section["verdicts"]] == ["oversmoothing", "high_norm_tokens"]
+    assert section["verdicts"][1]["holds"] is None
+    assert claims({}, {"report": {"vision": REPORT}}) == {"vision": None}
