@@ -344,10 +344,58 @@ def materialise_hub(source: dict[str, Any], family: str | None, out_dir: str | P
     record = fetch(source, key, out)
     where = f"hub {record['repo_id']}@{record['commit']}"
     verify_hashes(hash_folder(out), source.get("sha256"), where)  # the downloaded files, before any conversion
+    if source.get("tower") == "vision":
+        record["vision_tower_of"] = extract_vision_tower(out, f"{key}.tower: {where}")
     recognise_folder(out, where, family)  # a refused model is refused before its weights are read
     record.update(convert_pickle(out, record.pop("pickle_files", []), where))
     found = _recognised(out, where, family)
     return write_manifest(out, {"source": "hub", **found, **record})
+
+
+#: the vision-tower class of each dual text-image checkpoint's model_type, and the prefix of its tower's tensors
+VISION_TOWERS = {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"}
+VISION_TOWER_PREFIX = "vision_model."
+
+
+def extract_vision_tower(folder: Path, where: str) -> dict[str, Any]:
+    """Make the acquired folder of a dual text-image checkpoint (CLIP, SigLIP: ``config.json`` with a
+    ``vision_config``) its vision tower's: ``config.json`` becomes the ``vision_config`` (``architectures``: the
+    tower's class, :data:`VISION_TOWERS`), ``model.safetensors`` the ``vision_model.`` tensors without that prefix
+    (the text tower, the projections and the logit scale are left out; the text tower is analysed, where its family
+    is one of the table, as a text model). What the manifest records: the checkpoint's architecture, the sha256 of
+    its config and weight files, the number of tensors kept and left out."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    config = json.loads((folder / "config.json").read_text())
+    model_type = config.get("model_type")
+    if model_type not in VISION_TOWERS or not isinstance(config.get("vision_config"), dict):
+        raise AcquisitionError(
+            f"{where}: a vision tower is taken from a dual text-image checkpoint with a vision_config (model_type one "
+            f"of {sorted(VISION_TOWERS)}), but config.json has model_type {model_type!r}"
+        )
+    vision = {**config["vision_config"], "architectures": [VISION_TOWERS[model_type]]}
+    vision.setdefault("model_type", f"{model_type}_vision_model")
+    weights = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
+    kept: dict[str, torch.Tensor] = {}
+    left_out = 0
+    for path in weights:
+        with safe_open(path, "pt") as fh:
+            for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
+                if name.startswith(VISION_TOWER_PREFIX):
+                    kept[name[len(VISION_TOWER_PREFIX) :]] = fh.get_tensor(name)
+                else:
+                    left_out += 1
+    if not kept:
+        raise AcquisitionError(f"{where}: the checkpoint holds no {VISION_TOWER_PREFIX!r} tensors")
+    for path in [*weights, index]:
+        path.unlink(missing_ok=True)
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(vision, indent=2, sort_keys=True))
+    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
+            "left_out": left_out}  # fmt: skip
 
 
 def convert_pickle(folder: Path, names: list[str], where: str) -> dict[str, Any]:

@@ -57,3 +57,60 @@ def test_vision_family_from_a_hub_id_alone(repo_id, hub, tmp_path):
     hidden = model(pixel_values=pixels, output_hidden_states=True).hidden_states
     assert all(torch.equal(s, h) for s, h in zip(states, hidden, strict=True))
     assert token_roles(family, model.config, states[0].shape[1]) == PREFIX[family] + ["patch"] * 4
+
+
+DUAL = {
+    "tiny-org/clip-dual": ("clip", "CLIPConfig", "CLIPModel"),
+    "tiny-org/siglip-dual": ("siglip", "SiglipConfig", "SiglipModel"),
+}
+
+
+@pytest.mark.parametrize("repo_id", list(DUAL))
+def test_a_dual_checkpoint_is_analysed_through_its_vision_tower(repo_id, hub, tmp_path):
+    """``tower: vision``: the vision tower of a CLIPModel / SiglipModel checkpoint, extracted at acquisition, gives
+    the hidden states of the dual model's own vision tower (transformers, the whole checkpoint loaded)."""
+    import transformers
+
+    from san.models.images import write_image_processor
+
+    family, config_class, model_class = DUAL[repo_id]
+    vision = {**BASE, "intermediate_size": 64}
+    text = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
+            "vocab_size": 64, "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 1}  # fmt: skip
+    config = getattr(transformers, config_class)(vision_config=vision, text_config=text)
+    built = tmp_path / "built"
+    torch.manual_seed(0)
+    dual = getattr(transformers, model_class)(config).eval()
+    dual.save_pretrained(built)
+    write_image_processor(family, built)
+    hub.add(checkpoint_repo(repo_id, built))
+    out = tmp_path / "pretrained"
+    materialise("m", None, "pretrained", {"source": "hub", "repo_id": repo_id, "tower": "vision"}, out)
+    manifest = read_manifest(out)
+    assert manifest["family"] == family
+    assert manifest["vision_tower_of"]["architecture"] == [model_class]
+    assert manifest["vision_tower_of"]["left_out"] > 0
+    pixels = torch.as_tensor(
+        pixel_inputs(out, {"images": ["rocket"], "noise_images": 1, "noise_size": 16, "seed": 0})["pixel_values"].values
+    )
+    model = load_model(out, family, torch.float32)
+    with variant(model, family, "transformer"):
+        states = residual_stream(model, family, pixels)
+    with torch.no_grad():
+        want = dual.vision_model(pixel_values=pixels, output_hidden_states=True).hidden_states
+    assert len(states) == len(want)
+    for s, w in zip(states, want, strict=True):  # eager attention here, transformers' default (SDPA) there
+        torch.testing.assert_close(s, w, rtol=1e-5, atol=1e-5)
+
+
+def test_a_vision_tower_of_a_single_tower_checkpoint_is_refused(hub, tmp_path):
+    from san.models.folders import AcquisitionError
+
+    built = tmp_path / "built"
+    materialise_init("vit", {**BASE, "intermediate_size": 64}, 0, built)
+    (built / "manifest.json").unlink()
+    hub.add(checkpoint_repo("tiny-org/vit-single", built))
+    with pytest.raises(AcquisitionError, match="vision tower is taken from a dual text-image checkpoint.*'vit'"):
+        materialise("m", None, "pretrained", {"source": "hub", "repo_id": "tiny-org/vit-single", "tower": "vision"},
+                    tmp_path / "out")  # fmt: skip
+    assert not (tmp_path / "out").exists()
