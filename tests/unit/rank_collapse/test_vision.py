@@ -11,13 +11,12 @@ from san.models.acquire import materialise_init
 from san.rank_collapse.vision import (
     ROLES,
     high_frequency_share,
-    high_norm_tokens_claim,
     log_amplitude_difference,
-    oversmoothing_claim,
     patch_grid,
     pixel_inputs,
     run,
 )
+from san.rank_collapse.vision_claims import high_norm_tokens_claim, oversmoothing_claim
 
 GRID = (4, 6)
 REPORT = {"decay_below": 0.01, "preserved_above": 0.5, "high_norm": 5.0, "high_norm_control_factor": 1000.0}
