@@ -164,3 +164,17 @@ def test_summary_section_per_model_and_verdicts(result, tmp_path):
     assert [r["key"] for r in section["verdicts"]] == ["oversmoothing", "high_norm_tokens"]
     assert section["verdicts"][1]["holds"] is None
     assert claims({}, {"report": {"vision": REPORT}}) == {"vision": None}
+
+
+def test_the_schema_names_the_pinned_images_and_the_variants():
+    import yaml
+
+    from san.core.images import IMAGES
+    from san.models.spec import VARIANTS
+
+    from helpers import ROOT
+
+    schema = yaml.safe_load((ROOT / "workflow/schemas/vision.schema.yaml").read_text())["properties"]
+    assert schema["images"]["items"]["enum"] == list(IMAGES)
+    assert schema["images"]["default"] == list(IMAGES)
+    assert schema["variants"]["items"]["enum"] == list(VARIANTS)
