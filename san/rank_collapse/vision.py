@@ -102,14 +102,13 @@ def log_amplitude_difference(patches: torch.Tensor, grid: tuple[int, int]) -> to
 def high_frequency_share(patches: torch.Tensor, grid: tuple[int, int], cutoff: float) -> torch.Tensor:
     """Share of the patch states' energy (squared Fourier amplitudes, summed over channels) at spatial frequencies
     outside the low band ``|f_row| < cutoff`` and ``|f_col| < cutoff`` (frequencies in cycles per patch, 0 to 0.5):
-    1 - low-band energy / total energy, per image."""
+    the energy outside the band over the total energy, per image."""
     spectrum = torch.fft.fft2(_grid(patches.double(), grid)).abs().pow(2).sum(dim=1)
     rows, cols = grid
     f_row = torch.fft.fftfreq(rows, dtype=torch.float64).abs()
     f_col = torch.fft.fftfreq(cols, dtype=torch.float64).abs()
     low = (f_row[:, None] < cutoff) & (f_col[None, :] < cutoff)
-    total = spectrum.sum(dim=(1, 2))
-    return 1.0 - spectrum[:, low].sum(dim=1) / total
+    return spectrum[:, ~low].sum(dim=1) / spectrum.sum(dim=(1, 2))  # the high band's own sum: no cancellation
 
 
 def layer_measures(

@@ -124,7 +124,9 @@ def per_model(results: Mapping[str, xr.Dataset]) -> dict[str, dict[str, Any]]:
                     for v in ds["variant"].values
                 } if values is not None else None  # fmt: skip
             amp = ds["log_amplitude_difference"].sel(weights=weights, image=photos).isel(layer=-1)
-            entry["log_amplitude_last"] = {str(v): float(np.nanmean(amp.sel(variant=v))) for v in ds["variant"].values}
+            # -inf where pure attention left no amplitude at the highest frequency: None (JSON has no infinity)
+            means = {str(v): float(np.mean(amp.sel(variant=v))) for v in ds["variant"].values}
+            entry["log_amplitude_last"] = {v: m if np.isfinite(m) else None for v, m in means.items()}
             out.setdefault(model, {})[weights] = entry
     return out
 

@@ -2,7 +2,8 @@
 ``||X - 1 mean(X)||_F / ||X||_F`` per layer (top, log y: Wang et al.'s oversmoothing, the paper's relative residual
 in the Frobenius norm), the same over all tokens (middle: the special tokens included) and the share of the patch
 states' energy at high spatial frequencies of the patch grid (bottom: Park & Kim's spectral view), the four
-variants as the mean over the photographs with a band of ±1 standard deviation; noise images are left out."""
+variants as the mean over the photographs with a band from the smallest to the largest (positive on log axes); noise
+images are left out."""
 
 from __future__ import annotations
 
@@ -35,9 +36,8 @@ def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
             data = ds[measure].sel(weights=weights, image=photos)
             for name in map(str, ds["variant"].values):
                 values = data.sel(variant=name)
-                mean, std = values.mean("image"), values.std("image")
-                ax.plot(ds["layer"].values, mean.values, marker="o", markersize=2.5, label=name)
-                ax.fill_between(ds["layer"].values, (mean - std).values, (mean + std).values, alpha=0.2)
+                ax.plot(ds["layer"].values, values.mean("image").values, marker="o", markersize=2.5, label=name)
+                ax.fill_between(ds["layer"].values, values.min("image").values, values.max("image").values, alpha=0.2)
             if log:
                 ax.set_yscale("log")
             if row == 0:
