@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 import xarray as xr
-from transformers import PretrainedConfig
+from transformers import PretrainedConfig, PreTrainedModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
@@ -158,6 +158,20 @@ def pixel_inputs(folder: str | Path, settings: Mapping[str, Any]) -> xr.Dataset:
     return ds
 
 
+def variant_measures(
+    model: PreTrainedModel, family: str, pixels: torch.Tensor, grid: tuple[int, int] | None, settings: Mapping
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """:func:`layer_measures` of the model as it is (a variant applied) on ``pixels`` in batches of
+    ``settings["batch_size"]``: measures ``(measures, layers + 1, images)``, token norms ``(layers + 1, images,
+    tokens)`` and the token roles."""
+    chunks, roles = [], []
+    for start in range(0, pixels.shape[0], settings["batch_size"]):
+        states = residual_stream(model, family, pixels[start : start + settings["batch_size"]])
+        roles = token_roles(family, model.config, states[0].shape[1])
+        chunks.append(layer_measures(states, roles, grid, settings["high_frequency_cutoff"]))
+    return np.concatenate([c[0] for c in chunks], axis=2), np.concatenate([c[1] for c in chunks], axis=1), roles
+
+
 def run(
     family: str,
     models: Mapping[str, str | Path],
@@ -185,39 +199,41 @@ def run(
             patch = getattr(model.config, "patch_size", None)
             grid = patch_grid(pixels.shape, int(patch)) if isinstance(patch, int) else None
             for name in own:
-                chunks = []
                 with variant(model, family, name):
-                    for start in range(0, pixels.shape[0], settings["batch_size"]):
-                        batch = pixels[start : start + settings["batch_size"]].to(device, resolve_dtype(dtype_name))
-                        states = residual_stream(model, family, batch)
-                        found = token_roles(family, model.config, states[0].shape[1])
-                        if roles is not None and found != roles:
-                            raise ValueError(f"{weights} weights of {family!r} give other token roles than before")
-                        roles = found
-                        chunks.append(layer_measures(states, roles, grid, settings["high_frequency_cutoff"]))
-                by_variant[name] = (
-                    np.concatenate([c[0] for c in chunks], axis=2),
-                    np.concatenate([c[1] for c in chunks], axis=1),
-                )
+                    *by_variant[name], found = variant_measures(
+                        model, family, pixels.to(device, resolve_dtype(dtype_name)), grid, settings
+                    )
+                if roles is not None and found != roles:
+                    raise ValueError(f"{weights} weights of {family!r} give other token roles than before")
+                roles = found
             del model
         measures.append(np.stack([by_variant[v][0] for v in variants]))
         norms.append(np.stack([by_variant[v][1] for v in variants]))
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
-    arr = np.stack(measures)  # (weights, variants, measures, layers + 1, images)
-    first = next(iter(inputs.values()))
+    images = [str(v) for v in next(iter(inputs.values()))["image"].values]
+    coords = {"weights": list(models), "variant": variants, "dtype": [dtypes[v] for v in variants], "image": images}
+    attrs = {"manifests": manifests, "input_sha256": hashes}
+    return _dataset(np.stack(measures), np.stack(norms), coords, roles, attrs)
+
+
+def _dataset(
+    arr: np.ndarray, norms: np.ndarray, coords: Mapping[str, list], roles: list[str], attrs: Mapping[str, Any]
+) -> xr.Dataset:
+    """The result of :func:`run`: measures ``arr`` ``(weights, variants, measures, layers + 1, images)``, token
+    norms ``(weights, variants, layers + 1, images, tokens)``, the coordinates, the token roles as flags."""
     dims = ("weights", "variant", "layer", "image")
     ds = xr.Dataset(
         {
             **{name: (dims, arr[:, :, i]) for i, name in enumerate(MEASURES)},
-            "token_norm": ((*dims, "token"), np.stack(norms)),
+            "token_norm": ((*dims, "token"), norms),
         },
         coords={
-            "weights": ("weights", list(models)),
-            "variant": ("variant", variants),
-            "dtype": ("variant", [dtypes[v] for v in variants]),
+            "weights": ("weights", coords["weights"]),
+            "variant": ("variant", coords["variant"]),
+            "dtype": ("variant", coords["dtype"]),
             "layer": ("layer", np.arange(arr.shape[3])),
-            "image": ("image", [str(v) for v in first["image"].values]),
+            "image": ("image", coords["image"]),
             "token": ("token", np.arange(len(roles))),
             "role": ("token", np.array([ROLES.index(r) for r in roles], dtype=np.int8)),
         },
@@ -225,8 +241,7 @@ def run(
             "title": "san: rank collapse and spatial smoothing in an image encoder's layers",
             "references": "Dong et al. 2021; Wang et al. 2022 (anti-oversmoothing); Park & Kim 2022; Darcet et "
             "al. 2024 (registers)",
-            "manifests": manifests,
-            "input_sha256": hashes,
+            **attrs,
         },
     )
     ds["role"].attrs.update(flag_values=np.arange(len(ROLES), dtype=np.int8), flag_meanings=" ".join(ROLES))
