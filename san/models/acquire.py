@@ -592,7 +592,8 @@ def _loading_problems(family: str, info: dict[str, Any]) -> list[str]:
     """What does not fit between weights and model in a loading report: a parameter the file lacks (left at
     random), a file weight the model has no place for (outside the family's pretraining or LM head), a shape
     mismatch, transformers' own errors."""
-    missing = sorted(info.get("missing_keys") or [])
+    optional = family_entry(family).row.optional_prefixes  # e.g. a ViT classification checkpoint has no pooler
+    missing = sorted(k for k in info.get("missing_keys") or [] if not (optional and k.startswith(optional)))
     heads = family_entry(family).head_prefixes
     unexpected = sorted(k for k in info.get("unexpected_keys") or [] if not k.startswith(heads))
     mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or [])

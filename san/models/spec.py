@@ -119,6 +119,9 @@ class FamilyRow:
     prefix_tokens: tuple[str, ...] = ()
     #: key of the model's config that counts its register tokens (DINOv2 with registers), None for none
     register_key: str | None = None
+    #: prefixes of base-model weights outside the measured residual stream that a checkpoint may lack (ViT's and
+    #: DeiT's pooler, which their classification checkpoints do not hold): left at their initialisation, never used
+    optional_prefixes: tuple[str, ...] = ()
     #: whether the third and sixth of ``pre_norm_parts`` are LayerScales (DINOv2: a learned per-channel ``λ`` that
     #: multiplies the branch output) rather than norms of the branch output; either way they stay on their branch
     layer_scale: bool = False
@@ -299,8 +302,8 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     "vit": FamilyRow(
         **_VISION, config_module="models/vit/configuration_vit.py", config_class="ViTConfig", model_class="ViTModel",
         blocks="layers", pre_norm_parts=_VIT_PARTS, prefix_tokens=("class",),
-        head_prefixes=("classifier.",), architectures=("ViTModel", "ViTForImageClassification"),
-        model_types=("vit",),
+        head_prefixes=("classifier.",), optional_prefixes=("pooler.",),
+        architectures=("ViTModel", "ViTForImageClassification"), model_types=("vit",),
         notes="a class token before the patches; learned absolute positions; non-distilled DeiT and DINO (v1) "
         "checkpoints are published as ViT",
     ),
@@ -308,6 +311,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         **_VISION, config_module="models/deit/configuration_deit.py", config_class="DeiTConfig",
         model_class="DeiTModel", blocks="layers", pre_norm_parts=_VIT_PARTS,
         prefix_tokens=("class", "distillation"), head_prefixes=("cls_classifier.", "distillation_classifier."),
+        optional_prefixes=("pooler.",),
         architectures=("DeiTModel", "DeiTForImageClassificationWithTeacher", "DeiTForImageClassification"),
         model_types=("deit",),
         notes="ViT's block; a class and a distillation token before the patches",

@@ -25,6 +25,15 @@ REPOS = {
     "google/siglip-base-patch16-224": ("siglip", {**BASE, "intermediate_size": 64}),
     "openai/clip-vit-base-patch16": ("clip", {**BASE, "intermediate_size": 64}),
 }  # fmt: skip
+#: the class of each reference checkpoint (ViT's and DeiT's classification models hold no pooler)
+CHECKPOINT_CLASSES = {
+    "vit": "ViTForImageClassification",
+    "deit": "DeiTForImageClassificationWithTeacher",
+    "dinov2": "Dinov2Model",
+    "dinov2_with_registers": "Dinov2WithRegistersModel",
+    "siglip": "SiglipVisionModel",
+    "clip": "CLIPVisionModel",
+}
 #: the special tokens before the 2 x 2 patches, per family
 PREFIX = {
     "vit": ["class"],
@@ -38,10 +47,17 @@ PREFIX = {
 
 @pytest.mark.parametrize("repo_id", list(REPOS))
 def test_vision_family_from_a_hub_id_alone(repo_id, hub, tmp_path):
+    import transformers
+
+    from san.models.images import write_image_processor
+    from san.models.spec import FAMILY_TABLE
+
     family, arch = REPOS[repo_id]
     built = tmp_path / "built"
-    materialise_init(family, arch, 0, built)
-    (built / "manifest.json").unlink()
+    torch.manual_seed(0)
+    config = getattr(transformers, FAMILY_TABLE[family].config_class)(**arch)
+    getattr(transformers, CHECKPOINT_CLASSES[family])(config).save_pretrained(built)
+    write_image_processor(family, built)
     hub.add(checkpoint_repo(repo_id, built))
     out = tmp_path / "pretrained"
     materialise("m", None, "pretrained", {"source": "hub", "repo_id": repo_id}, out)
