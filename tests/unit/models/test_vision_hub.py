@@ -1,13 +1,16 @@
 """Every image-encoder family acquired from a hub id alone through the local hub (tests/hub_server.py): a tiny
 random checkpoint of its config class, served with its image processor as the hub holds it, is recognised from its
-config.json, prepares the pinned images with its own processor and runs its unmodified variant equal to
-transformers' hidden states."""
+config.json, prepares the pinned images with its own processor, runs its unmodified variant equal to transformers'
+hidden states and every variant equal to its recomputation from the weights, with the token roles right; a dual
+text-image checkpoint (CLIP, SigLIP) is analysed through its vision tower."""
 
 import pytest
 import torch
+from test_vision_families import _recompute
 
 from san.models.ablations import variant
 from san.models.acquire import load_model, materialise, materialise_init, read_manifest
+from san.models.spec import VARIANTS
 from san.rank_collapse.experiment import residual_stream
 from san.rank_collapse.vision import pixel_inputs, token_roles
 
@@ -73,6 +76,13 @@ def test_vision_family_from_a_hub_id_alone(repo_id, hub, tmp_path):
     hidden = model(pixel_values=pixels, output_hidden_states=True).hidden_states
     assert all(torch.equal(s, h) for s, h in zip(states, hidden, strict=True))
     assert token_roles(family, model.config, states[0].shape[1]) == PREFIX[family] + ["patch"] * 4
+    for name in VARIANTS:  # every variant of the acquired model, recomputed from its weights (test_vision_families)
+        with variant(model, family, name):
+            got = residual_stream(model, family, pixels)
+        with torch.no_grad():
+            want = _recompute(family, model, got[0], name)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-9)
 
 
 DUAL = {
