@@ -178,3 +178,13 @@ def test_the_schema_names_the_pinned_images_and_the_variants():
     assert schema["images"]["items"]["enum"] == list(IMAGES)
     assert schema["images"]["default"] == list(IMAGES)
     assert schema["variants"]["items"]["enum"] == list(VARIANTS)
+
+
+def test_the_figure_has_a_column_per_model_and_a_row_per_measure(result):
+    from san.rank_collapse.vision_plots import ROWS, vision_figure
+
+    fig = vision_figure({"a": result, "b": result})
+    axes = fig.axes
+    assert len(axes) == 2 * len(ROWS)
+    assert all(ax.get_yscale() == "log" for ax in axes)
+    assert axes[0].get_title() == "a (init)" and len(axes[0].lines) == 4
