@@ -28,6 +28,7 @@ include: "workflow/rules/paths.smk"
 include: "workflow/rules/paths_decomposition.smk"
 include: "workflow/rules/theory.smk"
 include: "workflow/rules/propagation.smk"
+include: "workflow/rules/vision.smk"
 include: "workflow/rules/report.smk"
 
 

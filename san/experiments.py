@@ -18,6 +18,7 @@ from san.models.revisions import check_series
 from san.paths import spec as paths
 from san.propagation import spec as propagation
 from san.rank_collapse import spec as rank_collapse
+from san.rank_collapse import vision_spec as vision
 from san.theory import spec as theory
 
 
@@ -40,6 +41,7 @@ CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
     "paths": _paths,
     "theory": lambda config, schemas: theory.check_config(config),
     "propagation": lambda config, schemas: propagation.check_config(config),
+    "vision": lambda config, schemas: vision.check_config(config),
     "report": _report,
 }
 

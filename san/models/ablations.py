@@ -268,6 +268,18 @@ def _gpt2_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 1.
     return block
 
 
+def _vision_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 1.0) -> Callable:
+    """The forward of a vision transformer's pre-norm block (ViT, DeiT, DINOv2, SigLIP, CLIP) as a variant; the
+    encoder passes the attention mask positionally. DINOv2's LayerScales sit in the parts' branch-output slots and
+    multiply their branch in every variant."""
+    inner = _pre_norm_block(parts, attention_skip, mlp, scale)
+
+    def block(self, hidden_states, attention_mask=None, **kwargs):
+        return inner(self, hidden_states, attention_mask=attention_mask, **kwargs)
+
+    return block
+
+
 def branch_scale(model: PreTrainedModel, row: FamilyRow) -> float:
     """The scalar that multiplies each branch of ``model``'s blocks before the add: its config's value of the row's
     ``branch_multiplier`` key (Granite's ``residual_multiplier``), 1 for a family without one."""
@@ -302,6 +314,7 @@ ABLATIONS: dict[str, Callable[[PreTrainedModel, FamilyRow, bool, bool, str], Non
     "mpnet": lambda model, row, skip, mlp, albert_no_mlp: ablate_mpnet(model, skip, mlp),
     "gpt2": _ablate_blocks(_gpt2_block),
     "pre_norm": _ablate_blocks(_pre_norm_block),
+    "vision": _ablate_blocks(_vision_block),
 }
 
 

@@ -126,6 +126,8 @@ def init_source(family: str, arch: dict[str, Any], seed: int) -> Fetched:
     ALBERT/XLNet at init); the vocabulary is sized to its ids, and the manifest records this.
     """
     entry = family_entry(family)
+    if entry.row.modality == "image":
+        return image_init_source(family, arch, seed)
     config_cls, model_cls = entry.config_cls, entry.model_cls
     unknown = sorted(set(arch) - set(config_cls().to_dict()))
     if unknown:
@@ -162,6 +164,27 @@ def materialise_init(family: str, arch: dict[str, Any], seed: int, out_dir: str 
     """Randomly initialise a ``family`` model from the explicit architecture ``arch`` with ``seed`` and save it in
     ``out_dir`` (:func:`init_source`, :func:`store`)."""
     return store(Path(out_dir), init_source(family, arch, seed))
+
+
+def image_init_source(family: str, arch: dict[str, Any], seed: int) -> Fetched:
+    """Random weights of an image-encoder ``family`` model with the explicit architecture ``arch``, drawn with
+    ``seed``, saved with the image processor of the family's reference checkpoint (:mod:`san.models.images`), so
+    that ``AutoImageProcessor`` prepares its images offline."""
+    from san.models.images import IMAGE_PROCESSORS, write_image_processor
+
+    entry = family_entry(family)
+    config_cls, model_cls = entry.config_cls, entry.model_cls
+    unknown = sorted(set(arch) - set(config_cls().to_dict()))
+    if unknown:
+        raise AcquisitionError(f"architecture keys {unknown} are not {config_cls.__name__} fields")
+
+    def derive(folder: Path) -> tuple[dict[str, Any], None]:
+        torch.manual_seed(seed)
+        model_cls(config_cls(**arch)).save_pretrained(folder, safe_serialization=True)
+        write_image_processor(family, folder)
+        return {"image_processor": f"{IMAGE_PROCESSORS[family][0]} of the family's reference checkpoint"}, None
+
+    return Fetched("init", f"init of family {family!r}", {"seed": seed, "architecture": arch}, family, derive=derive)
 
 
 #: files of a pretrained model folder that an init of its architecture does not take over (weights and their
@@ -384,16 +407,68 @@ def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) 
     out.mkdir(parents=True, exist_ok=True)
     record = fetch(source, key, out)
     pickles = record.pop("pickle_files", [])
+    where = f"hub {record['repo_id']}@{record['commit']}"
+    pins = source.get("sha256")  # the downloaded files, before any conversion
+    if source.get("tower") == "vision":
+        verify_hashes(hash_folder(out), pins, where)  # checked before the tower is taken out of them
+        record["vision_tower_of"] = extract_vision_tower(out, f"{key}.tower: {where}")
+        pins = None
     return Fetched(
         "hub",
-        f"hub {record['repo_id']}@{record['commit']}",
+        where,
         record,
         family,
         placed=sorted(p.name for p in out.iterdir() if p.is_file()),
-        pins=source.get("sha256"),  # the downloaded files, before any conversion
+        pins=pins,
         pickles=pickles,
         check=source.get("check") or None,
     )
+
+
+#: the vision-tower class of each dual text-image checkpoint's model_type, and the prefix of its tower's tensors
+VISION_TOWERS = {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"}
+VISION_TOWER_PREFIX = "vision_model."
+
+
+def extract_vision_tower(folder: Path, where: str) -> dict[str, Any]:
+    """Make the acquired folder of a dual text-image checkpoint (CLIP, SigLIP: ``config.json`` with a
+    ``vision_config``) its vision tower's: ``config.json`` becomes the ``vision_config`` (``architectures``: the
+    tower's class, :data:`VISION_TOWERS`), ``model.safetensors`` the ``vision_model.`` tensors without that prefix
+    (the text tower, the projections and the logit scale are left out; the text tower is analysed, where its family
+    is one of the table, as a text model). What the manifest records: the checkpoint's architecture, the sha256 of
+    its config and weight files, the number of tensors kept and left out."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    config = json.loads((folder / "config.json").read_text())
+    model_type = config.get("model_type")
+    if model_type not in VISION_TOWERS or not isinstance(config.get("vision_config"), dict):
+        raise AcquisitionError(
+            f"{where}: a vision tower is taken from a dual text-image checkpoint with a vision_config (model_type one "
+            f"of {sorted(VISION_TOWERS)}), but config.json has model_type {model_type!r}"
+        )
+    vision = {**config["vision_config"], "architectures": [VISION_TOWERS[model_type]]}
+    vision.setdefault("model_type", f"{model_type}_vision_model")
+    weights = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
+    kept: dict[str, torch.Tensor] = {}
+    left_out = 0
+    for path in weights:
+        with safe_open(path, "pt") as fh:
+            for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
+                if name.startswith(VISION_TOWER_PREFIX):
+                    kept[name[len(VISION_TOWER_PREFIX) :]] = fh.get_tensor(name)
+                else:
+                    left_out += 1
+    if not kept:
+        raise AcquisitionError(f"{where}: the checkpoint holds no {VISION_TOWER_PREFIX!r} tensors")
+    for path in [*weights, index]:
+        path.unlink(missing_ok=True)
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(vision, indent=2, sort_keys=True))
+    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
+            "left_out": left_out}  # fmt: skip
 
 
 def convert_pickle(folder: Path, names: list[str], where: str) -> dict[str, Any]:
@@ -582,7 +657,8 @@ def _loading_problems(family: str, info: dict[str, Any]) -> list[str]:
     """What does not fit between weights and model in a loading report: a parameter the file lacks (left at
     random), a file weight the model has no place for (outside the family's pretraining or LM head), a shape
     mismatch, transformers' own errors."""
-    missing = sorted(info.get("missing_keys") or [])
+    optional = family_entry(family).row.optional_prefixes  # e.g. a ViT classification checkpoint has no pooler
+    missing = sorted(k for k in info.get("missing_keys") or [] if not (optional and k.startswith(optional)))
     heads = family_entry(family).head_prefixes
     unexpected = sorted(k for k in info.get("unexpected_keys") or [] if not k.startswith(heads))
     mismatched = sorted(str(k[0] if isinstance(k, tuple) else k) for k in info.get("mismatched_keys") or [])

@@ -233,6 +233,8 @@ def norm_placement(family: str) -> str:
     parts = FAMILY_TABLE[family].pre_norm_parts
     if parts is None:
         return "post_residual"
+    if FAMILY_TABLE[family].layer_scale:  # LayerScales, not norms, multiply the branch outputs
+        parts = (*parts[:2], None, *parts[3:5], None)
     before, after = parts[0] is not None or parts[3] is not None, parts[2] is not None or parts[5] is not None
     return {(True, False): "pre", (True, True): "pre_and_post", (False, True): "post"}.get((before, after), "none")
 

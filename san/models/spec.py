@@ -116,6 +116,20 @@ class FamilyRow:
     #: ``model_type`` values of config.json recognised as this family when ``architectures[0]`` names no family's
     #: class (a fine-tuned head, e.g. ``BertForSequenceClassification``, falls back to ``bert``)
     model_types: tuple[str, ...] = ()
+    #: what the model reads: ``text`` (token ids) or ``image`` (``pixel_values`` prepared by the model folder's own
+    #: image processor, :mod:`san.models.images`)
+    modality: str = "text"
+    #: the roles of the tokens an image encoder puts before its patch tokens, in order (ViT's class token, DeiT's
+    #: class and distillation tokens); registers follow them (``register_key``), then the patches
+    prefix_tokens: tuple[str, ...] = ()
+    #: key of the model's config that counts its register tokens (DINOv2 with registers), None for none
+    register_key: str | None = None
+    #: prefixes of base-model weights outside the measured residual stream that a checkpoint may lack (ViT's and
+    #: DeiT's pooler, which their classification checkpoints do not hold): left at their initialisation, never used
+    optional_prefixes: tuple[str, ...] = ()
+    #: whether the third and sixth of ``pre_norm_parts`` are LayerScales (DINOv2: a learned per-channel ``λ`` that
+    #: multiplies the branch output) rather than norms of the branch output; either way they stay on their branch
+    layer_scale: bool = False
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -132,6 +146,13 @@ _PHI_PARTS = ("input_layernorm", "self_attn", None, "input_layernorm", "mlp", No
 _NEOX_PARTS = ("input_layernorm", "attention", None, "post_attention_layernorm", "mlp", None)
 _MODERNBERT_PARTS = ("attn_norm", "attn", None, "mlp_norm", "mlp", None)
 _GRANITEMOE_PARTS = ("input_layernorm", "self_attn", None, "post_attention_layernorm", "block_sparse_moe", None)
+
+#: image encoders: bidirectional, no position limit of the text input, variants by the vision block's forward
+_VISION = {**_ENCODER, "position_key": None, "ablation": "vision", "modality": "image"}
+_VIT_PARTS = ("layernorm_before", "attention", None, "layernorm_after", "mlp", None)
+#: LayerScale multiplies each branch's output: it sits where a sandwich norm of the branch output sits
+_DINOV2_PARTS = ("norm1", "attention", "layer_scale1", "norm2", "mlp", "layer_scale2")
+_CLIP_PARTS = ("layer_norm1", "self_attn", None, "layer_norm2", "mlp", None)
 
 
 def _decoder(name: str, module: str, prefix: str, **facts: Any) -> FamilyRow:
@@ -282,10 +303,64 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         notes="multi-head latent attention; sigmoid router choosing within the best groups, scaled by "
         "`routed_scaling_factor`, plus ungated shared experts; the first `first_k_dense_replace` layers are dense",
     ),
+    # Vision transformers: pre-norm encoders over patch tokens (docs/models.md, "Vision transformers")
+    "vit": FamilyRow(
+        **_VISION, config_module="models/vit/configuration_vit.py", config_class="ViTConfig", model_class="ViTModel",
+        blocks="layers", pre_norm_parts=_VIT_PARTS, prefix_tokens=("class",),
+        head_prefixes=("classifier.",), optional_prefixes=("pooler.",),
+        architectures=("ViTModel", "ViTForImageClassification"), model_types=("vit",),
+        notes="a class token before the patches; learned absolute positions; non-distilled DeiT and DINO (v1) "
+        "checkpoints are published as ViT",
+    ),
+    "deit": FamilyRow(
+        **_VISION, config_module="models/deit/configuration_deit.py", config_class="DeiTConfig",
+        model_class="DeiTModel", blocks="layers", pre_norm_parts=_VIT_PARTS,
+        prefix_tokens=("class", "distillation"), head_prefixes=("cls_classifier.", "distillation_classifier."),
+        optional_prefixes=("pooler.",),
+        architectures=("DeiTModel", "DeiTForImageClassificationWithTeacher", "DeiTForImageClassification"),
+        model_types=("deit",),
+        notes="ViT's block; a class and a distillation token before the patches",
+    ),
+    "dinov2": FamilyRow(
+        **_VISION, config_module="models/dinov2/configuration_dinov2.py", config_class="Dinov2Config",
+        model_class="Dinov2Model", blocks="encoder.layer", pre_norm_parts=_DINOV2_PARTS, layer_scale=True,
+        prefix_tokens=("class",), head_prefixes=("classifier.",),
+        architectures=("Dinov2Model", "Dinov2ForImageClassification"), model_types=("dinov2",),
+        notes="LayerScale `λ` multiplies each branch and stays with it in every variant (as Granite's multiplier): "
+        "SAN is `λ1 Attn(N1(x))`; positions interpolated to the image's patch grid",
+    ),
+    "dinov2_with_registers": FamilyRow(
+        **_VISION, config_module="models/dinov2_with_registers/configuration_dinov2_with_registers.py",
+        config_class="Dinov2WithRegistersConfig", model_class="Dinov2WithRegistersModel", blocks="encoder.layer",
+        pre_norm_parts=_DINOV2_PARTS, layer_scale=True, prefix_tokens=("class",),
+        register_key="num_register_tokens", head_prefixes=("classifier.",),
+        architectures=("Dinov2WithRegistersModel", "Dinov2WithRegistersForImageClassification"),
+        model_types=("dinov2_with_registers",),
+        notes="DINOv2's block with LayerScale; `num_register_tokens` registers (no positions) between the class "
+        "token and the patches",
+    ),
+    "siglip": FamilyRow(
+        **_VISION, config_module="models/siglip/configuration_siglip.py", config_class="SiglipVisionConfig",
+        model_class="SiglipVisionModel", blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS,
+        architectures=("SiglipVisionModel",),
+        model_types=("siglip_vision_model",),
+        notes="the vision tower: patch tokens only (no class token); the attention-pooling head after the final "
+        "norm is not measured",
+    ),
+    "clip": FamilyRow(
+        **_VISION, config_module="models/clip/configuration_clip.py", config_class="CLIPVisionConfig",
+        model_class="CLIPVisionModel", blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS,
+        architectures=("CLIPVisionModel", "CLIPVisionModelWithProjection"), model_types=("clip_vision_model",),
+        prefix_tokens=("class",),
+        notes="the vision tower: a class token; the LayerNorm `pre_layrnorm` on the embeddings belongs to the stem "
+        "(layer 0 is its output) and stays in every variant",
+    ),
 }  # fmt: skip
 
 #: the family names, in table order (``models.<name>.family`` must be one: :func:`check_models`)
 FAMILIES = tuple(FAMILY_TABLE)
+#: families whose input is an image (``pixel_values``)
+IMAGE_FAMILIES = tuple(name for name, row in FAMILY_TABLE.items() if row.modality == "image")
 #: families whose attention is causal
 CAUSAL = frozenset(name for name, row in FAMILY_TABLE.items() if row.causal)
 #: the family whose embeddings embed the prose input of the theory and propagation experiments
@@ -320,6 +395,8 @@ POSITIVE_KEYS = frozenset(
 )  # fmt: skip
 #: keys of a saved transformers config that are not fields of its class
 _SAVED_KEYS = {"_name_or_path": "str", "model_type": "str", "output_attentions": "bool"}
+#: private fields of a backbone config class and the names its config.json saves them under
+_BACKBONE_KEYS = {"_out_features": "out_features", "_out_indices": "out_indices"}
 
 
 _ARITHMETIC = {
@@ -401,6 +478,8 @@ def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
         own = _class_fields(root / module, class_name, derived=True)
     except (OSError, SyntaxError, LookupError):
         return None
+    if any(key in own for key in _BACKBONE_KEYS):  # a backbone config (DINOv2) saves these under public names
+        own = {_BACKBONE_KEYS.get(k, k): v for k, v in own.items()} | {"stage_names": ("list[str] | None", None)}
     return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
 
 

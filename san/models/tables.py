@@ -27,11 +27,13 @@ BLOCK = re.compile(r"(<!-- family-table: ([\w-]+) -->\n)(.*?)(<!-- end family-ta
 #: the documents that hold generated family tables, relative to the repository root
 DOCUMENTS = ("README.md", "docs/models.md")
 #: the kinds of family, in the order the lists name them
-KINDS = ("post-norm encoder", "pre-norm encoder", "causal decoder", "mixture-of-experts decoder")
+KINDS = ("post-norm encoder", "pre-norm encoder", "causal decoder", "mixture-of-experts decoder", "image encoder")
 
 
 def kind(row: FamilyRow) -> str:
     """A family's kind: post-norm or pre-norm encoder, causal decoder, mixture-of-experts decoder."""
+    if row.modality == "image":
+        return "image encoder"
     if row.experts_key is not None:
         return "mixture-of-experts decoder"
     if row.causal:
@@ -49,10 +51,14 @@ def _branches(row: FamilyRow) -> tuple[Callable[[str], str], Callable[[str], str
 
     def attention(x: str) -> str:
         inner = f"Attn({n1}({x}))" if norm_a else f"Attn({x})"
+        if row.layer_scale:
+            return f"λ1 {inner}"
         return s + (f"Na({inner})" if post_a else inner)
 
     def feed_forward(h: str) -> str:
         inner = f"{mlp}({n2}({h}))" if norm_m else f"{mlp}({h})"
+        if row.layer_scale:
+            return f"λ2 {inner}"
         return s + (f"Nm({inner})" if post_m else inner)
 
     return attention, feed_forward

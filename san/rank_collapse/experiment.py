@@ -68,6 +68,8 @@ def _forward(model: PreTrainedModel, ids: torch.Tensor, **kwargs) -> Any:
     memories)."""
     entry = of_model(model)
     kwargs = {**kwargs, **(entry.forward_kwargs if entry else {})}
+    if entry is not None and entry.row.modality == "image":  # an image encoder reads pixel values
+        return model(pixel_values=ids, **kwargs)
     return model(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
 
 

@@ -16,6 +16,7 @@ from san.core import verdicts as V
 from san.paths import claims as paths
 from san.propagation import claims as propagation
 from san.rank_collapse import claims as rank_collapse
+from san.rank_collapse import vision_claims as vision
 from san.theory import claims as theory
 
 #: the wings of the report, in the order of summary.json's sections
@@ -25,6 +26,7 @@ WINGS: dict[str, ModuleType] = {
     "paths": paths,
     "theory": theory,
     "propagation": propagation,
+    "vision": vision,
 }
 
 

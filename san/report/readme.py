@@ -321,6 +321,26 @@ def training_series_table(summary: Mapping[str, Any], paths_csv: Path | None) ->
     return table + "\n" + markdown(["seed", "loss (last tenth)", "unigram baseline", "ratio"], losses)
 
 
+def vision_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
+    """Image encoders: per model and weights, each variant's patch high-frequency share at the last layer over its
+    layer-0 value (mean over the photographs), and the pure-attention share on the noise images."""
+    name = "vision"
+    section = lookup(summary, "vision", name)
+    if section is None:
+        return "No image encoder in this run.\n"
+    variants = ("SAN", "SAN+MLP", "SAN+skip", "transformer")
+    rows = []
+    for model, entry in lookup(summary, "vision.per_model", name).items():
+        for weights in entry:
+            key = f"vision.per_model.{model}.{weights}"
+            share = lookup(summary, f"{key}.patch_share", name)
+            noise = lookup(summary, f"{key}.noise_patch_share", name) or {}
+            rows.append([model, weights, lookup(summary, f"{key}.layers", name), *(fmt(share.get(v)) for v in variants),
+                         fmt(noise.get("SAN"))])  # fmt: skip
+    header = ["model", "weights", "layers", *(f"{v}, last / first" for v in variants), "SAN on noise"]
+    return markdown(header, rows)
+
+
 TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
     "rank_collapse": rank_collapse_table,
     "pretrained": pretrained_table,
@@ -330,6 +350,7 @@ TABLES: dict[str, Callable[[Mapping[str, Any], Path | None], str]] = {
     "theorem": theorem_table,
     "propagation": propagation_table,
     "training_series": training_series_table,
+    "vision": vision_table,
     "verdicts": verdicts_table,
 }
 """The tables a run writes for the documents, by block name."""

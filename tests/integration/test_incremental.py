@@ -116,9 +116,17 @@ def case(name: str, direct: set[str], downstream: set[str] = frozenset(), **kw: 
 CIRCLE_PLOTS = {"circle", "circle_distance", "circle_loss"}
 RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "attention_products_model"}
 PATHS_PLOTS = {"path_effectiveness", "path_length_distribution", "path_decomposition"}
-FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation"}
+FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation", "vision"}
 
 CONFIG_CASES = [
+    # the image encoders' spatial measure: their jobs and their figure, nothing of the text models
+    case(
+        "vision.high_frequency_cutoff",
+        {"vision_model"},
+        {"vision"},
+        key=("vision", "high_frequency_cutoff"),
+        value=0.3,
+    ),
     # a model that no experiment analyses still counts among the path-length distribution's architectures
     case(
         "models.tiny-xlnet.init.config.n_layer",
@@ -247,7 +255,7 @@ def check(work: Path, c: Case, *args: str) -> list[Job]:
 
 # every section of config.yaml that holds settings (the top-level device is a single value)
 SECTIONS = ("text", "models", "rank_collapse", "attention_products", "theory", "propagation", "report", "figures")
-SECTIONS += ("circle", "paths", "compute")
+SECTIONS += ("circle", "paths", "compute", "vision")
 
 
 def overlay(work: Path, section: str, key: tuple[str, ...] = (), value: Any = None) -> list[str]:

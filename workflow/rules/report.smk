@@ -20,6 +20,7 @@ rule summary:
         propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
         series=OFFLINE_SERIES,
         series_checkpoints=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
+        vision=expand(f"{RESULTS}/vision/{{model}}.nc", model=VISION_MODELS),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",
@@ -40,6 +41,7 @@ rule summary:
         report=config["report"],
         theory={k: config["theory"][k] for k in ("float_floor", "limit")},
         sweeps=PROPAGATION_SWEEPS,
+        vision_models=VISION_MODELS,
     script:
         "../../scripts/summary.py"
 

@@ -52,7 +52,7 @@ from family_blocks import (
 
 from san.models.ablations import OVERRIDDEN, variant
 from san.models.families import FAMILIES
-from san.models.spec import FAMILY_TABLE
+from san.models.spec import FAMILY_TABLE, IMAGE_FAMILIES
 from san.rank_collapse.experiment import residual_stream
 
 torch.set_num_threads(1)
@@ -148,8 +148,9 @@ CASES = {
              norm_topk_prob=True, routed_scaling_factor=2.5, rope_parameters=_DEFAULT_ROPE),
     ),
 }  # fmt: skip
-#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders)
-ELSEWHERE = {"bert", "albert", "xlnet"}
+#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders), and the image
+#: encoders (tests/unit/models/test_vision_families.py)
+ELSEWHERE = {"bert", "albert", "xlnet", *IMAGE_FAMILIES}
 
 
 def family_of(case):
@@ -1024,7 +1025,7 @@ def test_every_family_row_names_a_known_ablation_and_its_blocks():
 
     for name, row in FAMILY_TABLE.items():
         assert row.ablation in ABLATIONS, name
-        assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm")), name
+        assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm", "vision")), name
     assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"
 
 

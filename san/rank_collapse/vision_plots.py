@@ -1,0 +1,51 @@
+"""The image encoders' figure: per model (columns), the patch tokens' high-frequency share
+``||X - 1 mean(X)||_F / ||X||_F`` per layer (top, log y: Wang et al.'s oversmoothing, the paper's relative residual
+in the Frobenius norm), the same over all tokens (middle: the special tokens included) and the share of the patch
+states' energy at high spatial frequencies of the patch grid (bottom: Park & Kim's spectral view), the four
+variants as the mean over the photographs with a band from the smallest to the largest (positive on log axes); noise
+images are left out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import matplotlib.pyplot as plt
+import xarray as xr
+
+from san.core.plotting import figsize, legend_below
+
+#: the rows of the figure: measure and y-axis label
+ROWS = (
+    ("residual_ratio_frobenius_patches", "patch tokens\n||X - 1x̄ᵀ||_F / ||X||_F", True),
+    ("residual_ratio_frobenius", "all tokens\n||X - 1x̄ᵀ||_F / ||X||_F", True),
+    ("spatial_high_frequency_share", "patch grid: high-\nfrequency energy share", True),
+)
+
+
+def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
+    """One column per model (its first weight set, init when present), one row per measure of :data:`ROWS`."""
+    models = list(datasets)
+    fig, axes = plt.subplots(len(ROWS), len(models), figsize=figsize(len(models), len(ROWS)), squeeze=False,
+                             sharex="col")  # fmt: skip
+    for col, model in enumerate(models):
+        ds = datasets[model]
+        weights = "init" if "init" in ds["weights"].values else str(ds["weights"].values[0])
+        photos = [i for i in map(str, ds["image"].values) if not i.startswith("noise")]
+        for row, (measure, label, log) in enumerate(ROWS):
+            ax = axes[row][col]
+            data = ds[measure].sel(weights=weights, image=photos)
+            for name in map(str, ds["variant"].values):
+                values = data.sel(variant=name)
+                ax.plot(ds["layer"].values, values.mean("image").values, marker="o", markersize=2.5, label=name)
+                ax.fill_between(ds["layer"].values, values.min("image").values, values.max("image").values, alpha=0.2)
+            if log:
+                ax.set_yscale("log")
+            if row == 0:
+                ax.set_title(f"{model} ({weights})")
+            if col == 0:
+                ax.set_ylabel(label)
+            if row == len(ROWS) - 1:
+                ax.set_xlabel("layer")
+    axes[0][0].legend()
+    legend_below(fig, axes[0][0], ncol=4)
+    return fig

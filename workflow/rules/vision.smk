@@ -1,0 +1,90 @@
+# Rank collapse in image encoders (beyond the paper): the four variants of each vision model on pinned photographs
+# and seeded noise images, over all tokens and the patch tokens alone, with the patch grid's spatial spectrum.
+import re
+
+VISION = config["vision"]
+VISION_MODELS = VISION["models"]
+# The inputs of one model's job: each model's own image processor prepares the images.
+VISION_INPUT_SETTINGS = {k: VISION[k] for k in ("images", "noise_images", "noise_size", "seed")}
+
+
+rule vision_inputs:
+    """Pixel values of the pinned photographs and noise images by one model's own image processor (its settings as
+    attributes)."""
+    input:
+        model=rules.acquire_model.output[0],
+    output:
+        f"{RESULTS}/pixels/{{model}}/{{weights}}.nc",
+    log:
+        "logs/vision_inputs/{model}/{weights}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/vision_inputs/{{model}}/{{weights}}.tsv"
+    conda:
+        TORCH_ENV
+    threads: 1
+    resources:
+        **resources("vision_inputs"),
+    params:
+        settings=VISION_INPUT_SETTINGS,
+    script:
+        "../../scripts/vision_inputs.py"
+
+
+rule vision_model:
+    """Relative residual (all tokens, patch tokens), high-frequency shares and token norms per layer and image for
+    each weights x variant of one image encoder."""
+    input:
+        models=model_inputs("models"),
+        inputs=lambda w: expand(
+            f"{RESULTS}/pixels/{{model}}/{{weights}}.nc", model=w.model, weights=model_weights(w.model)
+        ),
+    output:
+        f"{RESULTS}/vision/{{model}}.nc",
+    log:
+        "logs/vision_model/{model}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/vision_model/{{model}}.tsv"
+    wildcard_constraints:
+        model="|".join(map(re.escape, VISION_MODELS)) if VISION_MODELS else "^$",
+    conda:
+        TORCH_ENV
+    threads: compute_threads("vision")
+    resources:
+        **model_resources("vision_model", gpu=compute_gpu("vision")),
+    params:
+        weights=lambda w: model_weights(w.model),
+        settings=model_settings("vision", drop=("models",)),
+        compute=compute_params("vision"),
+    script:
+        "../../scripts/vision_model.py"
+
+
+rule vision:
+    """The image encoders' figure: the patch tokens' high-frequency share and the spatial high-frequency share per
+    layer, the four variants, one column per model."""
+    input:
+        data=expand(f"{RESULTS}/vision/{{model}}.nc", model=VISION_MODELS),
+    output:
+        report(
+            figures("vision"),
+            caption=caption("vision"),
+            category="Rank collapse in image encoders (beyond the paper)",
+        ),
+    log:
+        "logs/vision.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/vision.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("vision"),
+    params:
+        models=VISION_MODELS,
+        figures=config["figures"],
+    script:
+        "../../scripts/vision.py"
+
+
+if VISION_MODELS:
+    TARGETS.extend(rules.vision.output)
