@@ -180,19 +180,36 @@ def acquire_series(
         hashes = weight_hashes(manifest)
         if hashes in by_weights:
             same[revision] = by_weights[hashes]
-            shutil.rmtree(folder)
-            if not keep:
-                drop_cached(commits[revision])
+            _remove(folder, commits[revision], keep, duplicate=True)
             continue
         by_weights[hashes] = revision
         manifests[revision] = manifest
         if analyse is not None:
             analyse(revision, folder)
-        if not keep:
-            shutil.rmtree(folder)
-            drop_cached(commits[revision])
+        _remove(folder, commits[revision], keep)
+    return _write_record(root, source["repo_id"], revisions, commits, same, manifests)
+
+
+def _remove(folder: Path, commit: str, keep: bool, duplicate: bool = False) -> None:
+    """Remove a revision's folder (always for a duplicate, else unless the entry keeps its revisions) and, unless
+    kept, its download in the huggingface_hub cache (:func:`drop_cached`)."""
+    if duplicate or not keep:
+        shutil.rmtree(folder)
+    if not keep:
+        drop_cached(commit)
+
+
+def _write_record(
+    root: Path,
+    repo_id: str,
+    revisions: list[str],
+    commits: dict[str, str],
+    same: dict[str, str],
+    manifests: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """The series record of :func:`acquire_series`, written to ``root/series.json``."""
     record = {
-        "repo_id": source["repo_id"],
+        "repo_id": repo_id,
         "revisions": revisions,
         "commits": commits,
         "duplicates": {r: same[r] for r in revisions if r in same},

@@ -256,16 +256,28 @@ def run(
         sinks.append(np.stack([sink_by_variant[v] for v in variants]))
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
-    arr = np.stack(data)  # (weights, variants, metrics, layers + 1, sequences)
+    return _dataset(np.stack(data), np.stack(sinks), list(models), variants, dtypes, manifests, hashes)
+
+
+def _dataset(
+    arr: np.ndarray,
+    alpha: np.ndarray,
+    weight_sets: list[str],
+    variants: list[str],
+    dtypes: Mapping[str, str],
+    manifests: dict[str, Any],
+    hashes: dict[str, str],
+) -> xr.Dataset:
+    """The result of :func:`run`: the metrics ``arr`` (weights, variants, metrics, layers + 1, sequences) and the
+    first-token attention ``alpha`` (weights, variants, layers + 1, heads), labelled and described."""
     dims = ("weights", "variant", "layer", "sample")
-    alpha = np.stack(sinks)  # (weights, variants, layers + 1, heads)
     ds = xr.Dataset(
         {
             **{name: (dims, arr[:, :, i]) for i, name in enumerate(METRICS)},
             "first_token_attention": (("weights", "variant", "layer", "head"), alpha),
         },
         coords={
-            "weights": ("weights", list(models)),
+            "weights": ("weights", weight_sets),
             "variant": ("variant", variants),
             "dtype": ("variant", [dtypes[v] for v in variants]),
             "layer": ("layer", np.arange(arr.shape[3])),

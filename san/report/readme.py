@@ -325,7 +325,7 @@ def vision_table(summary: Mapping[str, Any], paths_csv: Path | None) -> str:
     """Image encoders: per model and weights, each variant's patch high-frequency share at the last layer over its
     layer-0 value (mean over the photographs), and the pure-attention share on the noise images."""
     name = "vision"
-    section = lookup(summary, "vision", name)
+    section = summary.get("vision")  # a summary of a run before the image encoders were part of it has none
     if section is None:
         return "No image encoder in this run.\n"
     variants = ("SAN", "SAN+MLP", "SAN+skip", "transformer")
