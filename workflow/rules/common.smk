@@ -44,6 +44,8 @@ RESULT = {
     "paths_exact": f"{RESULTS}/paths/{{task}}_exact.nc",
     "theorem": f"{RESULTS}/theorem.nc",
     "propagation": f"{RESULTS}/propagation/{{sweep}}.nc",
+    "vision": f"{RESULTS}/vision/{{model}}.nc",
+    "hub_series": f"{RESULTS}/rank_collapse_series/{{model}}.nc",
 }
 # Conda environment of the torch rules (`snakemake --sdm conda`): envs/torch.yaml (CPU build) or envs/torch-cuda.yaml
 # (config `torch_env`), relative to the rules files.

@@ -20,7 +20,7 @@ rule summary:
         propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
         series=OFFLINE_SERIES,
         series_checkpoints=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
-        vision=expand(f"{RESULTS}/vision/{{model}}.nc", model=VISION_MODELS),
+        vision=expand(RESULT["vision"], model=VISION_MODELS),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",

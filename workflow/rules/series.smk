@@ -83,7 +83,7 @@ rule rank_collapse_hub_series:
     input:
         corpus=rules.corpus.output[0],
     output:
-        f"{RESULTS}/rank_collapse_series/{{model}}.nc",
+        RESULT["hub_series"],
     log:
         "logs/rank_collapse_hub_series/{model}.log",
     benchmark:
@@ -134,7 +134,7 @@ rule training_dynamics_model:
 OFFLINE_SERIES = [rules.rank_collapse_series.output[0]] if SERIES_SEEDS else []
 SERIES = [*OFFLINE_SERIES, *figures("training_dynamics")] if SERIES_SEEDS else []
 for _model in HUB_SERIES:
-    SERIES += [f"{RESULTS}/rank_collapse_series/{_model}.nc", *figures(f"training_dynamics_model_{_model}")]
+    SERIES += [RESULT["hub_series"].format(model=_model), *figures(f"training_dynamics_model_{_model}")]
 TARGETS += SERIES
 
 

@@ -39,7 +39,7 @@ rule vision_model:
             f"{RESULTS}/pixels/{{model}}/{{weights}}.nc", model=w.model, weights=model_weights(w.model)
         ),
     output:
-        f"{RESULTS}/vision/{{model}}.nc",
+        RESULT["vision"],
     log:
         "logs/vision_model/{model}.log",
     benchmark:
@@ -63,7 +63,7 @@ rule vision:
     """The image encoders' figure: the patch tokens' high-frequency share and the spatial high-frequency share per
     layer, the four variants, one column per model."""
     input:
-        data=expand(f"{RESULTS}/vision/{{model}}.nc", model=VISION_MODELS),
+        data=expand(RESULT["vision"], model=VISION_MODELS),
     output:
         report(
             figures("vision"),
