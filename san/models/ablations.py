@@ -55,6 +55,7 @@ ALBERT's paper ablation replaced the two FFN linear maps by identities, which le
 
 from __future__ import annotations
 
+import inspect
 import operator
 import types
 from collections.abc import Callable, Iterator
@@ -280,6 +281,43 @@ def _vision_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 
     return block
 
 
+# ---------------------------------------------------------------- encoder stacks of T5, mT5, UMT5
+def _t5_attention_no_skip(self: nn.Module, hidden_states, attention_mask=None, position_bias=None, cache=None, **kw):
+    """T5's self-attention sub-layer without ``hidden_states +``: ``dropout(Attn(N1(x)))``, with the relative position
+    bias (computed by the first block, passed on to the others) and the attention weights as T5 returns them."""
+    out = self.SelfAttention(
+        self.layer_norm(hidden_states), mask=attention_mask, position_bias=position_bias, cache=cache, **kw
+    )
+    return (self.dropout(out[0]), *out[1:])
+
+
+def _umt5_attention_no_skip(self: nn.Module, hidden_states, attention_mask=None, cache=None, **kw):
+    """UMT5's self-attention sub-layer (a relative position bias of its own in every block) without the residual."""
+    out = self.SelfAttention(self.layer_norm(hidden_states), attention_mask=attention_mask, cache=cache, **kw)
+    return (self.dropout(out[0]), *out[1:])
+
+
+def _t5_ff_no_skip(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+    """T5's feed-forward sub-layer without ``hidden_states +``: ``dropout(MLP(N2(h)))``."""
+    return self.dropout(self.DenseReluDense(self.layer_norm(hidden_states)))
+
+
+def ablate_t5(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
+    """Apply a variant to every block of a T5-like encoder stack by overriding its two sub-layers (the block's own
+    forward, which passes the position bias on and clamps float16 overflows, stays): the self-attention sub-layer
+    ``layer[0]`` loses its residual, the feed-forward sub-layer ``layer[-1]`` its residual or becomes the identity.
+    The relative position bias belongs to attention and stays in every variant."""
+    for block in operator.attrgetter(row.blocks)(model):
+        attention, feed_forward = block.layer[0], block.layer[-1]
+        if not attention_skip:
+            own_bias = "position_bias" not in inspect.signature(type(attention).forward).parameters
+            _override(attention, "forward", _umt5_attention_no_skip if own_bias else _t5_attention_no_skip)
+        if not mlp:
+            _override(feed_forward, "forward", _identity_chunk)
+        elif not attention_skip:
+            _override(feed_forward, "forward", _t5_ff_no_skip)
+
+
 def branch_scale(model: PreTrainedModel, row: FamilyRow) -> float:
     """The scalar that multiplies each branch of ``model``'s blocks before the add: its config's value of the row's
     ``branch_multiplier`` key (Granite's ``residual_multiplier``), 1 for a family without one."""
@@ -315,6 +353,7 @@ ABLATIONS: dict[str, Callable[[PreTrainedModel, FamilyRow, bool, bool, str], Non
     "gpt2": _ablate_blocks(_gpt2_block),
     "pre_norm": _ablate_blocks(_pre_norm_block),
     "vision": _ablate_blocks(_vision_block),
+    "t5": ablate_t5,
 }
 
 

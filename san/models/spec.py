@@ -130,6 +130,14 @@ class FamilyRow:
     #: whether the third and sixth of ``pre_norm_parts`` are LayerScales (DINOv2: a learned per-channel ``λ`` that
     #: multiplies the branch output) rather than norms of the branch output; either way they stay on their branch
     layer_scale: bool = False
+    #: ``architectures[0]`` of whole encoder-decoder checkpoints whose encoder stack this row is (T5's
+    #: ``T5ForConditionalGeneration``): such a checkpoint is refused unless its entry's source asks for the encoder
+    #: (``stack: encoder``), and then the acquisition keeps only the encoder (``stack_tensors``)
+    stack_of: tuple[str, ...] = ()
+    #: how the acquisition renames the tensors of a whole checkpoint it keeps for the encoder stack, ``(prefix in the
+    #: checkpoint, prefix in the encoder's class)``: the first that matches applies; the others (decoder, LM head)
+    #: are left out
+    stack_tensors: tuple[tuple[str, str], ...] = ()
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -153,6 +161,25 @@ _VIT_PARTS = ("layernorm_before", "attention", None, "layernorm_after", "mlp", N
 #: LayerScale multiplies each branch's output: it sits where a sandwich norm of the branch output sits
 _DINOV2_PARTS = ("norm1", "attention", "layer_scale1", "norm2", "mlp", "layer_scale2")
 _CLIP_PARTS = ("layer_norm1", "self_attn", None, "layer_norm2", "mlp", None)
+
+#: the encoder stack of an encoder-decoder model (T5, mT5, UMT5): pre-norm blocks of a self-attention sub-layer
+#: (``layer.0``: RMSNorm ``layer_norm``, ``SelfAttention``) and a feed-forward sub-layer (``layer.1``), relative
+#: positions only; the decoder, which attends to the encoder's output, stays refused
+_T5_PARTS = ("layer.0.layer_norm", "layer.0.SelfAttention", None, "layer.1.layer_norm", "layer.1.DenseReluDense", None)
+_T5_TENSORS = (("shared.", "shared."), ("encoder.", "encoder."))
+
+
+def _t5_encoder(name: str, prefix: str, **facts: Any) -> FamilyRow:
+    """The row of the encoder stack of a T5-like encoder-decoder model whose classes follow ``<Prefix>Config``,
+    ``<Prefix>EncoderModel`` and ``<Prefix>ForConditionalGeneration``; ``facts`` state the rest."""
+    row = {
+        "config_module": f"models/{name}/configuration_{name}.py", "config_class": f"{prefix}Config",
+        "model_class": f"{prefix}EncoderModel", "layers_key": "num_layers", "heads_key": "num_heads",
+        "width_key": "d_model", "position_key": None, "ablation": "t5", "blocks": "encoder.block",
+        "pre_norm_parts": _T5_PARTS, "architectures": (f"{prefix}EncoderModel",), "model_types": (name,),
+        "stack_of": (f"{prefix}ForConditionalGeneration", f"{prefix}Model"), "stack_tensors": _T5_TENSORS,
+    }  # fmt: skip
+    return FamilyRow(**{**row, **facts})
 
 
 def _decoder(name: str, module: str, prefix: str, **facts: Any) -> FamilyRow:
@@ -303,6 +330,17 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         notes="multi-head latent attention; sigmoid router choosing within the best groups, scaled by "
         "`routed_scaling_factor`, plus ungated shared experts; the first `first_k_dense_replace` layers are dense",
     ),
+    # The encoder stacks of encoder-decoder models (docs/models.md, "Encoder stacks")
+    "t5": _t5_encoder(
+        "t5", "T5",
+        notes="the encoder stack (`stack: encoder`); RMSNorm without mean or bias; no `1/sqrt(d)` in the scores; a "
+        "relative position bias computed by the first block's attention, added in every block, stays in every "
+        "variant (it belongs to attention)",
+    ),
+    "mt5": _t5_encoder("mt5", "MT5", notes="T5's encoder stack (gated-GELU MLP), multilingual vocabulary"),
+    "umt5": _t5_encoder(
+        "umt5", "UMT5", notes="T5's encoder stack with a relative position bias of its own in every block's attention"
+    ),
     # Vision transformers: pre-norm encoders over patch tokens (docs/models.md, "Vision transformers")
     "vit": FamilyRow(
         **_VISION, config_module="models/vit/configuration_vit.py", config_class="ViTConfig", model_class="ViTModel",
@@ -390,7 +428,7 @@ POSITIVE_KEYS = frozenset(
         "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "max_position_embeddings",
         "type_vocab_size", "embedding_size", "num_hidden_groups", "inner_group_num",
         "n_layer", "n_head", "d_model", "d_inner", "n_embd", "n_positions", "n_inner", "num_key_value_heads",
-        "head_dim", "relative_attention_num_buckets", "sliding_window",
+        "head_dim", "relative_attention_num_buckets", "sliding_window", "num_layers", "num_heads", "d_kv", "d_ff",
     }
 )  # fmt: skip
 #: keys of a saved transformers config that are not fields of its class
