@@ -47,6 +47,11 @@ ModernBERT's ``Wqkv``) stay fused: a variant changes only how a block combines i
 pre-norm model is outside the blocks and is never applied to the measured residual stream (see
 :mod:`san.rank_collapse.experiment`); residual dropouts are identities in evaluation and are not applied.
 
+The encoder stacks of T5, mT5 and UMT5 are pre-norm blocks of two sub-layers, each adding its output to the stream
+(``h = x + Attn(N1(x))``, ``y = h + MLP(N2(h))`` with RMSNorms): a variant overrides the sub-layers, not the block,
+whose forward passes the relative position bias from the first block to the others (T5, mT5; UMT5's blocks have one
+each). The bias belongs to attention and stays in every variant, as does the unscaled attention (no ``1/sqrt(d)``).
+
 The transformers layer objects stay in place (transformers 5 records hidden states and attentions with hooks on
 them); only bound methods of individual module *instances* are overridden, and :func:`restore` removes them again.
 ALBERT's paper ablation replaced the two FFN linear maps by identities, which leaves ``LayerNorm(gelu(x) + x)``;
