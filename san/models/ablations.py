@@ -51,6 +51,8 @@ The encoder stacks of T5, mT5 and UMT5 are pre-norm blocks of two sub-layers, ea
 (``h = x + Attn(N1(x))``, ``y = h + MLP(N2(h))`` with RMSNorms): a variant overrides the sub-layers, not the block,
 whose forward passes the relative position bias from the first block to the others (T5, mT5; UMT5's blocks have one
 each). The bias belongs to attention and stays in every variant, as does the unscaled attention (no ``1/sqrt(d)``).
+BART's encoder stack is post-norm, BERT's block with BART's names (``self_attn_layer_norm``, ``fc1``/``fc2``,
+``final_layer_norm``): its variants are the post-norm ones.
 
 The transformers layer objects stay in place (transformers 5 records hidden states and attentions with hooks on
 them); only bound methods of individual module *instances* are overridden, and :func:`restore` removes them again.
@@ -323,6 +325,35 @@ def ablate_t5(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp:
             _override(feed_forward, "forward", _t5_ff_no_skip)
 
 
+# ---------------------------------------------------------------- the encoder stack of BART (post-norm)
+def _bart_layer(attention_skip: bool, mlp: bool) -> Callable:
+    """BartEncoderLayer's forward as a variant: ``h = N1(x + Attn(x))``, ``y = N2(h + MLP(h))`` without the ``x +``
+    / ``h +`` terms or the MLP sub-block; both LayerNorms stay (BERT's choice). Dropouts are identities in evaluation
+    and are not applied; the float16 clamp of the layer is kept."""
+
+    def layer(self: nn.Module, hidden_states: torch.Tensor, attention_mask=None, **kwargs) -> torch.Tensor:
+        a, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
+        h = self.self_attn_layer_norm(hidden_states + a if attention_skip else a)
+        if mlp:
+            m = self.fc2(self.activation_fn(self.fc1(h)))
+            h = self.final_layer_norm(h + m if attention_skip else m)
+        if h.dtype == torch.float16 and not torch.isfinite(h).all():
+            clamp = torch.finfo(h.dtype).max - 1000
+            h = torch.clamp(h, min=-clamp, max=clamp)
+        return h
+
+    return layer
+
+
+def ablate_bart(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
+    """Apply a variant to every ``BartEncoderLayer`` of a BART encoder stack."""
+    if attention_skip and mlp:
+        return
+    forward = _bart_layer(attention_skip, mlp)
+    for layer in operator.attrgetter(row.blocks)(model):
+        _override(layer, "forward", forward)
+
+
 def branch_scale(model: PreTrainedModel, row: FamilyRow) -> float:
     """The scalar that multiplies each branch of ``model``'s blocks before the add: its config's value of the row's
     ``branch_multiplier`` key (Granite's ``residual_multiplier``), 1 for a family without one."""
@@ -359,6 +390,7 @@ ABLATIONS: dict[str, Callable[[PreTrainedModel, FamilyRow, bool, bool, str], Non
     "pre_norm": _ablate_blocks(_pre_norm_block),
     "vision": _ablate_blocks(_vision_block),
     "t5": ablate_t5,
+    "bart": ablate_bart,
 }
 
 

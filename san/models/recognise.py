@@ -8,10 +8,10 @@ then ``model_type`` (:attr:`~san.models.spec.FamilyRow.model_types`); a multimod
 Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated:
 models whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and
 the decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for
-one stack of self-attention blocks; the encoder stack of a T5-like model is a family of its own, an encoder-only
-class such as ``T5EncoderModel``, which the acquisition takes out of a whole checkpoint when the entry's source says
-``stack: encoder``), an encoder family's config that says ``is_decoder`` (its variants would run a
-causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
+one stack of self-attention blocks; the encoder stack of a T5-like or BART model is a family of its own, an
+encoder-only class such as ``T5EncoderModel``, which the acquisition takes out of a whole checkpoint when the
+entry's source says ``stack: encoder``), an encoder family's config that says ``is_decoder`` (its variants would run
+a causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
 linear or gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer
 without an attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a
 family's row says whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense

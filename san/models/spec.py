@@ -341,6 +341,16 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     "umt5": _t5_encoder(
         "umt5", "UMT5", notes="T5's encoder stack with a relative position bias of its own in every block's attention"
     ),
+    "bart": FamilyRow(
+        config_module="models/bart/configuration_bart.py", config_class="BartConfig", model_class="BartEncoder",
+        layers_key="encoder_layers", heads_key="encoder_attention_heads", width_key="d_model",
+        position_key="max_position_embeddings", ablation="bart", blocks="layers", architectures=("BartEncoder",),
+        model_types=("bart",), stack_of=("BartForConditionalGeneration", "BartModel"),
+        stack_tensors=(("model.encoder.", ""), ("model.shared.", "embed_tokens."), ("encoder.", ""),
+                       ("shared.", "embed_tokens.")),
+        notes="the encoder stack (`stack: encoder`): BERT's post-norm block; learned positions and the LayerNorm "
+        "`layernorm_embedding` before the first block belong to the embeddings (layer 0 is their output)",
+    ),
     # Vision transformers: pre-norm encoders over patch tokens (docs/models.md, "Vision transformers")
     "vit": FamilyRow(
         **_VISION, config_module="models/vit/configuration_vit.py", config_class="ViTConfig", model_class="ViTModel",
@@ -429,6 +439,7 @@ POSITIVE_KEYS = frozenset(
         "type_vocab_size", "embedding_size", "num_hidden_groups", "inner_group_num",
         "n_layer", "n_head", "d_model", "d_inner", "n_embd", "n_positions", "n_inner", "num_key_value_heads",
         "head_dim", "relative_attention_num_buckets", "sliding_window", "num_layers", "num_heads", "d_kv", "d_ff",
+        "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
     }
 )  # fmt: skip
 #: keys of a saved transformers config that are not fields of its class

@@ -1,12 +1,12 @@
-"""The encoder stacks of encoder-decoder models (T5, mT5, UMT5), each on a tiny random float64 encoder whose every
-parameter is perturbed (tests/family_blocks.py):
+"""The encoder stacks of encoder-decoder models (T5, mT5, UMT5, BART), each on a tiny random float64 encoder whose
+every parameter is perturbed (tests/family_blocks.py):
 
 - every variant equals the residual stream recomputed from the weights in plain torch (the relative position
   buckets, RMSNorm, unscaled attention with the position bias and the MLPs written out here; SAN is the attention
   branch with its bias only, SAN+MLP attention then the MLP, no skips; SAN+skip attention with its residual;
-  transformer the unmodified encoder);
-- the residual identity holds in every block: input + attention branch + MLP branch is the block output, and the MLP
-  reads the norm of the input plus the attention branch;
+  transformer the unmodified encoder; BART's post-norm block keeps both LayerNorms, as BERT's does);
+- the residual identity holds in every block of the pre-norm stacks: input + attention branch + MLP branch is the
+  block output, and the MLP reads the norm of the input plus the attention branch;
 - the ``transformer`` variant is the encoder's hidden states; leaving a variant restores the model;
 - a whole encoder-decoder checkpoint served by the local hub (tests/hub_server.py) is refused, naming its decoder,
   unless its source says ``stack: encoder``, and then the acquired encoder gives the hidden states of the whole
@@ -18,7 +18,19 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from family_blocks import F32, TOL, VARIANT_NAMES, VARIANT_SWITCHES, gelu_tanh, heads, lin, perturbed_model
+from family_blocks import (
+    F32,
+    TOL,
+    VARIANT_NAMES,
+    VARIANT_SWITCHES,
+    attention,
+    gelu_erf,
+    gelu_tanh,
+    heads,
+    lin,
+    ln,
+    perturbed_model,
+)
 
 from san.models.ablations import OVERRIDDEN, variant
 from san.models.families import FAMILIES
@@ -42,6 +54,14 @@ CASES = {
 }
 #: the families whose every block has a position bias of its own (the others: the first block's, shared)
 OWN_BIAS = {"umt5"}
+#: BART's post-norm encoder stack, its embeddings scaled by ``sqrt(d_model)``
+BART = dict(
+    vocab_size=100, d_model=16, encoder_layers=3, encoder_attention_heads=4, encoder_ffn_dim=32, decoder_layers=1,
+    decoder_attention_heads=4, decoder_ffn_dim=32, max_position_embeddings=32, scale_embedding=True,
+    activation_function="gelu",
+)  # fmt: skip
+#: every case: the T5-like ones and BART's
+ALL = {**CASES, "bart": ("bart", BART)}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +71,7 @@ def ids():
 
 @pytest.fixture(scope="module")
 def models():
-    return {case: perturbed_model(family, config) for case, (family, config) in CASES.items()}
+    return {case: perturbed_model(family, config) for case, (family, config) in ALL.items()}
 
 
 def run(model, ids):
@@ -128,22 +148,51 @@ def encoder_reference(model, ids, name, family):
     return stream
 
 
+def bart_reference(model, ids, name, family="bart"):
+    """BART's encoder stack: ``sqrt(d) E[ids]`` plus the learned positions (counted from 2), LayerNorm, then
+    post-norm blocks ``h = N1(x + Attn(x))``, ``y = N2(h + MLP(h))`` as variant ``name`` (both norms stay)."""
+    cfg = model.config
+    skip, with_mlp = VARIANT_SWITCHES[name]
+    n = ids.shape[1]
+    words = model.embed_tokens.weight[ids] * math.sqrt(cfg.d_model)
+    stream = [ln(words + model.embed_positions.weight[torch.arange(n) + 2], model.layernorm_embedding)]
+    dh = cfg.d_model // cfg.encoder_attention_heads
+    for layer in model.layers:
+        x, sa = stream[-1], layer.self_attn
+        q, k, v = (heads(lin(x, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+        a = lin(attention(q, k, v, dh**-0.5), sa.out_proj)
+        h = ln(x + a if skip else a, layer.self_attn_layer_norm)
+        if with_mlp:
+            m = lin(gelu_erf(lin(h, layer.fc1)), layer.fc2)
+            h = ln(h + m if skip else m, layer.final_layer_norm)
+        stream.append(h)
+    return stream
+
+
+#: the reference of each family
+REFERENCES = {"t5": encoder_reference, "mt5": encoder_reference, "umt5": encoder_reference, "bart": bart_reference}
+
+
+def depth(model):
+    return model.config.num_hidden_layers
+
+
 # ------------------------------------------------------------------------------------------------ tests
 def test_the_encoder_stack_families_are_rows_of_the_table():
     from san.models.spec import FAMILY_TABLE
 
-    assert {family for family, _ in CASES.values()} == {n for n, row in FAMILY_TABLE.items() if row.stack_of}
+    assert {family for family, _ in ALL.values()} == {n for n, row in FAMILY_TABLE.items() if row.stack_of}
 
 
 @pytest.mark.parametrize("name", VARIANT_NAMES)
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(ALL))
 def test_variant_matches_reference(models, ids, case, name):
-    model, family = models[case], CASES[case][0]
+    model, family = models[case], ALL[case][0]
     with variant(model, family, name):
         stream = residual_stream(model, family, ids)
     with torch.no_grad():
-        expected = encoder_reference(model, ids, name, family)
-    assert len(stream) == len(expected) == model.config.num_layers + 1
+        expected = REFERENCES[family](model, ids, name, family)
+    assert len(stream) == len(expected) == depth(model) + 1
     for layer, (got, want) in enumerate(zip(stream, expected, strict=True)):
         torch.testing.assert_close(got, want, **TOL, msg=lambda m, layer=layer: f"{case} {name} layer {layer}: {m}")
 
@@ -155,6 +204,10 @@ def test_references_distinguish_the_variants_and_the_bias(models, ids, case):
     model, family = models[case], CASES[case][0]
     with torch.no_grad():
         last = {name: encoder_reference(model, ids, name, family)[-1] for name in VARIANT_NAMES}
+        bart = {name: bart_reference(models["bart"], ids, name)[-1] for name in VARIANT_NAMES}
+        for i, a in enumerate(VARIANT_NAMES):
+            for b in VARIANT_NAMES[i + 1 :]:
+                assert (bart[a] - bart[b]).abs().max() > 1e-3, ("bart", a, b)
         for i, a in enumerate(VARIANT_NAMES):
             for b in VARIANT_NAMES[i + 1 :]:
                 assert (last[a] - last[b]).abs().max() > 1e-3, (a, b)
@@ -224,9 +277,20 @@ def test_transformer_variant_is_the_unmodified_encoder(models, ids, case):
     assert (stream[-1] - hidden[-1]).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("case", list(CASES))
+def test_the_bart_transformer_variant_is_the_unmodified_encoder(models, ids):
+    """BART's encoder has no final norm: every hidden state of transformers is the recorded stream."""
+    model = models["bart"]
+    with variant(model, "bart", "transformer"):
+        stream = residual_stream(model, "bart", ids)
+    hidden = run(model, ids).hidden_states
+    assert len(hidden) == len(stream) == depth(model) + 1
+    for got, want in zip(stream, hidden, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("case", list(ALL))
 def test_leaving_a_variant_restores_the_model(models, ids, case):
-    model, family = models[case], CASES[case][0]
+    model, family = models[case], ALL[case][0]
     before = run(model, ids).hidden_states
     for name in VARIANT_NAMES:
         with variant(model, family, name):
@@ -237,7 +301,7 @@ def test_leaving_a_variant_restores_the_model(models, ids, case):
 
 
 # ------------------------------------------------------------------------------------------------ recognition
-@pytest.mark.parametrize("family", [family for family, _ in CASES.values()])
+@pytest.mark.parametrize("family", [family for family, _ in ALL.values()])
 def test_a_whole_encoder_decoder_config_is_refused_naming_its_decoder(family):
     whole = f"{FAMILIES[family].row.config_class.removesuffix('Config')}ForConditionalGeneration"
     config = {"architectures": [whole], "model_type": family, "is_encoder_decoder": True}
@@ -248,7 +312,7 @@ def test_a_whole_encoder_decoder_config_is_refused_naming_its_decoder(family):
 
 
 def test_an_encoder_decoder_of_no_encoder_family_is_refused_without_a_hint():
-    config = {"architectures": ["BartForConditionalGeneration"], "model_type": "bart", "is_encoder_decoder": True}
+    config = {"architectures": ["MarianMTModel"], "model_type": "marian", "is_encoder_decoder": True}
     with pytest.raises(UnsupportedModel, match="decoder") as err:
         recognise(config, "model m")
     assert "stack: encoder" not in str(err.value)
@@ -256,21 +320,26 @@ def test_an_encoder_decoder_of_no_encoder_family_is_refused_without_a_hint():
 
 # ------------------------------------------------------------------------------------------------ the local hub
 #: tiny whole checkpoints under the names of the families' reference checkpoints (docs/models.md)
-REPOS = {"google-t5/t5-small": "t5", "google/mt5-small": "mt5", "google/umt5-small": "umt5"}
+REPOS = {
+    "google-t5/t5-small": "t5",
+    "google/mt5-small": "mt5",
+    "google/umt5-small": "umt5",
+    "facebook/bart-base": "bart",
+}
 
 
 def _whole_checkpoint(family, folder):
     import transformers
 
     row = FAMILIES[family].row
-    config = FAMILIES[family].config_cls(**CASES[family][1])
+    config = FAMILIES[family].config_cls(**ALL[family][1])
     whole = getattr(transformers, row.stack_of[0])
     return tiny_checkpoint(config, folder, seed=0, model_class=whole), whole
 
 
 @pytest.mark.parametrize("repo_id", list(REPOS))
 def test_the_encoder_stack_of_a_whole_checkpoint_from_a_hub_id(repo_id, hub, tmp_path):
-    """``stack: encoder``: the encoder of a ``<T5>ForConditionalGeneration`` checkpoint, taken out at acquisition,
+    """``stack: encoder``: the encoder of a ``<...>ForConditionalGeneration`` checkpoint, taken out at acquisition,
     is recognised as its family; its unmodified variant gives the whole checkpoint's own encoder's hidden states
     (transformers, the whole checkpoint loaded) and every variant its recomputation from the weights."""
     from san.models.acquire import load_model, materialise, read_manifest
@@ -290,15 +359,15 @@ def test_the_encoder_stack_of_a_whole_checkpoint_from_a_hub_id(repo_id, hub, tmp
         states = residual_stream(model, family, ids)
     reference = whole.from_pretrained(built, dtype=torch.float64, attn_implementation="eager").eval()
     with torch.no_grad():
-        want = reference.encoder(input_ids=ids, output_hidden_states=True).hidden_states
-    assert len(states) == len(want)
+        want = reference.get_encoder()(input_ids=ids, output_hidden_states=True).hidden_states
+    assert len(states) == len(want) == depth(model) + 1
     for s, w in zip(states[:-1], want[:-1], strict=True):
         torch.testing.assert_close(s, w, rtol=1e-12, atol=1e-12)
     for name in VARIANT_NAMES:
         with variant(model, family, name):
             got = residual_stream(model, family, ids)
         with torch.no_grad():
-            expected = encoder_reference(model, ids, name, family)
+            expected = REFERENCES[family](model, ids, name, family)
         for g, w in zip(got, expected, strict=True):
             torch.testing.assert_close(g, w, **TOL)
 
