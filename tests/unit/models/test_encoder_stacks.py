@@ -395,3 +395,21 @@ def test_an_encoder_stack_of_a_single_stack_checkpoint_is_refused(hub, tmp_path)
     with pytest.raises(AcquisitionError, match="encoder stack is taken from an encoder-decoder checkpoint"):
         materialise("m", None, "pretrained", source, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", [family for family, _ in ALL.values()])
+def test_an_init_of_an_encoder_stack_is_recognised_and_loads(family, tmp_path):
+    """A random initialisation of an explicit architecture is saved as the encoder-only class (its config still says
+    ``is_encoder_decoder``, as transformers writes it) and recognised as its family; it loads, and its attention
+    matrices have one per block and head."""
+    from san.models.acquire import load_model, materialise_init
+    from san.rank_collapse.experiment import attention_matrices
+
+    arch = {k: v for k, v in ALL[family][1].items() if k != "vocab_size"}
+    manifest = materialise_init(family, arch, 0, tmp_path / "init")
+    assert manifest["family"] == family
+    assert manifest["recognition"]["architecture"] == FAMILIES[family].row.model_class
+    model = load_model(tmp_path / "init", family, torch.float64)
+    matrices = attention_matrices(model, torch.randint(5, 90, (BATCH, N_TOKENS)), BATCH)
+    assert tuple(matrices.shape) == (depth(model), BATCH, 4, N_TOKENS, N_TOKENS)
