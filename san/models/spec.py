@@ -23,9 +23,9 @@ attention, and the mixture-of-experts decoders (Mixtral, Qwen2-MoE, Qwen3-MoE, O
 DeepSeek-V3), whose MLP is their whole expert layer: router, chosen experts, shared experts and their gates; a layer
 their config makes dense is the dense MLP it is; and the encoder stacks of encoder-decoder models (T5, mT5 and UMT5:
 pre-norm RMSNorm blocks with a relative position bias; BART: BERT's post-norm block), taken out of a whole
-checkpoint when its entry asks for the encoder (``stack_of``, ``stack_tensors``). The structural facts that differ between checkpoints of one family
-(parallel residual, multipliers, sliding windows, grouped heads, routing) are read from the model's config, never
-assumed from the family name.
+checkpoint when its entry asks for the encoder (``stack_of``, ``stack_tensors``). The structural facts that differ
+between checkpoints of one family (parallel residual, multipliers, sliding windows, grouped heads, routing) are read
+from the model's config, never assumed from the family name.
 """
 
 from __future__ import annotations
