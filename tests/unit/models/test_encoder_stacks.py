@@ -402,7 +402,8 @@ def test_an_encoder_stack_of_a_single_stack_checkpoint_is_refused(hub, tmp_path)
 def test_an_init_of_an_encoder_stack_is_recognised_and_loads(family, tmp_path):
     """A random initialisation of an explicit architecture is saved as the encoder-only class (its config still says
     ``is_encoder_decoder``, as transformers writes it) and recognised as its family; it loads, and its attention
-    matrices have one per block and head."""
+    matrices have one per block and head; the memory estimate reads the encoder's shape."""
+    from san.core.memory import model_size
     from san.models.acquire import load_model, materialise_init
     from san.rank_collapse.experiment import attention_matrices
 
@@ -413,3 +414,5 @@ def test_an_init_of_an_encoder_stack_is_recognised_and_loads(family, tmp_path):
     model = load_model(tmp_path / "init", family, torch.float64)
     matrices = attention_matrices(model, torch.randint(5, 90, (BATCH, N_TOKENS)), BATCH)
     assert tuple(matrices.shape) == (depth(model), BATCH, 4, N_TOKENS, N_TOKENS)
+    size = model_size(tmp_path / "init")  # what the job's memory estimate reads from config.json
+    assert (size.width, size.layers, size.heads, size.mlp) == (16, 3, 4, 32)
