@@ -416,3 +416,25 @@ def test_an_init_of_an_encoder_stack_is_recognised_and_loads(family, tmp_path):
     assert tuple(matrices.shape) == (depth(model), BATCH, 4, N_TOKENS, N_TOKENS)
     size = model_size(tmp_path / "init")  # what the job's memory estimate reads from config.json
     assert (size.width, size.layers, size.heads, size.mlp) == (16, 3, 4, 32)
+
+
+@pytest.mark.parametrize(("stack", "ok"), [("encoder", True), ("decoder", False)])
+def test_the_config_asks_for_the_encoder_stack_by_name(default_config, stack, ok):
+    """``stack: encoder`` is a key of a hub source; any other stack (the decoder) is refused naming the key, before
+    any job."""
+    import copy
+
+    from san.core.config import ConfigError
+    from san.experiments import check_config
+
+    from helpers import ROOT
+
+    cfg = copy.deepcopy(default_config)
+    source = {"source": "hub", "repo_id": "google-t5/t5-small", "revision": "main", "stack": stack}
+    cfg["models"]["t5-small"] = {"pretrained": source}
+    schema = ROOT / "workflow" / "schemas"
+    if ok:
+        check_config(cfg, schema)
+        return
+    with pytest.raises(ConfigError, match=r"models.t5-small.pretrained"):
+        check_config(cfg, schema)
