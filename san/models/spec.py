@@ -140,6 +140,9 @@ class FamilyRow:
     #: checkpoint, prefix in the encoder's class)``: the first that matches applies; the others (decoder, LM head)
     #: are left out
     stack_tensors: tuple[tuple[str, str], ...] = ()
+    #: key of the model's config that gives each head's width independently of the model's width (T5's ``d_kv``:
+    #: the heads project to ``heads x d_kv``), None where a head's width is the width divided by the heads
+    head_width_key: str | None = None
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -180,6 +183,7 @@ def _t5_encoder(name: str, prefix: str, **facts: Any) -> FamilyRow:
         "width_key": "d_model", "position_key": None, "ablation": "t5", "blocks": "encoder.block",
         "pre_norm_parts": _T5_PARTS, "architectures": (f"{prefix}EncoderModel",), "model_types": (name,),
         "stack_of": (f"{prefix}ForConditionalGeneration", f"{prefix}Model"), "stack_tensors": _T5_TENSORS,
+        "head_width_key": "d_kv",
     }  # fmt: skip
     return FamilyRow(**{**row, **facts})
 
@@ -570,8 +574,8 @@ def _type_problem(annotation: str, value: Any) -> str | None:
 def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
     """``models.<name>.init.config``: one stack of self-attention blocks (no encoder-decoder, no cross-attention, no
     ``is_decoder`` in a bidirectional family); every key is a field of the family's transformers config class, of
-    its type, counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the
-    key."""
+    its type, counts are positive and the width divides into the heads (unless the row's ``head_width_key`` gives
+    each head's width); raises :class:`ConfigError` naming the key."""
     where = f"models.{name}.init.config"
     for key in ("is_encoder_decoder", "add_cross_attention"):
         if arch.get(key):
@@ -603,6 +607,8 @@ def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{where}.{key}': {value!r} is not a positive integer")
     width_key, heads_key = FAMILY_TABLE[family].width_key, FAMILY_TABLE[family].heads_key
     width, heads = arch_value(family, arch, width_key), arch_value(family, arch, heads_key)
+    if FAMILY_TABLE[family].head_width_key is not None:
+        return  # each head's width is a key of its own: the width need not divide into the heads
     if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads:
         raise ConfigError(f"config key '{where}': {width_key} {width} is not divisible by {heads_key} {heads}")
 

@@ -438,3 +438,23 @@ def test_the_config_asks_for_the_encoder_stack_by_name(default_config, stack, ok
         return
     with pytest.raises(ConfigError, match=r"models.t5-small.pretrained"):
         check_config(cfg, schema)
+
+
+def test_heads_of_their_own_width_need_no_divisible_width(ids):
+    """T5's heads project to ``num_heads x d_kv``, whatever ``d_model``: 3 heads of width 4 in a width of 16 pass the
+    config check (which refuses them in a family whose heads split the width) and every variant is its reference."""
+    from san.core.config import ConfigError
+    from san.models.spec import check_architecture
+
+    arch = {**CASES["t5"][1], "num_heads": 3}
+    check_architecture("m", "t5", {k: v for k, v in arch.items() if k != "vocab_size"})
+    with pytest.raises(ConfigError, match="hidden_size 16 is not divisible by num_attention_heads 3"):
+        check_architecture("m", "roberta", {"hidden_size": 16, "num_attention_heads": 3})
+    model = perturbed_model("t5", arch)
+    for name in VARIANT_NAMES:
+        with variant(model, "t5", name):
+            stream = residual_stream(model, "t5", ids)
+        with torch.no_grad():
+            expected = encoder_reference(model, ids, name, "t5")
+        for got, want in zip(stream, expected, strict=True):
+            torch.testing.assert_close(got, want, **TOL)
