@@ -458,3 +458,22 @@ def test_heads_of_their_own_width_need_no_divisible_width(ids):
             expected = encoder_reference(model, ids, name, "t5")
         for got, want in zip(stream, expected, strict=True):
             torch.testing.assert_close(got, want, **TOL)
+
+
+def test_an_encoder_only_checkpoint_is_recognised_with_or_without_stack(hub, tmp_path):
+    """A checkpoint saved as the encoder-only class (``T5EncoderModel``, as image-generation pipelines ship their
+    text encoder) is its encoder stack already: recognised as it is, and ``stack: encoder`` keeps every tensor."""
+    import transformers
+
+    from san.models.acquire import materialise, read_manifest
+
+    config = FAMILIES["t5"].config_cls(**CASES["t5"][1])
+    built = tiny_checkpoint(config, tmp_path / "built", model_class=transformers.T5EncoderModel)
+    hub.add(checkpoint_repo("tiny-org/t5-encoder", built))
+    plain, stacked = tmp_path / "plain", tmp_path / "stacked"
+    materialise("m", None, "pretrained", {"source": "hub", "repo_id": "tiny-org/t5-encoder"}, plain)
+    source = {"source": "hub", "repo_id": "tiny-org/t5-encoder", "stack": "encoder"}
+    materialise("m", None, "pretrained", source, stacked)
+    assert read_manifest(plain)["family"] == read_manifest(stacked)["family"] == "t5"
+    assert "encoder_stack_of" not in read_manifest(plain)
+    assert read_manifest(stacked)["encoder_stack_of"]["left_out"] == 0
