@@ -30,9 +30,9 @@ MARGIN = 1.25
 #: config.json keys of width, depth, heads and MLP width across transformers' families (first present wins)
 SHAPE_KEYS = {
     "width": ("hidden_size", "n_embd", "d_model", "dim"),
-    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers"),
-    "heads": ("num_attention_heads", "n_head", "num_heads"),
-    "mlp": ("intermediate_size", "n_inner", "d_inner", "ffn_dim"),
+    "layers": ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "encoder_layers"),
+    "heads": ("num_attention_heads", "n_head", "num_heads", "encoder_attention_heads"),
+    "mlp": ("intermediate_size", "n_inner", "d_inner", "ffn_dim", "d_ff", "encoder_ffn_dim"),
 }
 
 

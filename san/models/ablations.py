@@ -47,6 +47,13 @@ ModernBERT's ``Wqkv``) stay fused: a variant changes only how a block combines i
 pre-norm model is outside the blocks and is never applied to the measured residual stream (see
 :mod:`san.rank_collapse.experiment`); residual dropouts are identities in evaluation and are not applied.
 
+The encoder stacks of T5, mT5 and UMT5 are pre-norm blocks of two sub-layers, each adding its output to the stream
+(``h = x + Attn(N1(x))``, ``y = h + MLP(N2(h))`` with RMSNorms): a variant overrides the sub-layers, not the block,
+whose forward passes the relative position bias from the first block to the others (T5, mT5; UMT5's blocks have one
+each). The bias belongs to attention and stays in every variant, as does the unscaled attention (no ``1/sqrt(d)``).
+BART's encoder stack is post-norm, BERT's block with BART's names (``self_attn_layer_norm``, ``fc1``/``fc2``,
+``final_layer_norm``): its variants are the post-norm ones.
+
 The transformers layer objects stay in place (transformers 5 records hidden states and attentions with hooks on
 them); only bound methods of individual module *instances* are overridden, and :func:`restore` removes them again.
 ALBERT's paper ablation replaced the two FFN linear maps by identities, which leaves ``LayerNorm(gelu(x) + x)``;
@@ -55,6 +62,7 @@ ALBERT's paper ablation replaced the two FFN linear maps by identities, which le
 
 from __future__ import annotations
 
+import inspect
 import operator
 import types
 from collections.abc import Callable, Iterator
@@ -280,6 +288,72 @@ def _vision_block(parts: tuple, attention_skip: bool, mlp: bool, scale: float = 
     return block
 
 
+# ---------------------------------------------------------------- encoder stacks of T5, mT5, UMT5
+def _t5_attention_no_skip(self: nn.Module, hidden_states, attention_mask=None, position_bias=None, cache=None, **kw):
+    """T5's self-attention sub-layer without ``hidden_states +``: ``dropout(Attn(N1(x)))``, with the relative position
+    bias (computed by the first block, passed on to the others) and the attention weights as T5 returns them."""
+    out = self.SelfAttention(
+        self.layer_norm(hidden_states), mask=attention_mask, position_bias=position_bias, cache=cache, **kw
+    )
+    return (self.dropout(out[0]), *out[1:])
+
+
+def _umt5_attention_no_skip(self: nn.Module, hidden_states, attention_mask=None, cache=None, **kw):
+    """UMT5's self-attention sub-layer (a relative position bias of its own in every block) without the residual."""
+    out = self.SelfAttention(self.layer_norm(hidden_states), attention_mask=attention_mask, cache=cache, **kw)
+    return (self.dropout(out[0]), *out[1:])
+
+
+def _t5_ff_no_skip(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+    """T5's feed-forward sub-layer without ``hidden_states +``: ``dropout(MLP(N2(h)))``."""
+    return self.dropout(self.DenseReluDense(self.layer_norm(hidden_states)))
+
+
+def ablate_t5(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
+    """Apply a variant to every block of a T5-like encoder stack by overriding its two sub-layers (the block's own
+    forward, which passes the position bias on and clamps float16 overflows, stays): the self-attention sub-layer
+    ``layer[0]`` loses its residual, the feed-forward sub-layer ``layer[-1]`` its residual or becomes the identity.
+    The relative position bias belongs to attention and stays in every variant."""
+    for block in operator.attrgetter(row.blocks)(model):
+        attention, feed_forward = block.layer[0], block.layer[-1]
+        if not attention_skip:
+            own_bias = "position_bias" not in inspect.signature(type(attention).forward).parameters
+            _override(attention, "forward", _umt5_attention_no_skip if own_bias else _t5_attention_no_skip)
+        if not mlp:
+            _override(feed_forward, "forward", _identity_chunk)
+        elif not attention_skip:
+            _override(feed_forward, "forward", _t5_ff_no_skip)
+
+
+# ---------------------------------------------------------------- the encoder stack of BART (post-norm)
+def _bart_layer(attention_skip: bool, mlp: bool) -> Callable:
+    """BartEncoderLayer's forward as a variant: ``h = N1(x + Attn(x))``, ``y = N2(h + MLP(h))`` without the ``x +``
+    / ``h +`` terms or the MLP sub-block; both LayerNorms stay (BERT's choice). Dropouts are identities in evaluation
+    and are not applied; the float16 clamp of the layer is kept."""
+
+    def layer(self: nn.Module, hidden_states: torch.Tensor, attention_mask=None, **kwargs) -> torch.Tensor:
+        a, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
+        h = self.self_attn_layer_norm(hidden_states + a if attention_skip else a)
+        if mlp:
+            m = self.fc2(self.activation_fn(self.fc1(h)))
+            h = self.final_layer_norm(h + m if attention_skip else m)
+        if h.dtype == torch.float16 and not torch.isfinite(h).all():
+            clamp = torch.finfo(h.dtype).max - 1000
+            h = torch.clamp(h, min=-clamp, max=clamp)
+        return h
+
+    return layer
+
+
+def ablate_bart(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
+    """Apply a variant to every ``BartEncoderLayer`` of a BART encoder stack."""
+    if attention_skip and mlp:
+        return
+    forward = _bart_layer(attention_skip, mlp)
+    for layer in operator.attrgetter(row.blocks)(model):
+        _override(layer, "forward", forward)
+
+
 def branch_scale(model: PreTrainedModel, row: FamilyRow) -> float:
     """The scalar that multiplies each branch of ``model``'s blocks before the add: its config's value of the row's
     ``branch_multiplier`` key (Granite's ``residual_multiplier``), 1 for a family without one."""
@@ -315,6 +389,8 @@ ABLATIONS: dict[str, Callable[[PreTrainedModel, FamilyRow, bool, bool, str], Non
     "gpt2": _ablate_blocks(_gpt2_block),
     "pre_norm": _ablate_blocks(_pre_norm_block),
     "vision": _ablate_blocks(_vision_block),
+    "t5": ablate_t5,
+    "bart": ablate_bart,
 }
 
 

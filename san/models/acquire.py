@@ -64,6 +64,7 @@ from san.models.folders import (  # noqa: F401 - the folder API, re-exported for
 )
 from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
 from san.models.recognise import Recognition, recognise
+from san.models.spec import FAMILY_TABLE
 
 
 @dataclass
@@ -413,6 +414,10 @@ def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) 
         verify_hashes(hash_folder(out), pins, where)  # checked before the tower is taken out of them
         record["vision_tower_of"] = extract_vision_tower(out, f"{key}.tower: {where}")
         pins = None
+    if source.get("stack") == "encoder":
+        verify_hashes(hash_folder(out), pins, where)  # checked before the encoder is taken out of them
+        record["encoder_stack_of"] = extract_encoder_stack(out, f"{key}.stack: {where}")
+        pins = None
     return Fetched(
         "hub",
         where,
@@ -467,6 +472,54 @@ def extract_vision_tower(folder: Path, where: str) -> dict[str, Any]:
         path.unlink(missing_ok=True)
     save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(vision, indent=2, sort_keys=True))
+    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
+            "left_out": left_out}  # fmt: skip
+
+
+def extract_encoder_stack(folder: Path, where: str) -> dict[str, Any]:
+    """Make the acquired folder of an encoder-decoder checkpoint (``architectures[0]`` one of a family's
+    ``stack_of``: ``T5ForConditionalGeneration``, an encoder-only ``T5EncoderModel`` too) its encoder stack's:
+    ``config.json`` names the family's encoder-only class (``architectures``; the rest of the config is the
+    checkpoint's, which that class reads), ``model.safetensors`` the tensors the row's ``stack_tensors`` keep,
+    renamed (the decoder and the LM head are left out). What the manifest records: the checkpoint's architecture,
+    the sha256 of its config and weight files, the number of tensors kept and left out."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from san.models.recognise import STACK_FAMILIES
+
+    config = json.loads((folder / "config.json").read_text())
+    architecture = (config.get("architectures") or [None])[0]
+    encoders = {a: name for name, row in FAMILY_TABLE.items() if row.stack_of for a in row.architectures}
+    family = STACK_FAMILIES.get(architecture) or encoders.get(architecture)
+    if family is None:
+        raise AcquisitionError(
+            f"{where}: an encoder stack is taken from an encoder-decoder checkpoint whose architectures[0] is one of "
+            f"{sorted({*STACK_FAMILIES, *encoders})}, but config.json has architectures {config.get('architectures')}"
+        )
+    row = FAMILY_TABLE[family]
+    weights = sorted(folder.glob("*.safetensors"))
+    index = folder / "model.safetensors.index.json"
+    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
+    kept: dict[str, torch.Tensor] = {}
+    left_out = 0
+    for path in weights:
+        with safe_open(path, "pt") as fh:
+            for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
+                match = next(((old, new) for old, new in row.stack_tensors if name.startswith(old)), None)
+                if match is None:
+                    left_out += 1
+                    continue
+                kept[match[1] + name[len(match[0]) :]] = fh.get_tensor(name)
+    if not kept:
+        raise AcquisitionError(
+            f"{where}: the checkpoint holds no encoder tensors (no key starts with any of "
+            f"{[old for old, _ in row.stack_tensors]})"
+        )
+    for path in [*weights, index]:
+        path.unlink(missing_ok=True)
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": [row.model_class]}, indent=2))
     return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
             "left_out": left_out}  # fmt: skip
 

@@ -7,6 +7,7 @@ their outputs) and its norm and head names. Adding a family is one row of the ta
 
 from __future__ import annotations
 
+import importlib
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,10 +19,18 @@ from transformers import PretrainedConfig, PreTrainedModel
 from san.models.spec import FAMILY_TABLE, FamilyRow
 
 
-def _transformers_class(name: str) -> type:
+def _transformers_class(name: str, config_module: str | None = None) -> type:
     """The transformers class ``name``, imported on first use: transformers imports a model's code only when one of
-    its classes is asked for, so a job that runs one family does not import the other families' modelling code."""
-    return getattr(transformers, name)
+    its classes is asked for, so a job that runs one family does not import the other families' modelling code. A
+    class transformers does not export (BART's ``BartEncoder``) is taken from the modelling module beside the row's
+    config module."""
+    if hasattr(transformers, name) or config_module is None:
+        return getattr(transformers, name)
+    folder, file = config_module.removesuffix(".py").rsplit("/", 1)
+    module = importlib.import_module(
+        f"transformers.{folder.replace('/', '.')}.{file.replace('configuration_', 'modeling_', 1)}"
+    )
+    return getattr(module, name)
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class Family:
 
     @property
     def model_cls(self) -> type[PreTrainedModel]:
-        return _transformers_class(self.row.model_class)
+        return _transformers_class(self.row.model_class, self.row.config_module)
 
     @property
     def lm_cls(self) -> type[PreTrainedModel] | None:

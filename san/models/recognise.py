@@ -8,8 +8,10 @@ then ``model_type`` (:attr:`~san.models.spec.FamilyRow.model_types`); a multimod
 Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated:
 models whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and
 the decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for
-one stack of self-attention blocks), an encoder family's config that says ``is_decoder`` (its variants would run a
-causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
+one stack of self-attention blocks; the encoder stack of a T5-like or BART model is a family of its own, an
+encoder-only class such as ``T5EncoderModel``, which the acquisition takes out of a whole checkpoint when the
+entry's source says ``stack: encoder``), an encoder family's config that says ``is_decoder`` (its variants would run
+a causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
 linear or gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer
 without an attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a
 family's row says whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense
@@ -86,6 +88,30 @@ WINDOW_KEYS = (
 )  # fmt: skip
 
 
+#: the encoder-decoder checkpoints whose encoder stack a family of the table is, by ``architectures[0]``, and that
+#: family (:attr:`san.models.spec.FamilyRow.stack_of`)
+STACK_FAMILIES = {arch: name for name, row in FAMILY_TABLE.items() for arch in row.stack_of}
+#: the encoder-only classes of those families (an encoder stack saved alone, or taken from a whole checkpoint)
+ENCODER_STACK_ARCHITECTURES = frozenset(a for row in FAMILY_TABLE.values() if row.stack_of for a in row.architectures)
+
+
+def encoder_decoder_refusal(config: Mapping[str, Any]) -> str:
+    """Why a whole encoder-decoder model is refused: its decoder's blocks attend to the encoder's output
+    (cross-attention), outside the paper's stack of self-attention blocks; the message says how to analyse the
+    encoder stack where a family of the table is that encoder."""
+    family = STACK_FAMILIES.get(_architecture(config) or "")
+    why = (
+        "it is an encoder-decoder model (is_encoder_decoder): its decoder (cross-attention to the encoder's "
+        "output) is refused, the variants being defined for one stack of self-attention blocks"
+    )
+    if family is None:
+        return why
+    return (
+        f"{why}; its encoder stack is analysed as family {family!r} when the entry's pretrained source asks for it "
+        "with 'stack: encoder'"
+    )
+
+
 class UnsupportedModel(AcquisitionError, ValueError):
     """A model whose architecture no family of the table covers, or one refused by design (module docstring)."""
 
@@ -126,8 +152,8 @@ def refusal(config: Mapping[str, Any]) -> str | None:
             f"its config.json has an auto_map ({sorted(config['auto_map'])}): the model runs code from its "
             "repository (trust_remote_code), which is never trusted"
         )
-    if config.get("is_encoder_decoder"):
-        return "it is an encoder-decoder model (is_encoder_decoder): the variants are defined for one stack of blocks"
+    if config.get("is_encoder_decoder") and _architecture(config) not in ENCODER_STACK_ARCHITECTURES:
+        return encoder_decoder_refusal(config)
     if config.get("add_cross_attention"):
         return (
             "it is the decoder of an encoder-decoder model (add_cross_attention: its blocks attend to an encoder's "

@@ -21,9 +21,11 @@ sub-block and none before), the parallel decoders (Phi-1/2: attention and MLP on
 parallel or sequential as its config says), ModernBERT, a pre-norm encoder alternating local and global
 attention, and the mixture-of-experts decoders (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE,
 DeepSeek-V3), whose MLP is their whole expert layer: router, chosen experts, shared experts and their gates; a layer
-their config makes dense is the dense MLP it is. The structural facts that differ between checkpoints of one family
-(parallel residual, multipliers, sliding windows, grouped heads, routing) are read from the model's config, never
-assumed from the family name.
+their config makes dense is the dense MLP it is; and the encoder stacks of encoder-decoder models (T5, mT5 and UMT5:
+pre-norm RMSNorm blocks with a relative position bias; BART: BERT's post-norm block), taken out of a whole
+checkpoint when its entry asks for the encoder (``stack_of``, ``stack_tensors``). The structural facts that differ
+between checkpoints of one family (parallel residual, multipliers, sliding windows, grouped heads, routing) are read
+from the model's config, never assumed from the family name.
 """
 
 from __future__ import annotations
@@ -130,6 +132,17 @@ class FamilyRow:
     #: whether the third and sixth of ``pre_norm_parts`` are LayerScales (DINOv2: a learned per-channel ``λ`` that
     #: multiplies the branch output) rather than norms of the branch output; either way they stay on their branch
     layer_scale: bool = False
+    #: ``architectures[0]`` of whole encoder-decoder checkpoints whose encoder stack this row is (T5's
+    #: ``T5ForConditionalGeneration``): such a checkpoint is refused unless its entry's source asks for the encoder
+    #: (``stack: encoder``), and then the acquisition keeps only the encoder (``stack_tensors``)
+    stack_of: tuple[str, ...] = ()
+    #: how the acquisition renames the tensors of a whole checkpoint it keeps for the encoder stack, ``(prefix in the
+    #: checkpoint, prefix in the encoder's class)``: the first that matches applies; the others (decoder, LM head)
+    #: are left out
+    stack_tensors: tuple[tuple[str, str], ...] = ()
+    #: key of the model's config that gives each head's width independently of the model's width (T5's ``d_kv``:
+    #: the heads project to ``heads x d_kv``), None where a head's width is the width divided by the heads
+    head_width_key: str | None = None
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -153,6 +166,26 @@ _VIT_PARTS = ("layernorm_before", "attention", None, "layernorm_after", "mlp", N
 #: LayerScale multiplies each branch's output: it sits where a sandwich norm of the branch output sits
 _DINOV2_PARTS = ("norm1", "attention", "layer_scale1", "norm2", "mlp", "layer_scale2")
 _CLIP_PARTS = ("layer_norm1", "self_attn", None, "layer_norm2", "mlp", None)
+
+#: the encoder stack of an encoder-decoder model (T5, mT5, UMT5): pre-norm blocks of a self-attention sub-layer
+#: (``layer.0``: RMSNorm ``layer_norm``, ``SelfAttention``) and a feed-forward sub-layer (``layer.1``), relative
+#: positions only; the decoder, which attends to the encoder's output, stays refused
+_T5_PARTS = ("layer.0.layer_norm", "layer.0.SelfAttention", None, "layer.1.layer_norm", "layer.1.DenseReluDense", None)
+_T5_TENSORS = (("shared.", "shared."), ("encoder.", "encoder."))
+
+
+def _t5_encoder(name: str, prefix: str, **facts: Any) -> FamilyRow:
+    """The row of the encoder stack of a T5-like encoder-decoder model whose classes follow ``<Prefix>Config``,
+    ``<Prefix>EncoderModel`` and ``<Prefix>ForConditionalGeneration``; ``facts`` state the rest."""
+    row = {
+        "config_module": f"models/{name}/configuration_{name}.py", "config_class": f"{prefix}Config",
+        "model_class": f"{prefix}EncoderModel", "layers_key": "num_layers", "heads_key": "num_heads",
+        "width_key": "d_model", "position_key": None, "ablation": "t5", "blocks": "encoder.block",
+        "pre_norm_parts": _T5_PARTS, "architectures": (f"{prefix}EncoderModel",), "model_types": (name,),
+        "stack_of": (f"{prefix}ForConditionalGeneration", f"{prefix}Model"), "stack_tensors": _T5_TENSORS,
+        "head_width_key": "d_kv",
+    }  # fmt: skip
+    return FamilyRow(**{**row, **facts})
 
 
 def _decoder(name: str, module: str, prefix: str, **facts: Any) -> FamilyRow:
@@ -303,6 +336,27 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         notes="multi-head latent attention; sigmoid router choosing within the best groups, scaled by "
         "`routed_scaling_factor`, plus ungated shared experts; the first `first_k_dense_replace` layers are dense",
     ),
+    # The encoder stacks of encoder-decoder models (docs/models.md, "Encoder stacks")
+    "t5": _t5_encoder(
+        "t5", "T5",
+        notes="the encoder stack (`stack: encoder`); RMSNorm without mean or bias; no `1/sqrt(d)` in the scores; a "
+        "relative position bias computed by the first block's attention, added in every block, stays in every "
+        "variant (it belongs to attention)",
+    ),
+    "mt5": _t5_encoder("mt5", "MT5", notes="T5's encoder stack (gated-GELU MLP), multilingual vocabulary"),
+    "umt5": _t5_encoder(
+        "umt5", "UMT5", notes="T5's encoder stack with a relative position bias of its own in every block's attention"
+    ),
+    "bart": FamilyRow(
+        config_module="models/bart/configuration_bart.py", config_class="BartConfig", model_class="BartEncoder",
+        layers_key="encoder_layers", heads_key="encoder_attention_heads", width_key="d_model",
+        position_key="max_position_embeddings", ablation="bart", blocks="layers", architectures=("BartEncoder",),
+        model_types=("bart",), stack_of=("BartForConditionalGeneration", "BartModel"),
+        stack_tensors=(("model.encoder.", ""), ("model.shared.", "embed_tokens."), ("encoder.", ""),
+                       ("shared.", "embed_tokens.")),
+        notes="the encoder stack (`stack: encoder`): BERT's post-norm block; learned positions and the LayerNorm "
+        "`layernorm_embedding` before the first block belong to the embeddings (layer 0 is their output)",
+    ),
     # Vision transformers: pre-norm encoders over patch tokens (docs/models.md, "Vision transformers")
     "vit": FamilyRow(
         **_VISION, config_module="models/vit/configuration_vit.py", config_class="ViTConfig", model_class="ViTModel",
@@ -390,7 +444,8 @@ POSITIVE_KEYS = frozenset(
         "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "max_position_embeddings",
         "type_vocab_size", "embedding_size", "num_hidden_groups", "inner_group_num",
         "n_layer", "n_head", "d_model", "d_inner", "n_embd", "n_positions", "n_inner", "num_key_value_heads",
-        "head_dim", "relative_attention_num_buckets", "sliding_window",
+        "head_dim", "relative_attention_num_buckets", "sliding_window", "num_layers", "num_heads", "d_kv", "d_ff",
+        "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
     }
 )  # fmt: skip
 #: keys of a saved transformers config that are not fields of its class
@@ -519,8 +574,8 @@ def _type_problem(annotation: str, value: Any) -> str | None:
 def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
     """``models.<name>.init.config``: one stack of self-attention blocks (no encoder-decoder, no cross-attention, no
     ``is_decoder`` in a bidirectional family); every key is a field of the family's transformers config class, of
-    its type, counts are positive and the width divides into the heads; raises :class:`ConfigError` naming the
-    key."""
+    its type, counts are positive and the width divides into the heads (unless the row's ``head_width_key`` gives
+    each head's width); raises :class:`ConfigError` naming the key."""
     where = f"models.{name}.init.config"
     for key in ("is_encoder_decoder", "add_cross_attention"):
         if arch.get(key):
@@ -552,6 +607,8 @@ def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
             raise ConfigError(f"config key '{where}.{key}': {value!r} is not a positive integer")
     width_key, heads_key = FAMILY_TABLE[family].width_key, FAMILY_TABLE[family].heads_key
     width, heads = arch_value(family, arch, width_key), arch_value(family, arch, heads_key)
+    if FAMILY_TABLE[family].head_width_key is not None:
+        return  # each head's width is a key of its own: the width need not divide into the heads
     if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads:
         raise ConfigError(f"config key '{where}': {width_key} {width} is not divisible by {heads_key} {heads}")
 

@@ -148,9 +148,10 @@ CASES = {
              norm_topk_prob=True, routed_scaling_factor=2.5, rope_parameters=_DEFAULT_ROPE),
     ),
 }  # fmt: skip
-#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders), and the image
-#: encoders (tests/unit/models/test_vision_families.py)
-ELSEWHERE = {"bert", "albert", "xlnet", *IMAGE_FAMILIES}
+#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders), the image
+#: encoders (tests/unit/models/test_vision_families.py) and the encoder stacks of encoder-decoder models
+#: (tests/unit/models/test_encoder_stacks.py)
+ELSEWHERE = {"bert", "albert", "xlnet", *IMAGE_FAMILIES, *(n for n, row in FAMILY_TABLE.items() if row.stack_of)}
 
 
 def family_of(case):
@@ -1025,7 +1026,7 @@ def test_every_family_row_names_a_known_ablation_and_its_blocks():
 
     for name, row in FAMILY_TABLE.items():
         assert row.ablation in ABLATIONS, name
-        assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm", "vision")), name
+        assert (row.pre_norm_parts is not None) == (row.ablation in ("gpt2", "pre_norm", "vision", "t5")), name
     assert not set(ABLATIONS) - {row.ablation for row in FAMILY_TABLE.values()}, "an ablation no family uses"
 
 
