@@ -5,15 +5,16 @@ A model entry may name no ``family``: the acquisition job reads the downloaded `
 then ``model_type`` (:attr:`~san.models.spec.FamilyRow.model_types`); a multimodal wrapper whose config holds a
 ``text_config`` resolves to its text model. A ``family`` given in the config must agree with what the file says.
 
-Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated:
-models whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and
-the decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for
-one stack of self-attention blocks), an encoder family's config that says ``is_decoder`` (its variants would run a
-causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
-linear or gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer
-without an attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a
-family's row says whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense
-family would be mis-ablated).
+Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated: models
+whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and the
+decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for one stack
+of self-attention blocks), a dual text-image checkpoint whose entry names no tower (CLIP, SigLIP: two stacks; ``tower:
+vision`` or ``tower: text`` takes one), an encoder family's config that says ``is_decoder`` (its variants would run a
+causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba, linear or
+gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer without an
+attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a family's row says
+whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense family would be
+mis-ablated).
 
 What the ablation depends on is recorded from the config, not assumed from the family's name
 (:func:`structural_facts`): parallel or sequential residual, where the norms sit, q/k norms, residual and embedding
@@ -42,6 +43,8 @@ NON_ATTENTION_MODEL_TYPES = frozenset(
         "kimi_linear",
     }
 )  # fmt: skip
+#: ``model_type`` values of dual text-image checkpoints, whose entry names the tower to analyse (``tower``)
+DUAL_MODEL_TYPES = frozenset({"clip", "siglip"})
 #: ``model_type`` values with mixture-of-experts MLPs
 MOE_MODEL_TYPES = frozenset(
     {
@@ -132,6 +135,11 @@ def refusal(config: Mapping[str, Any]) -> str | None:
         return (
             "it is the decoder of an encoder-decoder model (add_cross_attention: its blocks attend to an encoder's "
             "output): the variants are defined for one stack of self-attention blocks"
+        )
+    if model_type in DUAL_MODEL_TYPES and isinstance(config.get("text_config"), Mapping):
+        return (
+            "it is a dual text-image checkpoint (a vision and a text tower): its entry chooses the tower to analyse "
+            "with 'tower: vision' or 'tower: text' (hub sources)"
         )
     if model_type in NON_ATTENTION_MODEL_TYPES:
         return (

@@ -148,9 +148,10 @@ CASES = {
              norm_topk_prob=True, routed_scaling_factor=2.5, rope_parameters=_DEFAULT_ROPE),
     ),
 }  # fmt: skip
-#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders), and the image
-#: encoders (tests/unit/models/test_vision_families.py)
-ELSEWHERE = {"bert", "albert", "xlnet", *IMAGE_FAMILIES}
+#: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders), the image
+#: encoders (tests/unit/models/test_vision_families.py) and the text towers of dual text-image checkpoints
+#: (tests/unit/models/test_text_towers.py)
+ELSEWHERE = {"bert", "albert", "xlnet", *IMAGE_FAMILIES, "clip_text", "siglip_text"}
 
 
 def family_of(case):
