@@ -63,7 +63,7 @@ from san.models.folders import (  # noqa: F401 - the folder API, re-exported for
     write_manifest,
 )
 from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
-from san.models.recognise import Recognition, recognise
+from san.models.recognise import TOWERS, Recognition, recognise
 
 
 @dataclass
@@ -429,14 +429,6 @@ def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) 
         pickles=pickles,
         check=source.get("check") or None,
     )
-
-
-#: the class of each tower of a dual text-image checkpoint, by the entry's ``tower`` and the checkpoint's
-#: model_type; a tower's tensors are those under ``<tower>_model.``, its config the checkpoint's ``<tower>_config``
-TOWERS = {
-    "vision": {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"},
-    "text": {"clip": "CLIPTextModel", "siglip": "SiglipTextModel"},
-}
 
 
 def extract_tower(folder: Path, tower: str, where: str) -> dict[str, Any]:

@@ -5,16 +5,17 @@ A model entry may name no ``family``: the acquisition job reads the downloaded `
 then ``model_type`` (:attr:`~san.models.spec.FamilyRow.model_types`); a multimodal wrapper whose config holds a
 ``text_config`` resolves to its text model. A ``family`` given in the config must agree with what the file says.
 
-Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated: models
-whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and the
-decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for one stack
-of self-attention blocks), a dual text-image checkpoint whose entry names no tower (CLIP, SigLIP: two stacks; ``tower:
-vision`` or ``tower: text`` takes one), an encoder family's config that says ``is_decoder`` (its variants would run a
-causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba, linear or
-gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer without an
-attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a family's row says
-whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense family would be
-mis-ablated).
+Refused, with a message naming the model, its architecture and the supported families, rather than mis-ablated:
+models whose code is not transformers' own (``auto_map``: remote code is never trusted), encoder-decoder models and
+the decoders of such models (``is_encoder_decoder``, ``add_cross_attention``: the paper's variants are defined for
+one stack of self-attention blocks), an encoder family's config that says ``is_decoder`` (its variants would run a
+causal model as bidirectional), token mixers that are not softmax attention (state-space layers such as Mamba,
+linear or gated-delta attention in hybrids: the paper's SAN is a stack of softmax attention layers, and a layer
+without an attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a
+family's row says whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense
+family would be mis-ablated).
+A dual text-image checkpoint (CLIP, SigLIP: two stacks) is refused unless its entry names the tower to analyse
+(``tower: vision`` or ``tower: text``).
 
 What the ablation depends on is recorded from the config, not assumed from the family's name
 (:func:`structural_facts`): parallel or sequential residual, where the norms sit, q/k norms, residual and embedding
@@ -43,8 +44,15 @@ NON_ATTENTION_MODEL_TYPES = frozenset(
         "kimi_linear",
     }
 )  # fmt: skip
+#: the class of each tower of a dual text-image checkpoint, by the entry's ``tower`` and the checkpoint's
+#: model_type (:func:`san.models.acquire.extract_tower`): a tower's tensors are those under ``<tower>_model.``, its
+#: config the checkpoint's ``<tower>_config``
+TOWERS = {
+    "vision": {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"},
+    "text": {"clip": "CLIPTextModel", "siglip": "SiglipTextModel"},
+}
 #: ``model_type`` values of dual text-image checkpoints, whose entry names the tower to analyse (``tower``)
-DUAL_MODEL_TYPES = frozenset({"clip", "siglip"})
+DUAL_MODEL_TYPES = frozenset(TOWERS["vision"]) | frozenset(TOWERS["text"])
 #: ``model_type`` values with mixture-of-experts MLPs
 MOE_MODEL_TYPES = frozenset(
     {
