@@ -359,7 +359,8 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         notes="the vision tower: a class token; the LayerNorm `pre_layrnorm` on the embeddings belongs to the stem "
         "(layer 0 is its output) and stays in every variant",
     ),
-    # Text towers of dual text-image checkpoints: pre-norm, a final LayerNorm, text token ids (docs/models.md)
+    # Text towers of dual text-image checkpoints: pre-norm, a final LayerNorm, text token ids (docs/models.md); their
+    # blocks are the vision towers' (CLIP's encoder layer, the mask passed positionally): the same ablation
     "clip_text": FamilyRow(
         **_ENCODER, config_module="models/clip/configuration_clip.py", config_class="CLIPTextConfig",
         model_class="CLIPTextModel", position_key="max_position_embeddings", ablation="vision", causal=True,
