@@ -73,6 +73,31 @@ def tiny_checkpoint(config: Any, folder: Path, seed: int = 0, model_class: type 
     return folder
 
 
+def dual_checkpoint(
+    config_class: str, model_class: str, vision: dict[str, Any], text: dict[str, Any], folder: Path, seed: int = 0
+) -> Any:
+    """A tiny random dual text-image checkpoint (CLIPModel, SiglipModel: transformers' ``config_class`` and
+    ``model_class``) with towers ``vision`` and ``text`` in ``folder``, as a hub repository holds it, with the
+    WordPiece tokenizer bundled with all-MiniLM-L6-v2 (the text vocabulary sized to it, its special-token ids the
+    tokenizer's); returns the model, in eval mode. No download."""
+    import torch
+    import transformers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = bundled_model_dir()
+    for name in TOKENIZER_FILES:
+        if (tokenizer / name).is_file():
+            shutil.copyfile(tokenizer / name, folder / name)
+    tok = transformers.PreTrainedTokenizerFast.from_pretrained(folder)
+    ids = {"bos_token_id": tok.cls_token_id, "eos_token_id": tok.sep_token_id, "pad_token_id": tok.pad_token_id}
+    config = getattr(transformers, config_class)(vision_config=vision, text_config={**text, "vocab_size": len(tok),
+                                                                                    **ids})  # fmt: skip
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_class)(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
 def checkpoint_repo(repo_id: str, folder: Path, config: dict[str, Any] | None = None, pickle: bool = False) -> Repo:
     """The hub repository ``repo_id`` holding the checkpoint ``folder`` (:func:`tiny_checkpoint`) on ``main``, its
     ``config.json`` updated with ``config`` (e.g. an ``auto_map``), and with ``pickle`` its weights only as a

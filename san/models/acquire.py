@@ -63,7 +63,7 @@ from san.models.folders import (  # noqa: F401 - the folder API, re-exported for
     write_manifest,
 )
 from san.models.gguf import dequantise_gguf, gguf_parsed_once, gguf_tensor_types
-from san.models.recognise import Recognition, recognise
+from san.models.recognise import TOWERS, Recognition, recognise
 from san.models.spec import FAMILY_TABLE
 
 
@@ -139,7 +139,10 @@ def init_source(family: str, arch: dict[str, Any], seed: int) -> Fetched:
     def derive(folder: Path) -> tuple[dict[str, Any], None]:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         cleared = ids_outside_vocabulary({**config_cls().to_dict(), **arch}, len(tokenizer))
-        config = config_cls(**{**arch, "vocab_size": len(tokenizer), **dict.fromkeys(cleared)})
+        ids = dict.fromkeys(cleared)
+        if entry.row.reads_end_token and "eos_token_id" in cleared:  # the forward pools the end token
+            ids["eos_token_id"] = tokenizer.sep_token_id
+        config = config_cls(**{**arch, "vocab_size": len(tokenizer), **ids})
         torch.manual_seed(seed)
         model_cls(config).save_pretrained(folder, safe_serialization=True)
         extra: dict[str, Any] = {
@@ -147,6 +150,8 @@ def init_source(family: str, arch: dict[str, Any], seed: int) -> Fetched:
         }
         if cleared:
             extra["cleared_token_ids"] = cleared
+        if ids.get("eos_token_id") is not None:
+            extra["end_token_id"] = f"{ids['eos_token_id']} (the bundled tokenizer's sep_token)"
         return extra, None
 
     return Fetched(
@@ -410,9 +415,10 @@ def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) 
     pickles = record.pop("pickle_files", [])
     where = f"hub {record['repo_id']}@{record['commit']}"
     pins = source.get("sha256")  # the downloaded files, before any conversion
-    if source.get("tower") == "vision":
+    tower = source.get("tower")
+    if tower is not None:
         verify_hashes(hash_folder(out), pins, where)  # checked before the tower is taken out of them
-        record["vision_tower_of"] = extract_vision_tower(out, f"{key}.tower: {where}")
+        record[f"{tower}_tower_of"] = extract_tower(out, tower, f"{key}.tower: {where}")
         pins = None
     if source.get("stack") == "encoder":
         verify_hashes(hash_folder(out), pins, where)  # checked before the encoder is taken out of them
@@ -430,30 +436,27 @@ def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) 
     )
 
 
-#: the vision-tower class of each dual text-image checkpoint's model_type, and the prefix of its tower's tensors
-VISION_TOWERS = {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"}
-VISION_TOWER_PREFIX = "vision_model."
-
-
-def extract_vision_tower(folder: Path, where: str) -> dict[str, Any]:
+def extract_tower(folder: Path, tower: str, where: str) -> dict[str, Any]:
     """Make the acquired folder of a dual text-image checkpoint (CLIP, SigLIP: ``config.json`` with a
-    ``vision_config``) its vision tower's: ``config.json`` becomes the ``vision_config`` (``architectures``: the
-    tower's class, :data:`VISION_TOWERS`), ``model.safetensors`` the ``vision_model.`` tensors without that prefix
-    (the text tower, the projections and the logit scale are left out; the text tower is analysed, where its family
-    is one of the table, as a text model). What the manifest records: the checkpoint's architecture, the sha256 of
-    its config and weight files, the number of tensors kept and left out."""
+    ``vision_config`` and a ``text_config``) the folder of its ``tower`` (``vision`` or ``text``): ``config.json``
+    becomes the ``<tower>_config`` (``architectures``: the tower's class, :data:`TOWERS`), ``model.safetensors`` the
+    ``<tower>_model.`` tensors without that prefix (the other tower, the projections and the logit scale are left
+    out). The vision tower is analysed as an image encoder, the text tower as a text model of the table. What the
+    manifest records: the checkpoint's architecture, the sha256 of its config and weight files, the number of
+    tensors kept and left out."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
+    classes, key, prefix = TOWERS[tower], f"{tower}_config", f"{tower}_model."
     config = json.loads((folder / "config.json").read_text())
     model_type = config.get("model_type")
-    if model_type not in VISION_TOWERS or not isinstance(config.get("vision_config"), dict):
+    if model_type not in classes or not isinstance(config.get(key), dict):
         raise AcquisitionError(
-            f"{where}: a vision tower is taken from a dual text-image checkpoint with a vision_config (model_type one "
-            f"of {sorted(VISION_TOWERS)}), but config.json has model_type {model_type!r}"
+            f"{where}: a {tower} tower is taken from a dual text-image checkpoint with a {key} (model_type one of "
+            f"{sorted(classes)}), but config.json has model_type {model_type!r}"
         )
-    vision = {**config["vision_config"], "architectures": [VISION_TOWERS[model_type]]}
-    vision.setdefault("model_type", f"{model_type}_vision_model")
+    part = {**config[key], "architectures": [classes[model_type]]}
+    part.setdefault("model_type", f"{model_type}_{tower}_model")
     weights = sorted(folder.glob("*.safetensors"))
     index = folder / "model.safetensors.index.json"
     originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
@@ -462,16 +465,16 @@ def extract_vision_tower(folder: Path, where: str) -> dict[str, Any]:
     for path in weights:
         with safe_open(path, "pt") as fh:
             for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
-                if name.startswith(VISION_TOWER_PREFIX):
-                    kept[name[len(VISION_TOWER_PREFIX) :]] = fh.get_tensor(name)
+                if name.startswith(prefix):
+                    kept[name[len(prefix) :]] = fh.get_tensor(name)
                 else:
                     left_out += 1
     if not kept:
-        raise AcquisitionError(f"{where}: the checkpoint holds no {VISION_TOWER_PREFIX!r} tensors")
+        raise AcquisitionError(f"{where}: the checkpoint holds no {prefix!r} tensors")
     for path in [*weights, index]:
         path.unlink(missing_ok=True)
     save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(vision, indent=2, sort_keys=True))
+    (folder / "config.json").write_text(json.dumps(part, indent=2, sort_keys=True))
     return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
             "left_out": left_out}  # fmt: skip
 

@@ -16,6 +16,8 @@ linear or gated-delta attention in hybrids: the paper's SAN is a stack of softma
 without an attention matrix has no SAN), and mixture-of-experts MLPs of a family the table does not hold (a
 family's row says whether its MLP is an expert layer, ``experts_key``; an expert count in the config of a dense
 family would be mis-ablated).
+A dual text-image checkpoint (CLIP, SigLIP: two stacks) is refused unless its entry names the tower to analyse
+(``tower: vision`` or ``tower: text``).
 
 What the ablation depends on is recorded from the config, not assumed from the family's name
 (:func:`structural_facts`): parallel or sequential residual, where the norms sit, q/k norms, residual and embedding
@@ -44,6 +46,15 @@ NON_ATTENTION_MODEL_TYPES = frozenset(
         "kimi_linear",
     }
 )  # fmt: skip
+#: the class of each tower of a dual text-image checkpoint, by the entry's ``tower`` and the checkpoint's
+#: model_type (:func:`san.models.acquire.extract_tower`): a tower's tensors are those under ``<tower>_model.``, its
+#: config the checkpoint's ``<tower>_config``
+TOWERS = {
+    "vision": {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"},
+    "text": {"clip": "CLIPTextModel", "siglip": "SiglipTextModel"},
+}
+#: ``model_type`` values of dual text-image checkpoints, whose entry names the tower to analyse (``tower``)
+DUAL_MODEL_TYPES = frozenset(TOWERS["vision"]) | frozenset(TOWERS["text"])
 #: ``model_type`` values with mixture-of-experts MLPs
 MOE_MODEL_TYPES = frozenset(
     {
@@ -158,6 +169,11 @@ def refusal(config: Mapping[str, Any]) -> str | None:
         return (
             "it is the decoder of an encoder-decoder model (add_cross_attention: its blocks attend to an encoder's "
             "output): the variants are defined for one stack of self-attention blocks"
+        )
+    if model_type in DUAL_MODEL_TYPES and isinstance(config.get("text_config"), Mapping):
+        return (
+            "it is a dual text-image checkpoint (a vision and a text tower): its entry chooses the tower to analyse "
+            "with 'tower: vision' or 'tower: text' (hub sources)"
         )
     if model_type in NON_ATTENTION_MODEL_TYPES:
         return (

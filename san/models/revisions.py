@@ -9,7 +9,9 @@ the training step and the tokens seen from a revision's name (Pythia's ``step100
 A series of hub revisions (:func:`expand_revisions`: a list, a schedule or every branch the repository lists) is pinned
 once (:func:`pinned_revisions`: revision -> commit, in a file the workflow reuses), a revision the repository lacks is
 refused by name before anything is written (:func:`pin_revisions`), and revisions that serve identical weights are
-found by the sha256 of their weight files (:func:`acquire_series`).
+found by the sha256 of their weight files (:func:`acquire_series`). A series whose checkpoints are repositories of
+their own (MultiBERTs, Sellam et al. 2022: ``google/multiberts-seed_<s>-step_<k>k``) names each revision's repository
+(``repos``: revision -> repository); each is then that repository's ``main`` branch, pinned and acquired the same way.
 """
 
 from __future__ import annotations
@@ -93,9 +95,23 @@ def expand_revisions(spec: Any, repo_id: str, key: str) -> list[str]:
     raise ValueError(f"{key}: revisions must be a list of names, {{schedule: {{last, every}}}} or 'all'; got {spec!r}")
 
 
-def pin_revisions(repo_id: str, revisions: list[str], key: str) -> dict[str, str]:
+#: the branch of a series revision that is a repository of its own (``repos``)
+REPO_BRANCH = "main"
+
+
+def pin_revisions(repo_id: str, revisions: list[str], key: str, repos: dict[str, str] | None = None) -> dict[str, str]:
     """Each of ``revisions`` (a branch, a tag or a commit id) and the commit it resolves to now; a revision that the
-    repository does not have is refused, all of them named, before anything is downloaded or written."""
+    repository does not have is refused, all of them named, before anything is downloaded or written. With
+    ``repos`` (revision -> repository) each revision is the :data:`REPO_BRANCH` of its own repository (a missing
+    repository is refused by the hub's error, naming it)."""
+    if repos:
+        commits = {}
+        for revision in revisions:
+            refs = list_revisions(repos[revision], f"{key}.repos.{revision}")
+            if REPO_BRANCH not in refs:
+                raise AcquisitionError(f"{key}.repos.{revision}: hub {repos[revision]} has no branch {REPO_BRANCH!r}")
+            commits[revision] = refs[REPO_BRANCH]
+        return commits
     refs = list_revisions(repo_id, key)
     missing = [r for r in revisions if r not in refs and not _is_commit(r)]
     if missing:
@@ -106,23 +122,32 @@ def pin_revisions(repo_id: str, revisions: list[str], key: str) -> dict[str, str
     return {r: refs.get(r, r) for r in revisions}
 
 
-def pinned_revisions(path: str | Path, repo_id: str, revisions: list[str], key: str) -> dict[str, str]:
+def pinned_revisions(
+    path: str | Path, repo_id: str, revisions: list[str], key: str, repos: dict[str, str] | None = None
+) -> dict[str, str]:
     """The pins of a series (revision -> commit), written to ``path`` the first time and read from it afterwards, so
-    that a rerun never changes silently when a branch moves: a pins file of another repository or other revisions
-    is refused, naming it (delete it to pin again)."""
+    that a rerun never changes silently when a branch moves: a pins file of another repository, other revisions or
+    other repositories of the revisions (``repos``) is refused, naming it (delete it to pin again)."""
     path = Path(path)
+    repos = {r: repos[r] for r in revisions} if repos else {}
     if path.is_file():
         pinned = json.loads(path.read_text())
-        if pinned.get("repo_id") != repo_id or list(pinned.get("commits", {})) != list(revisions):
+        if (
+            pinned.get("repo_id") != repo_id
+            or list(pinned.get("commits", {})) != list(revisions)
+            or pinned.get("repos", {}) != repos
+        ):
             raise AcquisitionError(
                 f"{path} pins {pinned.get('repo_id')} at {list(pinned.get('commits', {}))}, but {key} asks for "
                 f"{repo_id} at {list(revisions)}: delete {path} to pin the series again"
             )
         return dict(pinned["commits"])
-    commits = pin_revisions(repo_id, revisions, key)
+    commits = pin_revisions(repo_id, revisions, key, repos)
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.name + ".part")
-    part.write_text(json.dumps({"repo_id": repo_id, "commits": commits}, indent=2))
+    part.write_text(
+        json.dumps({"repo_id": repo_id, "commits": commits, **({"repos": repos} if repos else {})}, indent=2)
+    )
     part.replace(path)
     return commits
 
@@ -157,14 +182,21 @@ def acquire_series(
     to ``out_root/pins.json`` first and reused by a rerun; a missing revision is refused before anything is
     downloaded. A revision whose commit or weights (the sha256 of its weight files, e.g. the 86 of pythia-2.8b's 154
     branches that serve its final weights) equal an earlier revision's is a duplicate: analysed once, not kept, and
-    recorded. The series record, also written to ``out_root/series.json``: the repository, the revisions, their
-    commits, the duplicates (revision -> the first revision with its weights), the manifests and the folders kept."""
+    recorded. With ``repos`` each revision is the ``main`` branch of its own repository (module docstring). The
+    series record, also written to ``out_root/series.json``: the repository, the revisions, their commits, the
+    duplicates (revision -> the first revision with its weights), the manifests, the folders kept and, with
+    ``repos``, each revision's repository."""
     from san.models.acquire import materialise
 
     root = Path(out_root)
     revisions = expand_revisions(source["revisions"], source["repo_id"], key)
-    commits = pinned_revisions(root / "pins.json", source["repo_id"], revisions, key)
-    base = {k: v for k, v in source.items() if k not in ("revisions", "keep_revisions", "revision", "commit", "sha256")}
+    repos = source.get("repos") or {}
+    missing = [r for r in revisions if repos and r not in repos]
+    if missing:
+        raise AcquisitionError(f"{key}.repos: no repository for revision(s) {missing}")
+    commits = pinned_revisions(root / "pins.json", source["repo_id"], revisions, key, repos)
+    drop = ("revisions", "keep_revisions", "revision", "commit", "sha256", "repos")
+    base = {k: v for k, v in source.items() if k not in drop}
     manifests: dict[str, dict[str, Any]] = {}
     same: dict[str, str] = {}
     by_commit: dict[str, str] = {}
@@ -175,7 +207,8 @@ def acquire_series(
             continue
         by_commit[commits[revision]] = revision
         folder = root / revision
-        entry = {**base, "revision": revision, "commit": commits[revision]}
+        where = {"repo_id": repos[revision], "revision": REPO_BRANCH} if repos else {"revision": revision}
+        entry = {**base, **where, "commit": commits[revision]}
         manifest = materialise(name, family, "pretrained", entry, folder)
         hashes = weight_hashes(manifest)
         if hashes in by_weights:
@@ -187,7 +220,7 @@ def acquire_series(
         if analyse is not None:
             analyse(revision, folder)
         _remove(folder, commits[revision], keep)
-    return _write_record(root, source["repo_id"], revisions, commits, same, manifests)
+    return _write_record(root, source["repo_id"], revisions, commits, same, manifests, repos)
 
 
 def _remove(folder: Path, commit: str, keep: bool, duplicate: bool = False) -> None:
@@ -206,6 +239,7 @@ def _write_record(
     commits: dict[str, str],
     same: dict[str, str],
     manifests: dict[str, dict[str, Any]],
+    repos: dict[str, str],
 ) -> dict[str, Any]:
     """The series record of :func:`acquire_series`, written to ``root/series.json``."""
     record = {
@@ -215,6 +249,7 @@ def _write_record(
         "duplicates": {r: same[r] for r in revisions if r in same},
         "manifests": manifests,
         "folders": {r: str(root / r) for r in manifests if (root / r).is_dir()},
+        **({"repos": {r: repos[r] for r in revisions}} if repos else {}),
     }
     (root / "series.json").write_text(json.dumps(record, indent=2))
     return record
@@ -234,9 +269,25 @@ def check_series(config: dict[str, Any]) -> None:
                 f"series.hub_models names {name!r}, which needs models.{name}.pretrained with source: hub and "
                 "revisions (a list, {schedule: ...} or all)"
             )
+        _check_repos(name, pretrained)
     seq_len = config.get("text", {}).get("seq_len")
     context = series.get("model", {}).get("context")
     if series.get("seeds") and seq_len is not None and context is not None and context < seq_len:
         raise ConfigError(
             f"series.model.context = {context} is below text.seq_len = {seq_len}, which the analysis reads"
+        )
+
+
+def _check_repos(name: str, pretrained: dict[str, Any]) -> None:
+    """``models.<name>.pretrained.repos`` (revision -> its own repository) names exactly the listed revisions."""
+    from san.core.config import ConfigError
+
+    repos, revisions = pretrained.get("repos"), pretrained.get("revisions")
+    if repos is None:
+        return
+    if not isinstance(revisions, list) or set(repos) != set(revisions):
+        listed = revisions if isinstance(revisions, list) else f"{revisions!r} (not a list)"
+        raise ConfigError(
+            f"config key 'models.{name}.pretrained.repos': names the repositories of revisions {sorted(repos)}, but "
+            f"revisions lists {listed}; each listed revision needs exactly one repository"
         )

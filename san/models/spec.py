@@ -143,6 +143,10 @@ class FamilyRow:
     #: key of the model's config that gives each head's width independently of the model's width (T5's ``d_kv``:
     #: the heads project to ``heads x d_kv``), None where a head's width is the width divided by the heads
     head_width_key: str | None = None
+    #: whether the base model's forward reads ``eos_token_id`` (CLIP's text tower pools the end-of-text token): an
+    #: init model whose default id lies outside the bundled vocabulary takes the bundled tokenizer's end token
+    #: (its ``sep_token``) rather than none
+    reads_end_token: bool = False
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -408,6 +412,24 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         prefix_tokens=("class",),
         notes="the vision tower: a class token; the LayerNorm `pre_layrnorm` on the embeddings belongs to the stem "
         "(layer 0 is its output) and stays in every variant",
+    ),
+    # Text towers of dual text-image checkpoints: pre-norm, a final LayerNorm, text token ids (docs/models.md); their
+    # blocks are the vision towers' (CLIP's encoder layer, the mask passed positionally): the same ablation
+    "clip_text": FamilyRow(
+        **_ENCODER, config_module="models/clip/configuration_clip.py", config_class="CLIPTextConfig",
+        model_class="CLIPTextModel", position_key="max_position_embeddings", ablation="vision", causal=True,
+        blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS, final_norm="final_layer_norm", reads_end_token=True,
+        architectures=("CLIPTextModel", "CLIPTextModelWithProjection"), model_types=("clip_text_model",),
+        notes="the text tower: causal attention (a token sees the tokens before it), 77 learned positions; the "
+        "pooled end-of-text token and the projection act after the final norm and are not measured",
+    ),
+    "siglip_text": FamilyRow(
+        **_ENCODER, config_module="models/siglip/configuration_siglip.py", config_class="SiglipTextConfig",
+        model_class="SiglipTextModel", position_key="max_position_embeddings", ablation="vision",
+        blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS, final_norm="final_layer_norm",
+        architectures=("SiglipTextModel",), model_types=("siglip_text_model",),
+        notes="the text tower: bidirectional attention, 64 learned positions; the pooled last token's `head` acts "
+        "after the final norm and is not measured",
     ),
 }  # fmt: skip
 

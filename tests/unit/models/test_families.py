@@ -149,9 +149,13 @@ CASES = {
     ),
 }  # fmt: skip
 #: families whose variants tests/unit/models/test_ablations.py recomputes (the paper's encoders), the image
-#: encoders (tests/unit/models/test_vision_families.py) and the encoder stacks of encoder-decoder models
-#: (tests/unit/models/test_encoder_stacks.py)
-ELSEWHERE = {"bert", "albert", "xlnet", *IMAGE_FAMILIES, *(n for n, row in FAMILY_TABLE.items() if row.stack_of)}
+#: encoders (tests/unit/models/test_vision_families.py), the encoder stacks of encoder-decoder models
+#: (tests/unit/models/test_encoder_stacks.py) and the text towers of dual text-image checkpoints
+#: (tests/unit/models/test_text_towers.py)
+ELSEWHERE = {
+    "bert", "albert", "xlnet", *IMAGE_FAMILIES, "clip_text", "siglip_text",
+    *(n for n, row in FAMILY_TABLE.items() if row.stack_of),
+}  # fmt: skip
 
 
 def family_of(case):

@@ -107,3 +107,49 @@ def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, serie
 
     cached = [r for r in huggingface_hub.scan_cache_dir().repos if r.repo_id == REPO]
     assert all(not r.revisions for r in cached), "the downloads left the cache too"
+
+
+@pytest.fixture
+def separate_repos(hub, checkpoints):
+    """The checkpoints as repositories of their own (MultiBERTs' layout), each on its ``main`` branch; step 8's
+    repository serves step 4's weights."""
+    files = {s: _files(checkpoints / f"step{s}") for s in (0, 2, 4)}
+    files[8] = dict(files[4])
+    return {f"step{s}": hub.add(Repo(f"tiny-org/neox-seed_0-step_{s}", "model", {"main": f})) for s, f in files.items()}
+
+
+def test_a_series_of_separate_repositories_is_pinned_and_acquired(tmp_path, separate_repos):
+    """``repos``: each revision the main branch of its own repository, pinned (the repositories recorded with the
+    pins), acquired, deduplicated by its weights and analysed in the listed order with the steps its name states."""
+    from san.rank_collapse.series import run_hub_series
+
+    repos = {r: repo.repo_id for r, repo in separate_repos.items()}
+    source = {"source": "hub", "repo_id": REPO, "revisions": list(repos), "repos": repos}
+    root = tmp_path / "series"
+    text = {"seq_len": 16, "n_sequences": 2, "seed": 0}
+    settings = {"variants": ["SAN"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    ds = run_hub_series("neox", source, root, pydoc_documents(), text, settings)
+    pins = json.loads((root / "pins.json").read_text())
+    assert pins["repos"] == repos
+    assert pins["commits"] == {r: repo.commit("main") for r, repo in separate_repos.items()}
+    record = json.loads((root / "series.json").read_text())
+    assert record["repos"] == repos and record["duplicates"] == {"step8": "step4"}
+    assert {r: m["repo_id"] for r, m in record["manifests"].items()} == {
+        r: repos[r] for r in ("step0", "step2", "step4")
+    }
+    assert list(ds["step"].values) == [0, 2, 4, 8] and list(ds["duplicate_of"].values) == ["", "", "", "step4"]
+    assert not np.array_equal(ds["residual_ratio"].sel(revision="step0"), ds["residual_ratio"].sel(revision="step4"))
+    # other repositories for the same revisions are refused by the pins, naming the file
+    moved = {**source, "repos": {**repos, "step2": repos["step0"]}}
+    with pytest.raises(AcquisitionError, match="pins.json pins"):
+        run_hub_series("neox", moved, root, pydoc_documents(), text, settings)
+
+
+def test_a_missing_repository_of_a_revision_is_refused_before_anything_is_written(tmp_path, separate_repos):
+    repos = {"step0": "tiny-org/neox-seed_0-step_0", "step1": "tiny-org/no-such-repository"}
+    source = {"source": "hub", "repo_id": REPO, "revisions": list(repos), "repos": repos}
+    with pytest.raises(AcquisitionError, match="no-such-repository"):
+        acquire_series("neox", None, source, tmp_path / "series", "models.neox.pretrained")
+    assert not (tmp_path / "series").exists()
+    with pytest.raises(AcquisitionError, match=r"no repository for revision\(s\) \['step2'\]"):
+        acquire_series("neox", None, {**source, "revisions": ["step0", "step2"]}, tmp_path / "s2", "k")
