@@ -183,7 +183,7 @@ CASES = [
     ("wrong-enum", _set("text.source", "wikipedia"), r"'text\.source'"),
     ("wrong-dtype", _set("attention_products.dtype", "float16"), r"'attention_products\.dtype'"),
     # --- today's architectures: families, package parts, checks, per-model settings -------------------------------
-    ("unknown-family", _set(f"models.{BERT}.family", "t5"), rf"'models\.{BERT}\.family'"),
+    ("unknown-family", _set(f"models.{BERT}.family", "not_a_family"), rf"'models\.{BERT}\.family'"),
     ("model-dtype", _set(f"models.{SMOL}.dtype", "float16"), rf"'models\.{SMOL}\.dtype'"),
     ("model-mem", _set(f"models.{SMOL}.mem_mb", 100), rf"'models\.{SMOL}\.mem_mb'"),
     ("parts-empty", _set(f"models.{MPNET}.pretrained.parts", []), rf"'models\.{MPNET}\.pretrained"),

@@ -102,7 +102,7 @@ def test_every_wing_answers_the_same_contract():
 
     from san.report.claims import WINGS
 
-    assert list(WINGS) == ["rank_collapse", "circle", "paths", "theory", "propagation"]
+    assert list(WINGS) == ["rank_collapse", "circle", "paths", "theory", "propagation", "vision"]
     for name, wing in WINGS.items():
         assert list(inspect.signature(wing.claims).parameters) == ["inputs", "params"], name
         assert list(inspect.signature(wing.check_config).parameters) == ["report"], name

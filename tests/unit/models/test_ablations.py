@@ -208,4 +208,4 @@ def test_unknown_variant_and_family_are_rejected(bert):
     with pytest.raises(ValueError, match="unknown variant"):
         apply_variant(bert, "bert", "SAN+LN")
     with pytest.raises(ValueError, match="unknown family"):
-        apply_variant(bert, "t5", "SAN")
+        apply_variant(bert, "not_a_family", "SAN")
