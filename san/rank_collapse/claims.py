@@ -426,8 +426,8 @@ def series_claims(
     relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, and the share of sink
     heads (``share_threshold``) over the blocks. ``ds``: :func:`san.rank_collapse.series.run_series`' result;
     ``losses``: each seed's loss record (``loss.json`` of :func:`san.series.train.train`)."""
-    from san.rank_collapse.series_plots import DRAWN, drawn_layers
     from san.rank_collapse.sink import sink_share
+    from san.rank_collapse.spec import DRAWN, drawn_layers
 
     per_seed = {
         str(seed): {

@@ -12,14 +12,7 @@ import xarray as xr  # noqa: E402
 from san.core.plotting import figsize, legend_below  # noqa: E402
 from san.rank_collapse.plots import RATIO_LABEL  # noqa: E402
 from san.rank_collapse.sink import sink_share  # noqa: E402
-
-#: the variants drawn along training (SAN+MLP behaves as SAN; see the Fig. 2 figures)
-DRAWN = ("SAN", "SAN+skip", "transformer")
-
-
-def drawn_layers(layers: int) -> list[int]:
-    """The first, middle and last block's output of a model with ``layers`` blocks (layer indices 1..layers)."""
-    return sorted({1, (layers + 1) // 2, layers})
+from san.rank_collapse.spec import DRAWN, drawn_layers  # noqa: E402
 
 
 def _band(ax: plt.Axes, steps: np.ndarray, values: xr.DataArray, label: str, color: str) -> None:

@@ -126,3 +126,12 @@ def check_config(config: dict[str, Any]) -> None:
             f"config key 'attention_products.n_sequences': {wanted} sequences requested, but the input has only "
             f"text.n_sequences = {available}"
         )
+
+
+#: the variants drawn and tabled along training (SAN+MLP behaves as SAN; see the Fig. 2 figures)
+DRAWN = ("SAN", "SAN+skip", "transformer")
+
+
+def drawn_layers(layers: int) -> list[int]:
+    """The first, middle and last block's output of a model with ``layers`` blocks (layer indices 1..layers)."""
+    return sorted({1, (layers + 1) // 2, layers})
