@@ -316,18 +316,14 @@ TEXT_MODEL_PREFIXES = (
 )
 
 
-def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
-    """Make the acquired folder of a multimodal wrapper (a vision-language model whose ``config.json`` holds a
-    ``text_config``) its text model's: ``config.json`` becomes the ``text_config`` (``architectures``: the text
-    model_type's causal LM), ``model.safetensors`` the text model's tensors (:data:`TEXT_MODEL_PREFIXES`, renamed;
-    the vision tower and projector are left out). What the manifest records: the wrapper's architecture, the sha256
-    of its config and weight files, the number of tensors kept and left out."""
+def keep_renamed(folder: Path, renames: tuple[tuple[str, str], ...], where: str, what: str) -> tuple[dict, int, int]:
+    """Rewrite ``folder``'s safetensors as one ``model.safetensors`` of the tensors whose names start with a prefix of
+    ``renames`` (``(old, new)``: the first that matches applies, ``old`` replaced by ``new``), the others left out;
+    refused, naming ``where`` and ``what`` is missing, when none matches. Returns the sha256 of the original config
+    and weight files, the number of tensors kept and the number left out."""
     from safetensors import safe_open
     from safetensors.torch import save_file
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
 
-    config = json.loads((folder / "config.json").read_text())
-    text = dict(config["text_config"])
     weights = sorted(folder.glob("*.safetensors"))
     index = folder / "model.safetensors.index.json"
     originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
@@ -335,20 +331,34 @@ def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
     left_out = 0
     for path in weights:
         with safe_open(path, "pt") as fh:
-            for key in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
-                match = next(((old, new) for old, new in TEXT_MODEL_PREFIXES if key.startswith(old)), None)
+            for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
+                match = next(((old, new) for old, new in renames if name.startswith(old)), None)
                 if match is None:
                     left_out += 1
                     continue
-                kept[match[1] + key[len(match[0]) :]] = fh.get_tensor(key)
+                kept[match[1] + name[len(match[0]) :]] = fh.get_tensor(name)
     if not kept:
         raise AcquisitionError(
-            f"{where}: a multimodal wrapper whose safetensors hold no text-model weights (no key starts with any of "
-            f"{[old for old, _ in TEXT_MODEL_PREFIXES]})"
+            f"{where}: the checkpoint holds no {what} (no key starts with any of {[old for old, _ in renames]})"
         )
     for path in [*weights, index]:
         path.unlink(missing_ok=True)
-    save_file(kept, folder / "model.safetensors", {"format": "pt"})
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    return originals, len(kept), left_out
+
+
+def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
+    """Make the acquired folder of a multimodal wrapper (a vision-language model whose ``config.json`` holds a
+    ``text_config``) its text model's: ``config.json`` becomes the ``text_config`` (``architectures``: the text
+    model_type's causal LM), ``model.safetensors`` the text model's tensors (:data:`TEXT_MODEL_PREFIXES`, renamed;
+    the vision tower and projector are left out). What the manifest records: the wrapper's architecture, the sha256
+    of its config and weight files, the number of tensors kept and left out."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_MAPPING_NAMES
+
+    config = json.loads((folder / "config.json").read_text())
+    text = dict(config["text_config"])
+    where = f"{where}: a multimodal wrapper"
+    originals, kept, left_out = keep_renamed(folder, TEXT_MODEL_PREFIXES, where, "text-model weights")
     model_type = text.get("model_type")
     architecture = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type) or MODEL_MAPPING_NAMES.get(model_type)
     (folder / "config.json").write_text(json.dumps({**text, "architectures": [architecture]}, indent=2))
@@ -356,7 +366,7 @@ def extract_text_model(folder: Path, where: str) -> dict[str, Any]:
         "architectures": config.get("architectures"),
         "model_type": config.get("model_type"),
         "sha256": originals,
-        "tensors_kept": len(kept),
+        "tensors_kept": kept,
         "tensors_left_out": left_out,
     }
 
@@ -444,9 +454,6 @@ def extract_tower(folder: Path, tower: str, where: str) -> dict[str, Any]:
     out). The vision tower is analysed as an image encoder, the text tower as a text model of the table. What the
     manifest records: the checkpoint's architecture, the sha256 of its config and weight files, the number of
     tensors kept and left out."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     classes, key, prefix = TOWERS[tower], f"{tower}_config", f"{tower}_model."
     config = json.loads((folder / "config.json").read_text())
     model_type = config.get("model_type")
@@ -457,25 +464,9 @@ def extract_tower(folder: Path, tower: str, where: str) -> dict[str, Any]:
         )
     part = {**config[key], "architectures": [classes[model_type]]}
     part.setdefault("model_type", f"{model_type}_{tower}_model")
-    weights = sorted(folder.glob("*.safetensors"))
-    index = folder / "model.safetensors.index.json"
-    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
-    kept: dict[str, torch.Tensor] = {}
-    left_out = 0
-    for path in weights:
-        with safe_open(path, "pt") as fh:
-            for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
-                if name.startswith(prefix):
-                    kept[name[len(prefix) :]] = fh.get_tensor(name)
-                else:
-                    left_out += 1
-    if not kept:
-        raise AcquisitionError(f"{where}: the checkpoint holds no {prefix!r} tensors")
-    for path in [*weights, index]:
-        path.unlink(missing_ok=True)
-    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    originals, kept, left_out = keep_renamed(folder, ((prefix, ""),), where, f"{prefix!r} tensors")
     (folder / "config.json").write_text(json.dumps(part, indent=2, sort_keys=True))
-    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
+    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": kept,
             "left_out": left_out}  # fmt: skip
 
 
@@ -486,9 +477,6 @@ def extract_encoder_stack(folder: Path, where: str) -> dict[str, Any]:
     checkpoint's, which that class reads), ``model.safetensors`` the tensors the row's ``stack_tensors`` keep,
     renamed (the decoder and the LM head are left out). What the manifest records: the checkpoint's architecture,
     the sha256 of its config and weight files, the number of tensors kept and left out."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
     from san.models.recognise import STACK_FAMILIES
 
     config = json.loads((folder / "config.json").read_text())
@@ -501,29 +489,9 @@ def extract_encoder_stack(folder: Path, where: str) -> dict[str, Any]:
             f"{sorted({*STACK_FAMILIES, *encoders})}, but config.json has architectures {config.get('architectures')}"
         )
     row = FAMILY_TABLE[family]
-    weights = sorted(folder.glob("*.safetensors"))
-    index = folder / "model.safetensors.index.json"
-    originals = {p.name: sha256_file(p) for p in [folder / "config.json", *weights, index] if p.is_file()}
-    kept: dict[str, torch.Tensor] = {}
-    left_out = 0
-    for path in weights:
-        with safe_open(path, "pt") as fh:
-            for name in fh.keys():  # noqa: SIM118 - a safetensors handle is not a mapping
-                match = next(((old, new) for old, new in row.stack_tensors if name.startswith(old)), None)
-                if match is None:
-                    left_out += 1
-                    continue
-                kept[match[1] + name[len(match[0]) :]] = fh.get_tensor(name)
-    if not kept:
-        raise AcquisitionError(
-            f"{where}: the checkpoint holds no encoder tensors (no key starts with any of "
-            f"{[old for old, _ in row.stack_tensors]})"
-        )
-    for path in [*weights, index]:
-        path.unlink(missing_ok=True)
-    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    originals, kept, left_out = keep_renamed(folder, row.stack_tensors, where, "encoder tensors")
     (folder / "config.json").write_text(json.dumps({**config, "architectures": [row.model_class]}, indent=2))
-    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": len(kept),
+    return {"architecture": config.get("architectures"), "sha256": originals, "tensors": kept,
             "left_out": left_out}  # fmt: skip
 
 
