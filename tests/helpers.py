@@ -217,3 +217,33 @@ def synthetic_pretrained(san_curve, transformer_last=0.5, depth=None):
         },
         coords=coords,
     )
+
+
+# A tiny offline training series (four steps, checkpoints at 0, 1, 2 and 4) whose checkpoints the hub-series tests
+# serve as branches of one repository.
+TINY_SERIES = {
+    "model": {"layers": 2, "width": 16, "heads": 2, "intermediate": 32, "context": 16},
+    "vocabulary": 200,
+    "seq_len": 16,
+    "batch_size": 4,
+    "learning_rate": 3e-3,
+    "steps": 4,
+    "every": 4,
+    "log_until": 2,
+}
+
+
+def train_tiny_series(out: Path) -> Path:
+    """Train :data:`TINY_SERIES` (seed 0) on the first 20 documents of the pinned text into ``out``."""
+    from san.core.text import pydoc_documents
+    from san.series.train import train
+
+    train(TINY_SERIES, 0, pydoc_documents()[:20], out)
+    return out
+
+
+def checkpoint_files(folder: Path) -> dict[str, bytes]:
+    """A checkpoint folder's files by name, its manifest left out (what a hub branch serves)."""
+    from san.models.folders import MANIFEST
+
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}

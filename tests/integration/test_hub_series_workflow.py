@@ -9,25 +9,13 @@ import numpy as np
 import pytest
 
 from san.core.storage import read_netcdf
-from san.core.text import pydoc_documents
-from san.series.train import train
 
-from helpers import copy_workflow, snakemake, tiny_config, write_config
+from helpers import checkpoint_files, copy_workflow, snakemake, tiny_config, train_tiny_series, write_config
 from hub_server import Repo
 
 REPO = "tiny-org/neox-series-wf"
 MODEL = "neox"
 RESULT = f"results/rank_collapse_series/{MODEL}.nc"
-SETTINGS = {
-    "model": {"layers": 2, "width": 16, "heads": 2, "intermediate": 32, "context": 16},
-    "vocabulary": 200,
-    "seq_len": 16,
-    "batch_size": 4,
-    "learning_rate": 3e-3,
-    "steps": 4,
-    "every": 4,
-    "log_until": 2,
-}
 
 
 def _config(default_config, revisions):
@@ -40,12 +28,8 @@ def _config(default_config, revisions):
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, hub_server):
-    out = tmp_path_factory.mktemp("trained")
-    train(SETTINGS, 0, pydoc_documents()[:20], out)
-    files = {
-        f"step{s}": {p.name: p.read_bytes() for p in (out / f"step{s}").iterdir() if p.name != "manifest.json"}
-        for s in (0, 1, 2, 4)
-    }
+    out = train_tiny_series(tmp_path_factory.mktemp("trained"))
+    files = {f"step{s}": checkpoint_files(out / f"step{s}") for s in (0, 1, 2, 4)}
     files["step8"] = dict(files["step4"])
     return hub_server.add(Repo(REPO, "model", files))
 

@@ -11,40 +11,24 @@ import xarray as xr
 
 from san.core.text import content_hash, pydoc_documents, tokenize_documents
 from san.models.acquire import AcquisitionError
-from san.models.folders import MANIFEST, load_tokenizer, verify_folder
+from san.models.folders import load_tokenizer, verify_folder
 from san.models.revisions import acquire_series, expand_revisions
 from san.rank_collapse.series import run_series
-from san.series.train import train
 
+from helpers import checkpoint_files, train_tiny_series
 from hub_server import Repo
 
 REPO = "tiny-org/neox-series"
-SETTINGS = {
-    "model": {"layers": 2, "width": 16, "heads": 2, "intermediate": 32, "context": 16},
-    "vocabulary": 200,
-    "seq_len": 16,
-    "batch_size": 4,
-    "learning_rate": 3e-3,
-    "steps": 4,
-    "every": 4,
-    "log_until": 2,
-}
 
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    out = tmp_path_factory.mktemp("trained")
-    train(SETTINGS, 0, pydoc_documents()[:20], out)
-    return out
-
-
-def _files(folder):
-    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
+    return train_tiny_series(tmp_path_factory.mktemp("trained"))
 
 
 @pytest.fixture
 def series_repo(hub, checkpoints):
-    branches = {f"step{s}": _files(checkpoints / f"step{s}") for s in (0, 1, 2, 4)}
+    branches = {f"step{s}": checkpoint_files(checkpoints / f"step{s}") for s in (0, 1, 2, 4)}
     branches["step8"] = dict(branches["step4"])  # a later branch serving the same weights
     branches["main"] = dict(branches["step4"])
     return hub.add(Repo(REPO, "model", branches))
@@ -113,7 +97,7 @@ def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, serie
 def separate_repos(hub, checkpoints):
     """The checkpoints as repositories of their own (MultiBERTs' layout), each on its ``main`` branch; step 8's
     repository serves step 4's weights."""
-    files = {s: _files(checkpoints / f"step{s}") for s in (0, 2, 4)}
+    files = {s: checkpoint_files(checkpoints / f"step{s}") for s in (0, 2, 4)}
     files[8] = dict(files[4])
     return {f"step{s}": hub.add(Repo(f"tiny-org/neox-seed_0-step_{s}", "model", {"main": f})) for s, f in files.items()}
 
