@@ -299,6 +299,25 @@ class Wrong:
         """The wrong reference at parameter ``s``, in words."""
         return self.reference.format(s=s)
 
+    @classmethod
+    def toward(cls, reference: str, setting: float, key: str, right: float = 0.0, steps: int = 20) -> Wrong:
+        """A wrong reference reached by moving a parameter from ``right`` to ``setting`` (from config ``key``),
+        scanned in ``steps`` equal steps from ``right`` to twice the way to ``setting`` (so that the power shows
+        whether the test would still pass beyond the setting)."""
+        scan = tuple(float(x) for x in right + (setting - right) * np.linspace(0.0, 2.0, 2 * steps + 1))
+        return cls(reference, float(right), float(setting), key, scan)
+
+
+def toward(measured: Any, wrong: Any, s: float, *, log: bool = False) -> Any:
+    """The measurement moved ``s`` of the way towards what a wrong theory predicts for it (0: as measured, 1: the
+    wrong theory's prediction, above 1: beyond it): linear, or geometric with ``log`` (for ratios and residuals
+    that span decades; zero or negative values have no logarithm and give NaN)."""
+    if not log:
+        return (1.0 - s) * np.asarray(measured, dtype=float) + s * np.asarray(wrong, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = np.log(np.asarray(measured, dtype=float)), np.log(np.asarray(wrong, dtype=float))
+        return np.exp((1.0 - s) * a + s * b)
+
 
 def worst(measures: Iterable[Measure], threshold: Threshold) -> Measure:
     """A universal claim's measure over its items: the item that clears ``threshold`` least, resting on every item.

@@ -211,3 +211,15 @@ def test_a_summary_is_rederived_section_by_section():
     summary["verdicts"]["scientific"][0] = {**summary["verdicts"]["scientific"][0], "verdict": "no power"}
     problems = V.rederive_summary(summary)
     assert any("differs from the sections" in p for p in problems)
+
+
+def test_a_wrong_reference_is_scanned_twice_the_way_to_its_setting():
+    w = V.Wrong.toward("an exponential {s:g} of the way", 1.0, "report.k", steps=4)
+    assert w.scan == pytest.approx((0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)) and w.setting == 1.0
+    assert V.Wrong.toward("x", 0.2, "k", right=0.0, steps=2).scan == pytest.approx((0.0, 0.1, 0.2, 0.3, 0.4))
+
+
+def test_a_measurement_moves_towards_a_wrong_prediction():
+    assert V.toward(1e-6, 1e-2, 0.5, log=True) == pytest.approx(1e-4)
+    assert V.toward(0.2, 0.6, 0.25) == pytest.approx(0.3)
+    assert V.toward(1e-6, 1e-2, 0.0, log=True) == pytest.approx(1e-6)
