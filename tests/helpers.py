@@ -236,7 +236,7 @@ TINY_SERIES = {
 def train_tiny_series(out: Path) -> Path:
     """Train :data:`TINY_SERIES` (seed 0) on the first 20 documents of the pinned text into ``out``."""
     from san.core.text import pydoc_documents
-    from san.series.train import train
+    from san.rank_collapse.series.train import train
 
     train(TINY_SERIES, 0, pydoc_documents()[:20], out)
     return out

@@ -83,3 +83,6 @@ PROPAGATION_TARGETS = [RESULT["propagation"].format(sweep=s) for s in PROPAGATIO
 for _s in PROPAGATION_SWEEPS:
     PROPAGATION_TARGETS += figures(f"propagation_{_s}")
 TARGETS += PROPAGATION_TARGETS
+# What the wing's claims read (san.propagation.claims).
+SUMMARY_INPUTS.update(propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS))
+SUMMARY_PARAMS.update(sweeps=PROPAGATION_SWEEPS)

@@ -51,6 +51,9 @@ rule theorem_bound:
 
 THEOREM = [RESULT["theorem"]] + figures("theorem_bound")
 TARGETS += THEOREM
+# What the wing's claims read (san.theory.claims).
+SUMMARY_INPUTS.update(theorem=rules.theorem_sweep.output[0])
+SUMMARY_PARAMS.update(theory={k: config["theory"][k] for k in ("float_floor", "limit")})
 
 
 rule theorem:
