@@ -122,4 +122,3 @@ TABLES: dict[str, Callable[[], str]] = {
     "families": family_table,
     "variants": variant_table,
 }
-

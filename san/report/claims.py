@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from san import experiments
 from san.core import verdicts as V
-from san.experiments import WINGS, check_report
 
 
 def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
     """Every wing's sections (``claims(inputs, params)``, in the order of the wings) and the verdict table
     (``verdicts``: the rows split by kind, :func:`san.core.verdicts.collect`), after the wings' cross-checks of
     ``params['report']``."""
-    check_report(params["report"])
+    experiments.check_report(params["report"])
     sections: dict[str, Any] = {}
-    for wing in WINGS:
+    for wing in experiments.WINGS:
         sections.update(wing.claims.claims(inputs, params))
     sections["verdicts"] = V.collect(sections)
     return sections

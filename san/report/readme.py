@@ -3,11 +3,11 @@
 Four steps, each a subcommand of ``python -m san.report.readme``:
 
 1. ``tables RESULTS`` (also the workflow's ``readme_tables`` rule): Markdown tables from a run's
-   ``summary.json`` (and the data its wings' tables read, :data:`RUN_DATA`) into ``RESULTS/tables/readme/<name>.md``,
-   one per :data:`TABLES` entry (every wing's tables, :func:`san.experiments.tables`, and the verdict table), each
+   ``summary.json`` (and the data its wings' tables read, :func:`data_files`) into ``RESULTS/tables/readme/<name>.md``,
+   one per :func:`tables` entry (every wing's tables, :func:`san.experiments.tables`, and the verdict table), each
    ending with the line naming its source run (commit, config hash, date, machine: the summary's
    ``provenance``). Each table reads a short, explicit list of keys; a key the summary lacks is an error naming it.
-2. ``publish [RESULTS]``: copy the run's data (``summary.json`` and the paths summary, :data:`RUN_DATA`), its
+2. ``publish [RESULTS]``: copy the run's data (``summary.json`` and the paths summary, :func:`data_files`), its
    tables (all from that one run, each equal to the table rendered from that data) and the benchmarks' tables with
    their data (``benchmarks/out/<name>.md`` and ``<name>.json``, each naming the command that wrote it) into the
    committed snapshot folder ``docs/results/``, record the run and the sha256 of every copied file in
@@ -47,10 +47,17 @@ FIGURES = Path("docs/figures")
 """The committed copies of the gallery's figures, relative to the repository root."""
 MANIFEST = SNAPSHOTS / "SOURCES.json"
 """What every snapshot was made from: the run of the results tables and the sha256 of each copied file."""
-RUN_DATA = {"summary.json": Path("summary.json"), **table_data()}
-"""The run's data the tables are rendered from, by snapshot name: its path in the results folder (summary.json and
-what the wings' tables read besides, :func:`san.experiments.table_data`, which exists only where the run has that
-wing's jobs)."""
+SUMMARY = "summary.json"
+"""The run's summary: its snapshot name and its path in the results folder."""
+
+
+def data_files() -> dict[str, Path]:
+    """The run's data the tables are rendered from, by snapshot name: its path in the results folder (the summary and
+    what the wings' tables read besides, :func:`san.experiments.table_data`, which exists only where the run has that
+    wing's jobs)."""
+    return {SUMMARY: Path(SUMMARY), **table_data()}
+
+
 REPUBLISH = "republish: python -m san.report.readme publish results (after a default run)"
 """How a stale snapshot set is renewed (the end of every :func:`verify` problem that only a new publish fixes)."""
 RERUN_BENCHMARK = "rerun the benchmark (the command its table names), then publish"
@@ -92,27 +99,29 @@ def verdicts_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
     return markdown(["kind", "claim", "form", "verdict", "positive control (wrong reference)"], rows)
 
 
-TABLES: dict[str, Table] = {**wing_tables(), "verdicts": verdicts_table}
-"""The tables a run writes for the documents, by block name."""
+def tables() -> dict[str, Table]:
+    """The tables a run writes for the documents, by block name: every wing's (:func:`san.experiments.tables`) and
+    the verdict table of them all."""
+    return {**wing_tables(), "verdicts": verdicts_table}
 
 
 def run_data(folder: Path, snapshots: bool = False) -> dict[str, Path]:
-    """The run's data files in ``folder`` by snapshot name (:data:`RUN_DATA`, those present): a results folder, or
+    """The run's data files in ``folder`` by snapshot name (:func:`data_files`, those present): a results folder, or
     with ``snapshots`` the snapshot folder, where each lies under its snapshot name."""
-    found = {snap: folder / (snap if snapshots else rel) for snap, rel in RUN_DATA.items()}
+    found = {snap: folder / (snap if snapshots else rel) for snap, rel in data_files().items()}
     return {snap: path for snap, path in found.items() if path.is_file()}
 
 
 def build_tables(summary: Mapping[str, Any], data: Mapping[str, Path]) -> dict[str, str]:
-    """Every :data:`TABLES` entry's Markdown from a run's summary (and its other data, :func:`run_data`), each ending
+    """Every :func:`tables` entry's Markdown from a run's summary (and its other data, :func:`run_data`), each ending
     with the line naming the summary's run: what ``tables`` writes and what :func:`verify` renders again from the
     committed data."""
     source = "\n" + source_line(lookup(summary, "provenance", "every table")) + "\n"
-    return {name: build(summary, data) + source for name, build in TABLES.items()}
+    return {name: build(summary, data) + source for name, build in tables().items()}
 
 
 def write_tables(results: Path, out_dir: Path) -> list[Path]:
-    """Write every :data:`TABLES` entry of the run in ``results`` to ``out_dir/<name>.md``; all are built before any
+    """Write every :func:`tables` entry of the run in ``results`` to ``out_dir/<name>.md``; all are built before any
     is written."""
     data = run_data(results)
     texts = build_tables(json.loads(data["summary.json"].read_text()), data)
@@ -228,20 +237,20 @@ def _benchmark_problems(tables: Iterable[Path]) -> list[str]:
 def _checked_run(results: Path) -> tuple[list[Path], list[Path], dict[str, Path], dict[str, Any]]:
     """A run's tables, gallery figures, data (by snapshot name) and record, after checking that every one exists
     and every table equals the one rendered from the run's ``summary.json`` (one run for all of them)."""
-    tables = [results / "tables" / "readme" / f"{name}.md" for name in TABLES]
+    written = [results / "tables" / "readme" / f"{name}.md" for name in tables()]
     figures = [results / "figures" / f"{name}.png" for name in GALLERY]
-    missing = [p for p in tables + figures + [results / RUN_DATA["summary.json"]] if not p.is_file()]
+    missing = [p for p in written + figures + [results / SUMMARY] if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"not in the run at {results}: {', '.join(map(str, missing))}")
     data = run_data(results)
     summary = json.loads(data["summary.json"].read_text())
     record = dict(lookup(summary, "provenance", "every table"))
     rendered = build_tables(summary, data)
-    foreign = [str(t) for t in tables if t.read_text() != rendered[t.stem]]
+    foreign = [str(t) for t in written if t.read_text() != rendered[t.stem]]
     if foreign:
         raise ValueError(f"tables not written from {data['summary.json']} ({source_line(record)}): "
                          f"{', '.join(foreign)}; rerun the workflow's readme_tables rule")  # fmt: skip
-    return tables, figures, data, record
+    return written, figures, data, record
 
 
 def publish(results: Path | None, root: Path, benchmarks: Path | None = None) -> list[Path]:
@@ -253,7 +262,7 @@ def publish(results: Path | None, root: Path, benchmarks: Path | None = None) ->
     Everything is checked before anything is copied: every table and figure exists, every results table equals the
     one rendered from ``results/summary.json`` (one run for all of them), every benchmark table names its run and
     equals the one rendered from its data."""
-    tables, figures, data, record = _checked_run(results) if results is not None else ([], [], {}, None)
+    run_tables, figures, data, record = _checked_run(results) if results is not None else ([], [], {}, None)
     bench = sorted(benchmarks.glob("*.md")) if benchmarks is not None and benchmarks.is_dir() else []
     unfit = _benchmark_problems(bench)
     if unfit:
@@ -269,17 +278,17 @@ def publish(results: Path | None, root: Path, benchmarks: Path | None = None) ->
     if results is not None:
         for snap, src in data.items():
             shutil.copyfile(src, snapshots / snap)
-        for snap in set(RUN_DATA) - set(data):  # a run without path tasks: no paths summary of an earlier run stays
+        for snap in set(data_files()) - set(data):  # a run without path tasks: no paths summary of an earlier run stays
             (snapshots / snap).unlink(missing_ok=True)
         for figure in figures:
             gallery_copy(figure, root / FIGURES / figure.name)
         manifest |= {
             "run": record,
             "data": {snap: sha256(snapshots / snap) for snap in data},
-            "tables": {t.name: sha256(t) for t in tables},
+            "tables": {t.name: sha256(t) for t in run_tables},
         }
     bench_files = [f for b in bench for f in (b, b.with_suffix(".json"))]
-    for table in tables + bench_files:
+    for table in run_tables + bench_files:
         shutil.copyfile(table, snapshots / table.name)
     # a benchmark not rerun keeps the entry of the run that wrote its snapshot, while its snapshot is there
     kept = {n: h for n, h in manifest.get("benchmarks", {}).items() if (snapshots / n).is_file()}
@@ -329,7 +338,7 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
             continue
         if text != table.read_text():
             problems.append(f"the benchmark table {SNAPSHOTS / name} differs from its data {SNAPSHOTS / data.name}")
-    for name in TABLES:
+    for name in tables():
         if f"{name}.md" not in manifest.get("tables", {}):
             problems.append(f"the run table {name} was not published")
         if results is not None:
@@ -377,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring)."""
     ap = argparse.ArgumentParser(prog="python -m san.report.readme", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
-    tables = sub.add_parser("tables", help="write a run's tables to RESULTS/tables/readme/")
-    tables.add_argument("results", type=Path)
+    run_tables = sub.add_parser("tables", help="write a run's tables to RESULTS/tables/readme/")
+    run_tables.add_argument("results", type=Path)
     pub = sub.add_parser("publish", help="copy a run's data, tables and figures and the benchmarks' tables into "
                          "docs/, then sync")  # fmt: skip
     pub.add_argument("results", type=Path, nargs="?", default=None, help="the run (without: only the benchmarks)")

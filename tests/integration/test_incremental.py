@@ -204,8 +204,14 @@ CONFIG_CASES = [
 MODULE_CASES = [
     case(
         "san/core/metrics.py",
-        {"rank_collapse", "attention_products", "propagation_sweep", "rank_collapse_series", "vision_inputs",
-         "vision_model"},
+        {
+            "rank_collapse",
+            "attention_products",
+            "propagation_sweep",
+            "rank_collapse_series",
+            "vision_inputs",
+            "vision_model",
+        },
         RANK_PLOTS | {"propagation", "vision"},
         module="core/metrics",
     ),

@@ -1,7 +1,7 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
-from san.report.readme import TABLES as README_TABLES
+from san.report.readme import tables as readme_tables
 
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 
@@ -65,7 +65,7 @@ rule readme_tables:
         # the run's other data that the wings' tables read, registered by the rules files that write it
         data=TABLE_INPUTS,
     output:
-        [f"{RESULTS}/tables/readme/{name}.md" for name in README_TABLES],
+        [f"{RESULTS}/tables/readme/{name}.md" for name in readme_tables()],
     log:
         "logs/readme_tables.log",
     benchmark:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
@@ -139,16 +137,3 @@ def test_fused_and_autograd_training_reach_the_same_model(seeds):
         params.append([p.detach() for p in model.parameters()])
     for a, b in zip(*params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="inductor needs a C++ compiler")
-def test_compiled_training_runs_the_autograd_formulation():
-    task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
-    losses = []
-    for compile_ in (True, False):
-        model = SAN(task.model_config, [1])
-        cfg = {**TRAIN, "epochs": 2, "compile": compile_, "fused": True}
-        losses.append(train(model, [task.train], cfg).loss)
-        assert model.fused == (not compile_)
-    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)  # same masks, same arithmetic up to rounding
