@@ -51,7 +51,8 @@ def built(tmp_path_factory, config):
     wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
     write_config(wf, config)
     snakemake(wf, "--cores", "2")
-    snakemake(wf, "--report", "results/report.html")
+    report = snakemake(wf, "--report", "results/report.html")
+    (wf / "results" / "report.log").write_text(report.stdout + report.stderr)
     return wf
 
 
@@ -161,6 +162,18 @@ def test_every_caption_is_rendered_from_the_summary(built, summary):
     if rc is not None:
         text = (captions / "rank_collapse_model.rst").read_text()
         assert "measured in this run" in text and f"max {rc['pure_max']:.1e}" in text
+
+
+# What docutils says of a caption it cannot read as written (an undefined substitution, an unclosed emphasis).
+DOCUTILS_PROBLEM = re.compile(r"\((?:WARNING|ERROR|SEVERE)/\d\)")
+
+
+def test_the_report_builds_without_docutils_problems(built):
+    """Every caption reads as reStructuredText as written: the measured details a caption quotes, such as
+    ``|measured Y - REM limit|``, are text, not substitutions (san.report.captions.rst_text)."""
+    log = (built / "results" / "report.log").read_text()
+    assert not DOCUTILS_PROBLEM.search(log), [line for line in log.splitlines() if DOCUTILS_PROBLEM.search(line)]
+    assert DOCUTILS_PROBLEM.search('<string>:14: (ERROR/3) Undefined substitution referenced: "measured Y".')
 
 
 def test_report_has_every_figure(built):

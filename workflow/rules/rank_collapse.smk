@@ -4,7 +4,7 @@ RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 ATTENTION_PRODUCT_MODELS = (
     RANK_COLLAPSE_MODELS if config["attention_products"]["models"] is None else config["attention_products"]["models"]
 )
-# Models with pretrained weights (the side-by-side figure of today's architectures).
+# Models with pretrained weights (the side-by-side figure of the pretrained architectures).
 PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
 
 

@@ -169,7 +169,7 @@ CASES = [
     ),
     ("wrong-enum", set_key("text.source", "wikipedia"), r"'text\.source'"),
     ("wrong-dtype", set_key("attention_products.dtype", "float16"), r"'attention_products\.dtype'"),
-    # --- today's architectures: families, package parts, checks, per-model settings -------------------------------
+    # --- modern architectures: families, package parts, checks, per-model settings -------------------------------
     ("unknown-family", set_key(f"models.{BERT}.family", "not_a_family"), rf"'models\.{BERT}\.family'"),
     ("model-dtype", set_key(f"models.{SMOL}.dtype", "float16"), rf"'models\.{SMOL}\.dtype'"),
     ("model-mem", set_key(f"models.{SMOL}.mem_mb", 100), rf"'models\.{SMOL}\.mem_mb'"),

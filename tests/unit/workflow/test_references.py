@@ -60,3 +60,45 @@ def test_every_workflow_and_library_file_named_exists():
     assert "workflow/schemas/config.schema.yaml" in names
     missing = {name: sorted(where) for name, where in names.items() if not (ROOT / name).exists()}
     assert not missing, f"files named but absent: {missing}"
+
+
+#: a Markdown link to a section of a document (``[text](docs/x.md#section)``, or ``(#section)`` in the same one)
+SECTION_LINK = re.compile(r"\]\(([\w./-]*\.md)?#([\w-]+)\)")
+#: a caption's or document's quote of a README section by its title
+README_SECTION = re.compile(r"the README's \"([^\"]+)\"")
+
+
+def slug(title: str) -> str:
+    """A heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def sections(path: Path) -> set[str]:
+    """The anchors of a Markdown document's headings."""
+    return {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)}
+
+
+def test_slug_is_githubs_anchor():
+    assert slug("Along training: the offline series") == "along-training-the-offline-series"
+    assert slug("A new family") == "a-new-family" and slug("Results") == "results"
+
+
+def test_every_section_a_document_or_caption_links_exists():
+    """A link to ``doc.md#section`` and a caption's "the README's "Section"" name a heading that is there: a
+    section renamed or removed leaves no stale link."""
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    stale = []
+    for doc in documents:
+        for m in SECTION_LINK.finditer(doc.read_text(encoding="utf-8")):
+            target = (doc.parent / m.group(1)).resolve() if m.group(1) else doc
+            if not target.is_file() or m.group(2) not in sections(target):
+                stale.append(f"{doc.relative_to(ROOT)}: {m.group(0)}")
+    readme = sections(ROOT / "README.md")
+    for path in [*documents, *sorted((ROOT / "workflow" / "report").glob("*.rst"))]:
+        stale += [
+            f"{path.relative_to(ROOT)}: {m.group(0)}"
+            for m in README_SECTION.finditer(path.read_text(encoding="utf-8"))
+            if slug(m.group(1)) not in readme
+        ]
+    assert not stale, stale
+    assert README_SECTION.search("the README's \"Results\"") and SECTION_LINK.search("[a](docs/x.md#b-c)")
