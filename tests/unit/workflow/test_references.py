@@ -101,4 +101,4 @@ def test_every_section_a_document_or_caption_links_exists():
             if slug(m.group(1)) not in readme
         ]
     assert not stale, stale
-    assert README_SECTION.search("the README's \"Results\"") and SECTION_LINK.search("[a](docs/x.md#b-c)")
+    assert README_SECTION.search('the README\'s "Results"') and SECTION_LINK.search("[a](docs/x.md#b-c)")
