@@ -17,8 +17,8 @@ propagation_slice = lambda w: {
 # The rank-collapse model folder and token ids, only for a sweep with prose input.
 propagation_inputs = lambda w: (
     {
-        "model": f"{RESULTS}/models/{PROPAGATION_PROSE}/init",
-        "inputs": f"{RESULTS}/inputs/{PROPAGATION_PROSE}/init.nc",
+        "model": RESULT["model"].format(model=PROPAGATION_PROSE, weights="init"),
+        "inputs": RESULT["inputs"].format(model=PROPAGATION_PROSE, weights="init"),
     }
     if uses_prose(PROPAGATION["sweeps"][w.sweep])
     else {}
