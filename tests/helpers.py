@@ -99,6 +99,28 @@ def write_config(workdir: Path, config: dict, name: str = "config.yaml") -> Path
     return path
 
 
+# The training settings and the small sorting task of the path-effectiveness training tests (tests/unit/paths/,
+# tests/integration/paths/).
+PATHS_TRAIN = {
+    "epochs": 12,
+    "batch_size": 16,
+    "optimizer": "adam",
+    "lr": 3e-3,
+    "betas": [0.9, 0.999],
+    "eps": 1e-8,
+    "weight_decay": 0.0,
+    "schedule": {"kind": "constant"},
+    "max_grad_norm": None,
+    "shuffle": True,
+    "compile": False,
+}
+PATHS_SORT = {
+    "seed": 0,
+    "data": {"seq_len": 5, "vocab_size": 4, "n_train": 256, "n_eval": 128},
+    "model": {"n_layers": 2, "n_heads": 2, "dim": 16, "dropout": 0.1},
+}
+
+
 # Config edits of the bad-config batteries (tests/unit/core/test_config_battery.py and its workflow cases).
 
 
