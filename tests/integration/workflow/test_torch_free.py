@@ -38,7 +38,6 @@ TORCH_FREE = (
     "san.rank_collapse.series.spec",
     "san.rank_collapse.series.claims",
     "san.rank_collapse.series.tables",
-    "san.rank_collapse.series.plots",
     "san.rank_collapse.vision.spec",
     "san.rank_collapse.vision.claims",
     "san.rank_collapse.vision.tables",
