@@ -21,14 +21,14 @@ report: "results/report/captions/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/rank_collapse.smk"
-include: "workflow/rules/series.smk"
-include: "workflow/rules/circle.smk"
-include: "workflow/rules/paths.smk"
-include: "workflow/rules/paths_decomposition.smk"
-include: "workflow/rules/theory.smk"
-include: "workflow/rules/propagation.smk"
-include: "workflow/rules/vision.smk"
+
+
+# Every wing's rules files, in the order of the wings' registry (san.experiments.WINGS), then the report's.
+for wing_rules in WING_RULES:
+
+    include: wing_rules
+
+
 include: "workflow/rules/report.smk"
 
 

@@ -7,6 +7,7 @@ themselves are :mod:`san.models.spec`'s. Importable without torch: the workflow 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
@@ -100,7 +101,7 @@ METRICS = {
 }
 
 
-def check_config(config: dict[str, Any]) -> None:
+def check_config(config: dict[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``models``, ``text``, ``rank_collapse`` and ``attention_products`` sections that the schema
     cannot express: every model the experiment names is defined, every model is valid
     (:func:`san.models.spec.check_models`), and the attention products draw from no more sequences than the input has;

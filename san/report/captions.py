@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,29 @@ def yes_no(flag: bool | None) -> str:
     """A verdict as the captions print it; None (the results hold no evidence for the claim) is "not judged",
     neither a yes nor a no (:mod:`san.core.verdicts`)."""
     return NOT_JUDGED if flag is None else "yes" if flag else "no"
+
+
+def rst_text(text: object) -> str:
+    """``text`` as plain reStructuredText: its inline-markup characters (``|`` substitution, ``*`` emphasis, backquote,
+    ``_`` reference, and the backslash itself) escaped, so that a measured detail such as ``|measured Y - limit|``
+    reads as written instead of as an undefined substitution."""
+    return re.sub(r"([\\|*`_])", r"\\\1", str(text))
+
+
+def verdict_item(row: Mapping[str, Any]) -> str:
+    """One verdict row (:func:`san.core.verdicts.row`) as a caption's list item prints it: its statement, printed
+    verdict, kind, form, source, test and detail (where any), and its positive control with its power where
+    computed; the texts escaped (:func:`rst_text`)."""
+    control = ""
+    if "positive_control" in row:
+        c = row["positive_control"]
+        power = "" if c.get("power") is None else f", passes up to {c['power']:.3g}"
+        control = f"; positive control, {rst_text(c['reference'])}: {c['verdict']}{power}"
+    detail = f"; {rst_text(row['detail'])}" if row.get("detail") else ""
+    return (
+        f'"{rst_text(row["statement"])}" — **{row["verdict"]}** ({row["kind"]}, {row["form"]}; source: '
+        f"{rst_text(row['source'])}; test: {rst_text(row['test'])}{detail}{control})"
+    )
 
 
 def sweep_rows(section: Mapping[str, Any] | None, sweep: str) -> list[Mapping[str, Any]]:
@@ -43,6 +67,7 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
     env.globals["yes_no"] = yes_no
     env.globals["verdict"] = verdict_of
     env.globals["sweep_rows"] = sweep_rows
+    env.globals["verdict_item"] = verdict_item
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(Path(templates).glob("*.rst")):

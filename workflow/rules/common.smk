@@ -1,5 +1,6 @@
 # Shared helpers: config validation, per-job config slices, library dependencies, resources and target lists.
-# Parsing the workflow imports only torch-free modules (san.core.config and the experiments' `spec` modules).
+# Parsing the workflow imports only torch-free modules (san.core.config and the wings' registry, san.experiments:
+# their `spec`, `claims` and `tables` modules).
 import os
 from pathlib import Path
 
@@ -10,10 +11,11 @@ from snakemake.utils import validate
 from san.core.gpus import visible_gpus
 from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
-from san.experiments import check_config
+from san.experiments import check_config, rules_files
 from san.imports import library_inputs
 from san.models.spec import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import model_priorities, variant_dtypes
+from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
 
@@ -26,6 +28,8 @@ CHECKED = check_config(
     config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
 )
 validate(config, "../schemas/config.schema.yaml")
+# The rules files of the wings (san.experiments.WINGS), which the Snakefile includes after this file.
+WING_RULES = rules_files()
 
 # glibc's malloc hands freed blocks above its mmap threshold back to the kernel and page-faults them in again on the
 # next forward pass; jobs inherit these settings and keep such blocks in the heap instead (less time per forward
@@ -37,6 +41,9 @@ RESULTS = "results"
 # Every result file that several rules read, spelled once (its pattern, with wildcards model, task or sweep); the rules
 # that write, read and target it expand this table.
 RESULT = {
+    "model": f"{RESULTS}/models/{{model}}/{{weights}}",
+    "inputs": f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
+    "pixels": f"{RESULTS}/pixels/{{model}}/{{weights}}.nc",
     "rank_collapse": f"{RESULTS}/rank_collapse/{{model}}.nc",
     "attention_products": f"{RESULTS}/attention_products/{{model}}.nc",
     "circle_collapse": f"{RESULTS}/tables/circle_collapse.csv",
@@ -60,7 +67,7 @@ def resources(rule, **extra):
     return {**RESOURCES[rule], **extra}
 
 
-# Where each torch rule's jobs run (config `compute:`): one entry per rule, {device, threads}.
+# Where each torch rule's jobs run (config `compute:`): one entry per rule, named by the rule, {device, threads}.
 COMPUTE = config["compute"]
 
 
@@ -156,8 +163,10 @@ def add_library_inputs(rules):
     for one in rules:
         if one.script is not None:
             script = Path(one.basedir.join(one.script).get_path_or_uri(secret_free=True))
+            # a script that calls the `run` of the experiment its rule names (params.experiment) runs that module too
+            runs = [value for name, value in one.params.items() if name == "experiment"]
             one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
-            one.set_input(lib=[os.path.relpath(p) for p in library_inputs(script, package)])
+            one.set_input(lib=[os.path.relpath(p) for p in library_inputs(script, package, runs)])
 
 
 def figures(stem):
@@ -188,7 +197,7 @@ def init_origin(wildcards):
     without `init.config`), else nothing."""
     spec = config["models"][wildcards.model]
     if wildcards.weights == "init" and explicit_architecture(spec) is None:
-        return {"pretrained": f"{RESULTS}/models/{wildcards.model}/pretrained"}
+        return {"pretrained": RESULT["model"].format(model=wildcards.model, weights="pretrained")}
     return {}
 
 
@@ -203,10 +212,19 @@ def model_settings(section, drop=()):
     return settings
 
 
+def tokenizer_model(w):
+    """tokenize_inputs' model: the folder of the acquired model's weight set, or, for the offline training series
+    (the model SERIES_MODEL, weights a checkpoint), its first seed's checkpoints (series.smk), which share one
+    tokenizer."""
+    if w.model == SERIES_MODEL:
+        return rules.series_train.output[0].format(seed=config["series"]["seeds"][0])
+    return RESULT["model"].format(**w)
+
+
 def model_inputs(kind):
-    """Input function: the model folders (kind 'models') or tokenised inputs ('inputs') of every weight set."""
-    pattern = {"models": "models/{model}/{weights}", "inputs": "inputs/{model}/{weights}.nc"}[kind]
-    return lambda w: expand(f"{RESULTS}/{pattern}", model=w.model, weights=model_weights(w.model))
+    """Input function: one of RESULT's files of every weight set of the job's model: its folders ('model'), tokenised
+    inputs ('inputs') or pixel values ('pixels')."""
+    return lambda w: expand(RESULT[kind], model=w.model, weights=model_weights(w.model))
 
 
 # Report captions: templates in workflow/report/ that the summary rule fills with this run's numbers.
@@ -222,3 +240,10 @@ def caption(name):
 # Final results; each rules file appends its own targets (rule all requests them all) and defines a target rule
 # per paper figure (fig2, fig3, fig4) that builds just that figure's results.
 TARGETS = []
+# The summary rule's inputs and params (report.smk): each wing's rules file registers the files and values that its
+# claims read (san.experiments: claims(inputs, params)), so the summary names no wing.
+SUMMARY_INPUTS = {}
+SUMMARY_PARAMS = {}
+# The run's data besides summary.json that the wings' documents tables read (san.experiments.table_data), registered
+# by the rules file that writes it; the readme_tables rule takes them all.
+TABLE_INPUTS = []

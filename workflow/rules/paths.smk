@@ -188,6 +188,10 @@ FIG4 += expand(f"{RESULTS}/paths/{{task}}/model.safetensors", task=PATHS_TASKS)
 FIG4 += [f"{RESULTS}/path_counts.nc", f"{RESULTS}/paths/summary.csv"]
 FIG4 += figures("path_effectiveness") + figures("path_length_distribution")
 TARGETS += FIG4
+# What the wing's claims read (san.paths.claims); the paths summary is the data its documents table reads.
+SUMMARY_INPUTS.update(paths=expand(RESULT["paths"], task=PATHS_TASKS))
+SUMMARY_PARAMS.update(tasks=PATHS_TASKS)
+TABLE_INPUTS += [rules.paths_table.output[0]] if PATHS_TASKS else []
 
 
 rule fig4:

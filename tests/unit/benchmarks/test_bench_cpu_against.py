@@ -1,9 +1,9 @@
-"""benchmarks/bench_cpu_against.py: the CPU hook records each job, the comparison groups jobs and restricts the
-per-model ones to the models both runs analysed, and both commits are arguments without defaults."""
+"""benchmarks/bench_cpu_against.py: the comparison groups jobs and restricts the per-model ones to the models both
+runs analysed, and both commits are arguments without defaults (its CPU hook in a job's process:
+tests/integration/benchmarks/test_bench_cpu_hook.py)."""
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,23 +15,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))  # the script's own folder, as when
 spec = importlib.util.spec_from_file_location("bench_cpu_against", ROOT / "benchmarks" / "bench_cpu_against.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
-
-
-@pytest.mark.slow
-def test_hook_records_the_job_and_its_cpu_at_exit(tmp_path):
-    (tmp_path / "hook").mkdir()
-    (tmp_path / "hook" / "sitecustomize.py").write_text(bench.HOOK)
-    log = tmp_path / "cpu.jsonl"
-    job = (
-        "import types; snakemake = types.SimpleNamespace(rule='rank_collapse', "
-        "wildcards=types.SimpleNamespace(items=lambda: [('model', 'bert')])); sum(range(10**6))"
-    )
-    env = {"PYTHONPATH": str(tmp_path / "hook"), "SAN_CPU_HOOK_LOG": str(log), "PATH": "/usr/bin:/bin"}
-    subprocess.run([sys.executable, "-c", job], env=env, check=True)
-    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
-    first, second = (json.loads(line) for line in log.read_text().splitlines())
-    assert first["job"] == {"rule": "rank_collapse", "wildcards": {"model": "bert"}} and first["cpu"] > 0
-    assert second["job"] is None
 
 
 def _hooked_run(folder: Path, records: list[dict]) -> Path:

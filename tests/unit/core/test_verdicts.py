@@ -100,12 +100,16 @@ def test_the_verdict_table_splits_rows_by_kind():
 def test_every_wing_answers_the_same_contract():
     import inspect
 
-    from san.report.claims import WINGS
+    from san.experiments import WINGS
 
-    assert list(WINGS) == ["rank_collapse", "circle", "paths", "theory", "propagation", "vision"]
-    for name, wing in WINGS.items():
-        assert list(inspect.signature(wing.claims).parameters) == ["inputs", "params"], name
-        assert list(inspect.signature(wing.check_config).parameters) == ["report"], name
+    names = [wing.name for wing in WINGS]
+    assert names == ["rank_collapse", "series", "circle", "paths", "theory", "propagation", "vision"]
+    for wing in WINGS:
+        assert list(inspect.signature(wing.spec.check_config).parameters) == ["config", "schemas"], wing.name
+        assert list(inspect.signature(wing.claims.claims).parameters) == ["inputs", "params"], wing.name
+        assert list(inspect.signature(wing.claims.check_config).parameters) == ["report"], wing.name
+        for build in wing.tables.TABLES.values():
+            assert list(inspect.signature(build).parameters) == ["summary", "data"], wing.name
 
 
 def test_plots_do_not_import_claims():

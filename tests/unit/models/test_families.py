@@ -1080,21 +1080,17 @@ def test_a_rank_collapse_job_holds_one_copy_of_the_weights(tmp_path, monkeypatch
 # ------------------------------------------------------------------------------------------------ generated tables
 def test_the_documents_family_tables_are_the_table():
     """README.md's list and docs/models.md's tables are generated from the family table: every family appears, and
-    the committed documents are what ``python -m san.models.tables`` writes."""
-    from san.models import tables
-
+    the committed documents' blocks are the table (``python -m san.report.readme sync``; tests/unit/report/)."""
     from helpers import ROOT
 
-    assert tables.sync(ROOT, check=True) == []
-    readme, models = ((ROOT / p).read_text(encoding="utf-8") for p in tables.DOCUMENTS)
+    readme, models = ((ROOT / p).read_text(encoding="utf-8") for p in ("README.md", "docs/models.md"))
     assert f"Families ({len(FAMILY_TABLE)}):" in readme
     for family in FAMILY_TABLE:
         assert f"`{family}`" in readme and f"| `{family}` |" in models, family
 
 
 def test_a_new_row_is_in_every_generated_table(tmp_path):
-    """A row added to the table reaches the list and both tables with its kind and block; a stale document is
-    reported, and rewritten."""
+    """A row added to the table reaches the list and both tables with its kind and block."""
     import dataclasses
 
     from san.models import tables
@@ -1105,13 +1101,6 @@ def test_a_new_row_is_in_every_generated_table(tmp_path):
     assert "`newmoe`" in tables.family_list(table)
     row_line = next(line for line in tables.family_table(table).splitlines() if line.startswith("| `newmoe`"))
     assert "mixture-of-experts decoder" in row_line and "`h = x + s Attn(N1(x))`, `y = h + s MoE(N2(h))`" in row_line
-    for doc in tables.DOCUMENTS:
-        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / doc).write_text("a\n<!-- family-table: variants -->\nstale\n<!-- end family-table -->\n")
-    assert len(tables.sync(tmp_path, check=True)) == 2
-    tables.sync(tmp_path)
-    assert tables.sync(tmp_path, check=True) == []
-    assert "stale" not in (tmp_path / "README.md").read_text()
 
 
 def test_the_generated_formulas_are_the_papers_variants():

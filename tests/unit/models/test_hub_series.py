@@ -13,7 +13,7 @@ from san.core.text import content_hash, pydoc_documents, tokenize_documents
 from san.models.acquire import AcquisitionError
 from san.models.folders import load_tokenizer, verify_folder
 from san.models.revisions import acquire_series, expand_revisions
-from san.rank_collapse.series import run_series
+from san.rank_collapse.series.experiment import run_series
 
 from helpers import checkpoint_files, train_tiny_series
 from hub_server import Repo
@@ -75,7 +75,7 @@ def test_a_series_is_pinned_deduplicated_and_analysed(tmp_path, series_repo):
 
 
 def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, series_repo):
-    from san.rank_collapse.series import run_hub_series
+    from san.rank_collapse.series.experiment import run_hub_series
 
     source = {"source": "hub", "repo_id": REPO, "revisions": ["step0", "step2", "step4", "step8"]}
     text = {"seq_len": 16, "n_sequences": 2, "seed": 0}
@@ -105,7 +105,7 @@ def separate_repos(hub, checkpoints):
 def test_a_series_of_separate_repositories_is_pinned_and_acquired(tmp_path, separate_repos):
     """``repos``: each revision the main branch of its own repository, pinned (the repositories recorded with the
     pins), acquired, deduplicated by its weights and analysed in the listed order with the steps its name states."""
-    from san.rank_collapse.series import run_hub_series
+    from san.rank_collapse.series.experiment import run_hub_series
 
     repos = {r: repo.repo_id for r, repo in separate_repos.items()}
     source = {"source": "hub", "repo_id": REPO, "revisions": list(repos), "repos": repos}

@@ -14,7 +14,7 @@ from san.models.ablations import variant
 from san.models.acquire import load_model, materialise_init
 from san.models.spec import IMAGE_FAMILIES, VARIANTS
 from san.rank_collapse.experiment import residual_stream
-from san.rank_collapse.vision import pixel_inputs, token_roles
+from san.rank_collapse.vision.experiment import pixel_inputs, token_roles
 
 BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "image_size": 224, "patch_size": 56}
 #: tiny architectures: 4 x 4 patches of a 224-pixel image

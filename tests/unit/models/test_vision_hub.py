@@ -12,7 +12,7 @@ from san.models.ablations import variant
 from san.models.acquire import load_model, materialise, materialise_init, read_manifest
 from san.models.spec import VARIANTS
 from san.rank_collapse.experiment import residual_stream
-from san.rank_collapse.vision import pixel_inputs, token_roles
+from san.rank_collapse.vision.experiment import pixel_inputs, token_roles
 
 from hub_repos import checkpoint_repo
 

@@ -3,16 +3,14 @@ reads them while it parses its rules."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
 from san.models.spec import FAMILY_TABLE, IMAGE_FAMILIES
 
-#: where each model's result lies, relative to the results folder
-RESULT = "vision/{model}.nc"
 
-
-def check_config(config: dict[str, Any]) -> None:
+def check_config(config: dict[str, Any], schemas: Path) -> None:
     """``vision.models`` name entries of ``models`` whose family, when given, is an image encoder (else it is
     recognised from the model's config.json and checked by the job), and
     ``rank_collapse.models`` (text input) names none; raises :class:`ConfigError` naming the key."""

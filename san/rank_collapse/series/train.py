@@ -29,7 +29,8 @@ import torch
 
 from san.core.rng import cpu_generator
 from san.models.acquire import Fetched, store
-from san.models.revisions import log_then_every, revision_name
+from san.models.revisions import revision_name
+from san.rank_collapse.series.spec import schedule
 
 #: the end-of-text token (between documents) and the unknown word, the vocabulary's first ids
 SPECIAL_TOKENS = ("<|endoftext|>", "<unk>")
@@ -97,11 +98,6 @@ def model_config(settings: dict[str, Any], vocab_size: int):
         eos_token_id=0,
         tie_word_embeddings=False,
     )
-
-
-def schedule(settings: dict[str, Any]) -> list[int]:
-    """The checkpoint steps of ``settings`` (``steps``, ``every``, ``log_until``): :func:`log_then_every`."""
-    return log_then_every(settings["steps"], settings["every"], settings.get("log_until"))
 
 
 def _save_checkpoint(out: Path, step: int, model, tokenizer, record: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,8 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
     the first, middle and last layer against the training step, the mean over seeds with the seeds' range as a band.
     Bottom: the share of sink heads (mean attention on the first token above ``share_threshold``) averaged over the
     blocks, per variant; a revision serving an earlier one's weights is marked by a dotted line. ``ds``:
-    :func:`san.rank_collapse.series.run_series`' or :func:`~san.rank_collapse.series.run_hub_series`' result."""
+    :func:`san.rank_collapse.series.experiment.run_series`' or
+    :func:`~san.rank_collapse.series.experiment.run_hub_series`' result."""
     order = np.argsort(ds["step"].values)
     ds = ds.isel(revision=order)
     steps = ds["step"].values

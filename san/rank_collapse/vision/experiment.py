@@ -28,9 +28,9 @@ from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
-from san.models.acquire import load_model, read_manifest
+from san.models.folders import read_manifest
 from san.models.spec import row as family_row
-from san.rank_collapse.experiment import residual_stream
+from san.rank_collapse.experiment import load_weight_set, residual_stream
 from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
 
 #: the token roles, in the order of their flag values
@@ -178,9 +178,14 @@ def run(
     inputs: Mapping[str, xr.Dataset],
     settings: Mapping[str, Any],
     device: torch.device | str = "cpu",
+    log: Any = None,
+    budget_mb: float | None = None,
+    budget_key: str = "compute.vision_model.memory_budget_mb",
 ) -> xr.Dataset:
     """The vision view of Fig. 2 for one image encoder: per weights, variant, layer and image the measures of
-    :data:`MEASURES` and every token's norm, with each token's role.
+    :data:`MEASURES` and every token's norm, with each token's role; the job shape and arguments of
+    :func:`san.rank_collapse.experiment.run` (``log``, ``budget_mb``, ``budget_key``: a weight set larger than the
+    budget is streamed block by block).
 
     ``models`` maps each weight set to its model folder and ``inputs`` to its images' ``pixel_values`` (with the
     ``input_sha256`` attribute); ``settings`` holds ``variants``, ``dtype`` (one, or one per variant),
@@ -195,7 +200,8 @@ def run(
         pixels = torch.as_tensor(inputs[weights]["pixel_values"].values)
         by_variant = {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
-            model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+            model = load_weight_set(folder, family, dtype_name, device, budget_mb, budget_key, log,
+                                    f"{weights} weights ({own})")  # fmt: skip
             patch = getattr(model.config, "patch_size", None)
             grid = patch_grid(pixels.shape, int(patch)) if isinstance(patch, int) else None
             for name in own:

@@ -1,4 +1,4 @@
-"""Today's architectures named by their hub id alone: for each family added to the paper's (Qwen2, Qwen3, Mistral,
+"""Modern architectures named by their hub id alone: for each family added to the paper's (Qwen2, Qwen3, Mistral,
 Phi-3, Gemma-2, OLMo-2, GPT-NeoX, Phi, Granite, ModernBERT and the mixture-of-experts families Mixtral, Qwen2-MoE,
 Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE, DeepSeek-V3), a tiny random checkpoint built from the family's
 transformers config class is served by the local hub, and one workflow run builds Fig. 2 for all of them from
@@ -25,7 +25,7 @@ from hub_repos import checkpoint_repo, tiny_checkpoint
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "models"))
 from test_families import CASES  # noqa: E402 - the tiny architectures of the family tests
 
-#: the families run by hub id, one workflow run per group: today's dense ones, every mixture-of-experts family
+#: the families run by hub id, one workflow run per group: the dense ones, every mixture-of-experts family
 BY_ID = {
     "dense": ["qwen2", "qwen3", "mistral", "phi3", "gemma2", "olmo2", "gpt_neox", "phi", "granite", "modernbert"],
     "experts": [name for name, row in FAMILY_TABLE.items() if row.experts_key],

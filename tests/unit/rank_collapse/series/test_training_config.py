@@ -75,6 +75,16 @@ def test_a_series_model_without_revisions_is_refused():
         check_config(_config({"series": {"hub_models": ["gpt2"]}}), ROOT / "workflow/schemas")
 
 
+def test_a_model_named_as_the_offline_series_is_refused():
+    """The offline series' tokenised inputs lie where a model of its name would put its own."""
+    from san.rank_collapse.series.spec import MODEL
+
+    cfg = _config({})
+    cfg["models"][MODEL] = cfg["models"]["gpt2"]
+    with pytest.raises(ConfigError, match=f"'models.{MODEL}': the name is the offline training series'"):
+        check_config(cfg, ROOT / "workflow/schemas")
+
+
 def test_repositories_that_do_not_match_the_revisions_are_refused(training):
     """A repository for a revision the series does not list is refused by the cross-check; a repository name that is
     no hub id by the schema."""

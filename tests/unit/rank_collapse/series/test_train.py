@@ -11,11 +11,11 @@ import pytest
 import torch
 import xarray as xr
 
-import san.series.train as series_train
+import san.rank_collapse.series.train as series_train
 from san.core.text import content_hash, pydoc_documents, tokenize_documents
 from san.models.folders import load_tokenizer, verify_folder
-from san.rank_collapse.series import run_series
-from san.series.train import train, unigram_loss, vocabulary
+from san.rank_collapse.series.experiment import run_series
+from san.rank_collapse.series.train import train, unigram_loss, vocabulary
 
 SETTINGS = {
     "model": {"layers": 2, "width": 16, "heads": 2, "intermediate": 32, "context": 32},

@@ -8,7 +8,8 @@ import torch
 import xarray as xr
 
 from san.models.acquire import materialise_init
-from san.rank_collapse.vision import (
+from san.rank_collapse.vision.claims import high_norm_tokens_claim, oversmoothing_claim
+from san.rank_collapse.vision.experiment import (
     ROLES,
     high_frequency_share,
     log_amplitude_difference,
@@ -16,7 +17,8 @@ from san.rank_collapse.vision import (
     pixel_inputs,
     run,
 )
-from san.rank_collapse.vision_claims import high_norm_tokens_claim, oversmoothing_claim
+
+from helpers import ROOT
 
 GRID = (4, 6)
 REPORT = {"decay_below": 0.01, "preserved_above": 0.5, "high_norm": 5.0, "high_norm_control_factor": 1000.0}
@@ -126,24 +128,25 @@ def test_high_norm_claim_holds_fails_and_is_not_judged_without_pretrained_weight
 
 def test_config_refuses_a_text_model_under_vision_and_an_image_model_under_rank_collapse(default_config):
     from san.core.config import ConfigError
-    from san.rank_collapse.vision_spec import check_config
+    from san.rank_collapse.vision.spec import check_config
 
-    check_config(default_config)
+    schemas = ROOT / "workflow" / "schemas"
+    check_config(default_config, schemas)
     bad = {**default_config, "vision": {**default_config["vision"], "models": ["bert-base-cased"]}}
     with pytest.raises(ConfigError, match=r"'vision.models.0': model 'bert-base-cased' is of family 'bert'"):
-        check_config(bad)
+        check_config(bad, schemas)
     missing = {**default_config, "vision": {**default_config["vision"], "models": ["vit-huge"]}}
     with pytest.raises(ConfigError, match="'vit-huge' is not defined under 'models'"):
-        check_config(missing)
+        check_config(missing, schemas)
     image = default_config["vision"]["models"][0]
     text = {**default_config, "rank_collapse": {**default_config["rank_collapse"], "models": [image]}}
     with pytest.raises(ConfigError, match=r"'rank_collapse.models.0'.*image encoder"):
-        check_config(text)
+        check_config(text, schemas)
 
 
 def test_report_thresholds_must_not_overlap():
     from san.core.config import ConfigError
-    from san.rank_collapse.vision_claims import check_config
+    from san.rank_collapse.vision.claims import check_config
 
     check_config({"vision": REPORT})
     with pytest.raises(ConfigError, match="report.vision.decay_below = 0.6 must be below"):
@@ -152,7 +155,7 @@ def test_report_thresholds_must_not_overlap():
 
 def test_summary_section_per_model_and_verdicts(result, tmp_path):
     from san.core.storage import write_netcdf
-    from san.rank_collapse.vision_claims import claims
+    from san.rank_collapse.vision.claims import claims
 
     path = write_netcdf(result, tmp_path / "m.nc", {})
     section = claims({"vision": [str(path)]}, {"vision_models": ["m"], "report": {"vision": REPORT}})["vision"]
@@ -172,8 +175,6 @@ def test_the_schema_names_the_pinned_images_and_the_variants():
     from san.core.images import IMAGES
     from san.models.spec import VARIANTS
 
-    from helpers import ROOT
-
     schema = yaml.safe_load((ROOT / "workflow/schemas/vision.schema.yaml").read_text())["properties"]
     assert schema["images"]["items"]["enum"] == list(IMAGES)
     assert schema["images"]["default"] == list(IMAGES)
@@ -181,7 +182,7 @@ def test_the_schema_names_the_pinned_images_and_the_variants():
 
 
 def test_the_figure_has_a_column_per_model_and_a_row_per_measure(result):
-    from san.rank_collapse.vision_plots import ROWS, vision_figure
+    from san.rank_collapse.vision.plots import ROWS, vision_figure
 
     fig = vision_figure({"a": result, "b": result})
     axes = fig.axes

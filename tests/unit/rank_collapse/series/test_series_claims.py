@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from san.rank_collapse.claims import series_claims
-from san.report.readme import training_series_table
+from san.rank_collapse.series.claims import series_claims
+from san.rank_collapse.series.tables import training_series_table
 
 from helpers import default_config
 
@@ -62,6 +62,6 @@ def test_the_first_and_last_checkpoint_are_recomputed():
     alpha = ds["first_token_attention"].values[:, 0, 2]  # seeds x layers x heads of step0, transformer
     share = np.mean([[np.mean(alpha[s, la] > KW["share_threshold"]) for la in (1, 2, 3)] for s in (0, 1)])
     assert out["at"]["step0"]["sink_share"]["transformer"] == pytest.approx(share)
-    table = training_series_table({"training_series": out}, None)
+    table = training_series_table({"training_series": out}, {})
     assert "| variant | layer | step0 | step4 |" in table and "| 1 | 2.5 | 5 | 0.5 |" in table
-    assert training_series_table({"training_series": None}, None) == "No training series in this run.\n"
+    assert training_series_table({"training_series": None}, {}) == "No training series in this run.\n"
