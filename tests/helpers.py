@@ -135,7 +135,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     workflow_api = api.workflow(
         resource_settings=ResourceSettings(cores=1),
         config_settings=ConfigSettings(configfiles=[Path(p).resolve() for p in sys.argv[1:]]),
-        snakefile=Path("Snakefile").resolve(),
+        snakefile=Path("workflow/Snakefile").resolve(),
         workdir=Path.cwd(),
     )
     workflow_api.dag(DAGSettings(forceall=True))

@@ -19,7 +19,7 @@ rule summary:
         theorem=rules.theorem_sweep.output[0],
         propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
         series=OFFLINE_SERIES,
-        series_checkpoints=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
+        series_checkpoints=expand(RESULT["series"], seed=SERIES_SEEDS),
         vision=expand(RESULT["vision"], model=VISION_MODELS),
         templates=REPORT_TEMPLATES,
     output:

@@ -6,7 +6,7 @@ SERIES_SEEDS = config["series"]["seeds"]
 rule series_train:
     """Train one seed's offline series on the pinned text and save its checkpoints as model folders (resumable)."""
     output:
-        directory(f"{RESULTS}/series/seed{{seed}}"),
+        directory(RESULT["series"]),
     log:
         "logs/series_train/seed{seed}.log",
     benchmark:
@@ -25,7 +25,7 @@ rule series_train:
 rule rank_collapse_series:
     """Fig. 2's measures (four variants, the first-token sink) of every checkpoint of every seed of the series."""
     input:
-        series=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
+        series=expand(RESULT["series"], seed=SERIES_SEEDS),
         corpus=rules.corpus.output[0],
     output:
         f"{RESULTS}/rank_collapse_series.nc",

@@ -20,10 +20,10 @@ from helpers import ROOT
 #: where users and readers meet names: documentation, configs, packaging, the workflow and the library's docstrings
 SOURCES = sorted(
     {
-        *(ROOT / name for name in ("README.md", "config.yaml", "pyproject.toml", "CITATION.cff", "Snakefile")),
+        *(ROOT / name for name in ("README.md", "config.yaml", "pyproject.toml", "CITATION.cff")),
         *(ROOT / "docs").rglob("*.md"),
         *(ROOT / "config").glob("*.yaml"),
-        *(p for p in (ROOT / "workflow").rglob("*") if p.suffix in {".yaml", ".smk", ".rst"}),
+        *(p for p in (ROOT / "workflow").rglob("*") if p.suffix in {".yaml", ".smk", ".rst"} or p.name == "Snakefile"),
         *(p for p in (ROOT / "profiles").rglob("*") if p.suffix in {".yaml", ".py"}),
         *(ROOT / "san").rglob("*.py"),
         *(ROOT / "scripts").glob("*.py"),
