@@ -59,6 +59,25 @@ def same_numbers(direct: Path, results: Path) -> None:
         assert compare_files(direct / "results" / rel, results / rel) == [], rel
 
 
+CONSUMER_RULE = """
+
+rule consumer_rule:
+    input:
+        "results/theorem.nc",
+    output:
+        "consumer_rule.txt",
+    script:
+        "consumer_rule.py"
+"""
+CONSUMER_SCRIPT = """from pathlib import Path
+
+from san.core.compare import compare_files
+
+same = compare_files(Path(snakemake.input[0]), Path(snakemake.input[0]))
+Path(snakemake.output[0]).write_text("identical" if not same else "differ")
+"""
+
+
 def readme_module_snippet() -> str:
     """The consumer Snakefile the README shows (its python block)."""
     readme = (ROOT / "README.md").read_text()
@@ -75,12 +94,14 @@ def test_as_a_module_of_another_workflow(direct, tmp_path):
     (consumer / "config" / "san.yaml").write_text(yaml.safe_dump(tiny_config(), sort_keys=False))
     snippet = readme_module_snippet()
     assert '"../san/workflow/Snakefile"' in snippet
-    (consumer / "Snakefile").write_text(
-        snippet.replace('"../san/workflow/Snakefile"', repr(str(ROOT / "workflow" / "Snakefile")))
-    )
+    snippet = snippet.replace('"../san/workflow/Snakefile"', repr(str(ROOT / "workflow" / "Snakefile")))
+    # a rule of the consumer's own, defined before the import, whose script imports the library: the module leaves
+    # its inputs alone
+    (consumer / "Snakefile").write_text(CONSUMER_RULE.lstrip() + "\n\n" + snippet)
+    (consumer / "consumer_rule.py").write_text(CONSUMER_SCRIPT)
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *TARGETS],
+        [sys.executable, "-m", "snakemake", "--cores", "2", *TARGETS, "consumer_rule.txt"],
         cwd=consumer,
         env=env,
         capture_output=True,
@@ -89,6 +110,8 @@ def test_as_a_module_of_another_workflow(direct, tmp_path):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "rule san_rank_collapse:" in proc.stdout + proc.stderr
+    assert re.search(r"rule consumer_rule:\n    input: results/theorem.nc\n", proc.stdout + proc.stderr)
+    assert (consumer / "consumer_rule.txt").read_text() == "identical"
     same_numbers(direct, consumer / "results")
     assert files_below(consumer, "results", "logs") == files_below(direct, "results", "logs")
 

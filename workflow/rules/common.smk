@@ -213,9 +213,11 @@ def add_library_inputs(rules):
     is every ``san`` module the script imports, directly or through other modules, with the package ``__init__``
     files on the way, read from the files' syntax trees (san.imports) of the ``san`` package that this process
     imports and the jobs run (san.imports.PACKAGE: a clone or an installed copy). Editing a module then reruns
-    exactly the jobs whose scripts import it. Called once, after every rule is defined (the end of the Snakefile)."""
+    exactly the jobs whose scripts import it. Called once, after every rule is defined (the end of the Snakefile);
+    only this workflow's own rules are given them, once (a workflow that imports it as a module keeps its rules)."""
     for one in rules:
-        if one.script is not None:
+        own = Path(one.basedir.get_path_or_uri(secret_free=True)).resolve().is_relative_to(WORKFLOW_DIR.resolve())
+        if one.script is not None and own and "lib" not in one.input.keys():
             script = Path(one.basedir.join(one.script).get_path_or_uri(secret_free=True))
             one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
             one.set_input(lib=[shipped(p) for p in library_inputs(script, PACKAGE)])
