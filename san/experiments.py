@@ -66,8 +66,8 @@ class Wing:
 
     @property
     def rules_files(self) -> tuple[str, ...]:
-        """The wing's rules files, ``workflow/rules/<name>.smk``."""
-        return tuple(f"workflow/rules/{r}.smk" for r in self.rules or (self.name,))
+        """The wing's rules files, ``rules/<name>.smk`` (relative to ``workflow/``, the Snakefile's folder)."""
+        return tuple(f"rules/{r}.smk" for r in self.rules or (self.name,))
 
 
 #: every wing, in the order of summary.json's verdict lists

@@ -188,7 +188,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     workflow_api = api.workflow(
         resource_settings=ResourceSettings(cores=1),
         config_settings=ConfigSettings(configfiles=[Path(p).resolve() for p in sys.argv[1:]]),
-        snakefile=Path("Snakefile").resolve(),
+        snakefile=Path("workflow/Snakefile").resolve(),
         workdir=Path.cwd(),
     )
     workflow_api.dag(DAGSettings(forceall=True))
@@ -306,10 +306,10 @@ def checkpoint_files(folder: Path) -> dict[str, bytes]:
 #: where users and readers meet names: documentation, configs, packaging, the workflow and the library's docstrings
 DOCUMENTED = sorted(
     {
-        *(ROOT / name for name in ("README.md", "config.yaml", "pyproject.toml", "CITATION.cff", "Snakefile")),
+        *(ROOT / name for name in ("README.md", "config.yaml", "pyproject.toml", "CITATION.cff")),
         *(ROOT / "docs").rglob("*.md"),
         *(ROOT / "config").glob("*.yaml"),
-        *(p for p in (ROOT / "workflow").rglob("*") if p.suffix in {".yaml", ".smk", ".rst"}),
+        *(p for p in (ROOT / "workflow").rglob("*") if p.suffix in {".yaml", ".smk", ".rst"} or p.name == "Snakefile"),
         *(p for p in (ROOT / "profiles").rglob("*") if p.suffix in {".yaml", ".py"}),
         *(ROOT / "san").rglob("*.py"),
         *(ROOT / "scripts").glob("*.py"),

@@ -51,7 +51,7 @@ def test_a_wing_registered_once_reaches_checks_claims_tables_and_rules(monkeypat
     derived = experiments.check_config(cfg, SCHEMAS)
     assert derived["fake"] == "slices" and list(derived)[-1] == "fake"
     assert calls == [("spec", sorted(cfg)), ("report", sorted(cfg["report"]))]  # after every wing's own check
-    assert experiments.rules_files()[-1] == "workflow/rules/fake.smk"
+    assert experiments.rules_files()[-1] == "rules/fake.smk"
 
     monkeypatch.setattr(experiments, "WINGS", experiments.WINGS[-1:])  # the fake wing alone for its claims
     (tmp_path / "fake.nc").write_text("ok")
@@ -81,8 +81,8 @@ def test_two_wings_naming_one_table_are_refused(monkeypatch):
 
 
 def test_every_wing_has_its_rules_files_and_the_snakefile_includes_them():
-    assert all((ROOT / path).is_file() for path in experiments.rules_files())
-    snakefile = (ROOT / "Snakefile").read_text()
+    assert all((ROOT / "workflow" / path).is_file() for path in experiments.rules_files())
+    snakefile = (ROOT / "workflow" / "Snakefile").read_text()
     assert "for wing_rules in WING_RULES:" in snakefile and "include: wing_rules" in snakefile
     listed = {p.name for p in (ROOT / "workflow" / "rules").glob("*.smk")} - {"common.smk", "report.smk"}
     assert listed == {Path(p).name for p in experiments.rules_files()}, "a rules file of no wing"

@@ -93,7 +93,7 @@ def test_only_san_models_names_a_family():
         for line, name in family_literals(ast.parse(p.read_text(encoding="utf-8")))
     }
     quoted = re.compile("[\"'](" + "|".join(FAMILIES) + ")[\"']")
-    for p in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+    for p in [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
         for line, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             found.update({f"{p.relative_to(ROOT)}:{line}": m.group(1) for m in quoted.finditer(text)})
     assert not found

@@ -11,7 +11,7 @@ SERIES_REVISIONS = series_revisions(config["series"])
 rule series_train:
     """Train one seed's offline series on the pinned text and save its checkpoints as model folders (resumable)."""
     output:
-        directory(f"{RESULTS}/series/seed{{seed}}"),
+        directory(RESULT["series"]),
     log:
         "logs/series_train/seed{seed}.log",
     benchmark:
@@ -30,7 +30,7 @@ rule series_train:
 rule rank_collapse_series:
     """Fig. 2's measures (four variants, the first-token sink) of every checkpoint of every seed of the series."""
     input:
-        series=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
+        series=expand(RESULT["series"], seed=SERIES_SEEDS),
         inputs=RESULT["inputs"].format(model=SERIES_MODEL, weights=SERIES_REVISIONS[0]),
     output:
         f"{RESULTS}/rank_collapse_series.nc",
@@ -142,7 +142,7 @@ for _model in HUB_SERIES:
 TARGETS += SERIES
 # What the wing's claims read (san.rank_collapse.series.claims): the offline series' result and its seeds' folders
 # with their loss records.
-SUMMARY_INPUTS.update(series=OFFLINE_SERIES, series_checkpoints=expand(rules.series_train.output[0], seed=SERIES_SEEDS))
+SUMMARY_INPUTS.update(series=OFFLINE_SERIES, series_checkpoints=expand(RESULT["series"], seed=SERIES_SEEDS))
 
 
 rule series:

@@ -20,7 +20,7 @@ def test_ruff_clean():
 
 
 def test_snakefmt_clean():
-    files = ["Snakefile", *map(str, sorted((ROOT / "workflow" / "rules").glob("*.smk")))]
+    files = ["workflow/Snakefile", *map(str, sorted((ROOT / "workflow" / "rules").glob("*.smk")))]
     proc = _run("snakefmt", "--check", *files)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

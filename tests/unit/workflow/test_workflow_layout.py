@@ -102,7 +102,7 @@ def test_resources_table_lists_exactly_the_rules():
     jobs = set(blocks) - target_rules(blocks)
     assert set(table) == jobs, f"missing: {sorted(jobs - set(table))}, stale: {sorted(set(table) - jobs)}"
     for rule, res in table.items():
-        assert set(res) == {"mem_mb", "runtime"} and all(v > 0 for v in res.values()), rule
+        assert set(res) == {"mem_mb", "disk_mb", "runtime"} and all(v > 0 for v in res.values()), rule
 
 
 def test_costliest_path_chains_are_scheduled_first(default_config):
