@@ -311,7 +311,13 @@ class Wrong:
 def toward(measured: Any, wrong: Any, s: float, *, log: bool = False) -> Any:
     """The measurement moved ``s`` of the way towards what a wrong theory predicts for it (0: as measured, 1: the
     wrong theory's prediction, above 1: beyond it): linear, or geometric with ``log`` (for ratios and residuals
-    that span decades; zero or negative values have no logarithm and give NaN)."""
+    that span decades; zero or negative values have no logarithm and give NaN). At 0 the measurement itself and at
+    1 the prediction itself, exactly: a wrong theory without a prediction (NaN) leaves the claim's own reading
+    untouched, and no round trip through a logarithm moves a measured value by an ulp."""
+    if s == 0:
+        return np.asarray(measured, dtype=float)
+    if s == 1:
+        return np.broadcast_arrays(np.asarray(wrong, dtype=float), np.asarray(measured, dtype=float))[0].copy()
     if not log:
         return (1.0 - s) * np.asarray(measured, dtype=float) + s * np.asarray(wrong, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -227,3 +227,11 @@ def test_a_measurement_moves_towards_a_wrong_prediction():
     assert V.toward(1e-6, 1e-2, 0.5, log=True) == pytest.approx(1e-4)
     assert V.toward(0.2, 0.6, 0.25) == pytest.approx(0.3)
     assert V.toward(1e-6, 1e-2, 0.0, log=True) == pytest.approx(1e-6)
+
+
+def test_a_measurement_is_itself_at_zero_and_the_prediction_at_one():
+    """No round trip through a logarithm at the claim's own reference, and a wrong theory without a prediction
+    (NaN) leaves the claim's reading untouched."""
+    assert V.toward(0.3, math.nan, 0.0) == 0.3 and V.toward(1e-7, math.nan, 0.0, log=True) == 1e-7
+    assert V.toward(0.0, 1e-3, 1.0, log=True) == 1e-3, "0 x log(0) is no NaN at the wrong theory itself"
+    assert V.toward([0.1, 0.2], 0.5, 1.0).tolist() == [0.5, 0.5]
