@@ -107,17 +107,23 @@ def _sizes(g: xr.DataArray) -> list[tuple[int, int]]:
 
 
 def adversarial_claims(
-    ds: xr.Dataset, log10_gamma_max: float, *, factor: float = 2.0, negative_control_log10_gamma: float = 0.0
+    ds: xr.Dataset,
+    log10_gamma_max: float,
+    *,
+    factor: float = 2.0,
+    negative_control_log10_gamma: float = 0.0,
+    notes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The adversarial search against the bound (:mod:`san.theory.adversarial`): the largest certified ``gamma``
     one pure-attention layer needed over every searched size (holds when ``log10 gamma <= log10_gamma_max``; not
     judged without a measured draw), per size, with the ascent's gain over its starting draws (decades).
 
-    Positive control: the same comparison against the bound tightened by ``factor`` (``log10 gamma <=
-    log10_gamma_max - log10 factor``) must fail; ``power_factor`` is the tightening the search cannot tell from the
-    bound (``10^(log10_gamma_max - log10 gamma)``). Negative controls (layers outside the theorem) must each be
-    found violating the bound: a control's largest ``log10 gamma`` above both ``negative_control_log10_gamma`` and
-    the theorem layer's largest (``controls_detected``, a regression check of the checker)."""
+    Its check (:func:`adversarial_check`, ``holds`` and ``control`` here): the same comparison against the bound
+    divided by ``factor`` must fail; ``power_factor`` is the exact division the search cannot tell from the bound
+    (``10^(log10_gamma_max - log10 gamma)``; the check's scan reads it on a grid). Negative controls (layers outside
+    the theorem) must each be found violating the bound: a control's largest ``log10 gamma`` above both
+    ``negative_control_log10_gamma`` and the theorem layer's largest (``controls_detected``, a regression check of
+    the checker); ``notes``: config ``threshold_notes`` (disclosures printed in the check's detail)."""
     g = ds["log10_gamma_adversarial"]
     top = _stats(g)["max"]
     start = ds.get("log10_gamma_start")
@@ -140,17 +146,13 @@ def adversarial_claims(
         worst = _stats(ds["log10_gamma_control"].sel(control=c))["max"]
         controls[str(c)] = {"log10_gamma_max": worst, "violated": V.judged(worst > criterion, int(np.isfinite(worst)))}
     draws = int(np.isfinite(g).sum())
-    holds = V.judged(bool(top <= log10_gamma_max), draws)
-    tightened = V.judged(bool(top <= log10_gamma_max - _log10_factor(factor)), draws)
     start_top = _stats(start)["max"] if start is not None else float("nan")
     power = float(10 ** (log10_gamma_max - top)) if draws else float("nan")
-    return {
+    out = {
         "log10_gamma_max": top,
         "gamma_max": float(10**top),
         "log10_gamma_median": _stats(g)["median"],
         "threshold_log10_gamma": log10_gamma_max,
-        "holds": holds,
-        "control": V.control(f"the bound divided by {factor:g}", factor, tightened, power=power),
         "power_factor": power,
         "ascent_gain": top - start_top,
         "log10_gamma_start_max": start_top,
@@ -162,6 +164,8 @@ def adversarial_claims(
         "controls": controls,
         "controls_detected": V.every(c["violated"] for c in controls.values()),
     }
+    row = adversarial_check(out, factor, notes)
+    return {**out, "holds": row["holds"], "control": row["positive_control"]}
 
 
 def exponent_stats(ds: xr.Dataset) -> dict[str, Any]:
@@ -212,27 +216,51 @@ def _random_weight_verdicts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _adversarial_verdicts(adv: Mapping[str, Any], factor: float) -> list[dict[str, Any]]:
-    """The rows of :func:`theorem_claims` on the adversarial search (:func:`adversarial_claims` gave ``adv``): no
-    searched layer needs gamma above the threshold (against the bound divided by ``factor`` as its control), and the
-    negative controls detected."""
-    power = adv["power_factor"]
+def factor_scan(factor: float, steps: int = 20) -> tuple[float, ...]:
+    """The factors a bound is divided by in a power scan: geometric from 1 (the bound itself) to ``factor`` squared
+    (twice the way to the control's factor, in decades), ``2 steps + 1`` of them."""
+    return tuple(float(f) for f in np.logspace(0.0, 2.0 * _log10_factor(factor), 2 * steps + 1))
+
+
+def _note(notes: Mapping[str, str] | None, key: str) -> str:
+    """The disclosure of ``report.theorem.<key>`` (config ``report.theorem.threshold_notes``: a setting changed
+    after a result was seen), for a row's detail; empty for a setting fixed before the first run that judged it."""
+    note = (notes or {}).get(key)
+    return f"; report.theorem.{key}: {note}" if note else ""
+
+
+def adversarial_check(adv: Mapping[str, Any], factor: float, notes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The scientific row of the adversarial search (:func:`adversarial_claims` gave ``adv``): no searched layer
+    needs gamma above the threshold, one check (:func:`san.core.verdicts.check`) whose wrong reference is the bound
+    divided by a factor (config ``control_factor``; power: the largest factor of a geometric scan at which the search
+    still passes); ``notes``: the disclosures of config ``threshold_notes``."""
+    top, draws = adv["log10_gamma_max"], adv["draws"]
+
+    def needed(f: float) -> V.Measure:
+        # against the bound divided by f, the search's largest draw needs gamma f times larger
+        return V.Measure(top + _log10_factor(f), 0.0, draws, f"the largest of {draws} searched draws")
+
+    return V.check(
+        "adversarial.holds",
+        "no searched layer needs gamma above the threshold (adversarial search)",
+        form=V.UNIVERSAL,
+        source="Dong et al. 2021, Theorem 2.2",
+        test=f"the largest certified log10 gamma over {draws} searched draws at most {adv['threshold_log10_gamma']:g}",
+        statistic=needed,
+        threshold=V.Threshold(adv["threshold_log10_gamma"], above=False, key="report.theorem.log10_gamma_max"),
+        wrong=V.Wrong("the bound divided by {s:.3g}", 1.0, float(factor), "report.theorem.control_factor",
+                      factor_scan(factor)),
+        detail=f"largest gamma {adv['gamma_max']:.3g}; against the bound divided by {factor:g} it needs "
+        f"{adv['gamma_max'] * factor:.3g}; passes against the bound divided by up to {adv['power_factor']:.3g} "
+        f"(exactly; the scan's grid reads the power at or below it){_note(notes, 'control_factor')}",
+    )  # fmt: skip
+
+
+def _adversarial_verdicts(adv: Mapping[str, Any], thresholds: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of :func:`theorem_claims` on the adversarial search: its check (:func:`adversarial_check`) and the
+    negative controls detected (a regression row)."""
     return [
-        V.row(
-            "adversarial.holds",
-            "no searched layer needs gamma above the threshold (adversarial search)",
-            kind=V.SCIENTIFIC,
-            form=V.UNIVERSAL,
-            source="Dong et al. 2021, Theorem 2.2",
-            holds=adv["holds"],
-            value=adv["log10_gamma_max"],
-            margin=adv["threshold_log10_gamma"] - adv["log10_gamma_max"],
-            test=f"the largest certified log10 gamma over {adv['draws']} searched draws at most "
-            f"{adv['threshold_log10_gamma']:g}",
-            detail=f"largest gamma {adv['gamma_max']:.3g}; passes against the bound divided by up to "
-            f"{power:.3g} (control: divided by {factor:g})",
-            positive_control=adv["control"],
-        ),
+        adversarial_check(adv, thresholds["control_factor"], thresholds.get("threshold_notes")),
         V.row(
             "adversarial.controls_detected",
             "the search finds the bound violated on layers outside the theorem (negative controls)",
@@ -268,8 +296,9 @@ def theorem_claims(
             thresholds["log10_gamma_max"],
             factor=factor,
             negative_control_log10_gamma=thresholds["negative_control_log10_gamma"],
+            notes=thresholds.get("threshold_notes"),
         )
-        verdicts += _adversarial_verdicts(adv, factor)
+        verdicts += _adversarial_verdicts(adv, thresholds)
     out.update(exponent_stats(ds))
     if fig2:
         out["fig2_exponent"] = {
@@ -298,15 +327,19 @@ def fig2_exponents(ratio: xr.DataArray, floor: float, limit: float) -> xr.DataAr
 
 
 def check_config(report: Mapping[str, Any]) -> None:
-    """Cross-checks of ``report.theorem`` the schema cannot express: the negative controls' criterion at or above
-    the theorem's own threshold (a layer outside the theorem counts as violating the bound only where the theorem's
-    layer would fail); raises :class:`~san.core.config.ConfigError` naming the keys."""
+    """Cross-checks of ``report.theorem`` the schema cannot express; raises :class:`~san.core.config.ConfigError`
+    naming the keys: the negative controls' criterion at or above the theorem's own threshold (a layer outside the
+    theorem counts as violating the bound only where the theorem's layer would fail), and every disclosure of
+    ``threshold_notes`` naming a key of the section."""
     t = report["theorem"]
     if t["negative_control_log10_gamma"] < t["log10_gamma_max"]:
         raise ConfigError(
             f"report.theorem.negative_control_log10_gamma = {t['negative_control_log10_gamma']} must be at least "
             f"report.theorem.log10_gamma_max = {t['log10_gamma_max']}"
         )
+    unknown = sorted(set(t.get("threshold_notes", {})) - set(t) - {"threshold_notes"})
+    if unknown:
+        raise ConfigError(f"report.theorem.threshold_notes names no key of report.theorem: {unknown}")
 
 
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:

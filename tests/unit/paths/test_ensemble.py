@@ -1,9 +1,8 @@
 """Seeds stacked in one SAN (san.paths.model): each seed's draws from its own CPU generators, each seed as its one-seed
-run, resumable training keyed on config, code and libraries, and the path claims' verdicts over seeds."""
+run, resumable training keyed on config, code and libraries (the path claims over seeds: test_paths_claims.py)."""
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -11,11 +10,9 @@ import os
 import numpy as np
 import pytest
 import torch
-import xarray as xr
 
 from san.core.device import deterministic
 from san.core.rng import cpu_generator
-from san.paths.claims import over_seeds, seed_verdict
 from san.paths.experiment import train
 from san.paths.model import SAN, DropoutMasks
 from san.paths.tasks import make_task
@@ -253,52 +250,3 @@ def test_seed_file_round_trip(tmp_path):
     loaded, meta = SAN.load(str(tmp_path / "m.safetensors"))
     assert loaded.seeds == [3, 5] and meta["task"] == "sorting" and not loaded.training
     assert all(torch.equal(x, y) for x, y in zip(_state(model).values(), _state(loaded).values(), strict=True))
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Verdicts over seeds
-
-
-def _results(short_best_by_seed: list[float]) -> xr.Dataset:
-    """A synthetic path result with a seed dimension: accuracy by path length 0..3, full 0.9, chance 0.1; the
-    short paths (length 1) reach ``short_best_by_seed``, the longest 0.2."""
-    acc = np.array([[0.1, s, 0.3, 0.2] for s in short_best_by_seed])[:, None, :, None]
-    return xr.Dataset(
-        {
-            "accuracy": (("seed", "n_paths", "path_length", "repeat"), acc),
-            "full_model_accuracy": (("seed",), np.full(len(short_best_by_seed), 0.9)),
-            "chance_accuracy": (("seed",), np.full(len(short_best_by_seed), 0.1)),
-        },
-        coords={"seed": np.arange(len(short_best_by_seed)), "n_paths": [5], "path_length": np.arange(4)},
-    )
-
-
-def test_seed_verdict_rules():
-    assert seed_verdict([True, True], "every_seed", 1.0)
-    assert not seed_verdict([True, False], "every_seed", 1.0)
-    assert seed_verdict([True, True, False], "share", 0.6)
-    assert not seed_verdict([True, False, False], "share", 0.6)
-    assert not seed_verdict([], "every_seed", 1.0)
-    with pytest.raises(ValueError, match="report.paths.seeds.rule"):
-        seed_verdict([True], "majority", 0.5)
-
-
-def test_path_claim_holds_in_every_seed():
-    from san.paths.claims import path_effectiveness_claims
-
-    out = over_seeds(path_effectiveness_claims, {"t": _results([0.8, 0.7, 0.85])}, short=1, most=0.5)
-    assert out["short_reach_most"] and out["short_beats_long"]
-    assert out["per_seed"]["t"]["1"]["short_reach_most"]
-
-
-def test_path_claim_fails_when_one_seed_fails_though_the_mean_passes():
-    from san.paths.claims import path_effectiveness_claims
-
-    results = {"t": _results([0.9, 0.9, 0.4])}  # mean short best 0.73: 79% of the gain; seed 2: 38%
-    mean_only = path_effectiveness_claims({"t": results["t"].mean("seed")}, short=1, most=0.5)
-    assert mean_only["short_reach_most"]
-    out = over_seeds(path_effectiveness_claims, copy.deepcopy(results), short=1, most=0.5)
-    assert not out["short_reach_most"] and not out["per_seed"]["t"]["2"]["short_reach_most"]
-    assert over_seeds(path_effectiveness_claims, results, rule="share", min_share=0.6, short=1, most=0.5)[
-        "short_reach_most"
-    ]

@@ -1,144 +1,220 @@
-"""Path claims (Fig. 4 sampled paths and the exact decomposition): each verdict once passing, once failing, with
-the config's thresholds."""
+"""Path claims (Fig. 4 sampled paths and the exact decomposition) on hand-made results, with the config's thresholds:
+every scientific row once holding with its placebo failing (numeric power), once holding with its placebo holding
+too ("no power"), once failing; the seed rule and the spread over seeds; every row re-derived from its own numbers."""
+
+import json
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from san.paths.claims import over_seeds, path_decomposition_claims, path_effectiveness_claims, seed_verdict
+from san.core import verdicts as V
+from san.core.config import ConfigError
+from san.paths.claims import SeedRule, check_config, path_decomposition_claims, path_effectiveness_claims, seed_rule
 
 from helpers import default_config
 
 REPORT = default_config()["report"]
-#: the thresholds of one seed's claim (the seed rule and the spread are applied by ``over_seeds``)
-PATHS = {k: v for k, v in REPORT["paths"].items() if k not in ("seeds", "sigmas")}
-#: the seed rule of ``over_seeds``
-SEEDS = {**REPORT["paths"]["seeds"], "sigmas": REPORT["paths"]["sigmas"]}
-#: the decomposition's claim takes no accuracy margin
-EXACT = {**{k: v for k, v in PATHS.items() if k != "margin"}, **REPORT["path_decomposition"]}
+CFG = REPORT["paths"]
+#: the sampled paths' claim at the config's settings
+PATHS = {"short": CFG["short"], "most": CFG["most"], "margin": CFG["margin"], "seeds": seed_rule(CFG),
+         "init_control": CFG["init_control"], "input_path_control": CFG["input_path_control"]}  # fmt: skip
+#: the exact decomposition's claim at the config's settings
+EXACT = {"short": CFG["short"], "most": CFG["most"], "seeds": seed_rule(CFG), **REPORT["path_decomposition"]}
+WIGGLE = (0.0, 0.01, -0.01)
 
 
-def _sampled(short_acc: float, long_acc: float, full: float = 0.9, chance: float = 0.3) -> xr.Dataset:
-    acc = np.array([[short_acc, short_acc, 0.5, long_acc]] * 2)[:, :, None].repeat(2, axis=-1)
+def _sampled(short: float, long: float, full: float = 0.9, chance: float = 0.3, k0: float = 0.3) -> xr.Dataset:
+    """Sampled paths of one task over three seeds (each seed's numbers wiggled by at most 0.01): accuracy by path
+    length 0..3 (``k0``, the short paths at lengths 1 and 2, 0.5, the longest ``long``), the full model and the
+    input-blind level."""
+    acc = np.array([[[k0, short + w, short + w, 0.5, long + w]] * 2 for w in WIGGLE])[..., None].repeat(2, axis=-1)
     return xr.Dataset(
         {
-            "accuracy": (("n_paths", "path_length", "repeat"), acc),
-            "full_model_accuracy": full,
-            "chance_accuracy": chance,
+            "accuracy": (("seed", "n_paths", "path_length", "repeat"), acc[:, :, [0, 1, 2, 4], :]),
+            "full_model_accuracy": ("seed", [full + w for w in WIGGLE]),
+            "chance_accuracy": ("seed", [chance] * 3),
         },
-        coords={"n_paths": [5, 20], "path_length": [0, 1, 2, 3]},
+        coords={"seed": [0, 1, 2], "n_paths": [5, 20], "path_length": [0, 1, 2, 3]},
     )
 
 
-def test_short_paths_reach_most_only_above_the_configured_share():
-    good = path_effectiveness_claims({"t": _sampled(0.8, 0.2)}, **PATHS)
-    assert good["short_reach_most"] and good["short_beats_long"] and good["models_learn"]
-    bad = path_effectiveness_claims({"t": _sampled(0.5, 0.6)}, **PATHS)  # 1/3 of the gain; long wins
-    assert not bad["short_reach_most"] and not bad["short_beats_long"]
-    assert not path_effectiveness_claims({"t": _sampled(0.8, 0.2, full=0.2)}, **PATHS)["models_learn"]
-    # an edited threshold flips the verdict: 1/3 of the gain is "most" when most = 0.3
-    assert path_effectiveness_claims({"t": _sampled(0.5, 0.6)}, short=2, most=0.3)["short_reach_most"]
-
-
-def test_short_beats_long_and_models_learn_need_the_configured_margin():
-    """A lead of 0.01 in accuracy is within the margin (0.02): neither comparison holds on it."""
-    assert PATHS["margin"] > 0.01
-    close = path_effectiveness_claims({"t": _sampled(0.41, 0.49, full=0.31, chance=0.30)}, **PATHS)
-    assert close["short_beats_long"] is False and close["models_learn"] is False
-    assert close["differences"]["short_beats_long"]["t"] == pytest.approx(0.01)
-    loose = path_effectiveness_claims({"t": _sampled(0.41, 0.49, full=0.31, chance=0.30)}, **{**PATHS, "margin": 0.0})
-    assert loose["short_beats_long"] is True and loose["models_learn"] is True
-
-
-def _seeded(leads: list[float]) -> xr.Dataset:
-    """One task over seeds: short paths ahead of the longest (at the input-blind level) by ``leads[s]`` in seed
-    ``s``."""
-    seeds = [_sampled(0.6 + d, 0.6, chance=0.6) for d in leads]
-    return xr.concat(seeds, dim="seed").assign_coords(seed=range(len(leads)))
-
-
-def test_comparisons_are_judged_against_the_seed_spread():
-    """Every seed ahead by more than the margin, but the mean less two standard errors is not: fails; a steady lead
-    passes; and the seed-by-seed rule alone would have passed the noisy one."""
-    seeds = SEEDS
-    steady = over_seeds(path_effectiveness_claims, {"t": _seeded([0.30, 0.31, 0.29])}, **seeds, **PATHS)
-    assert steady["short_beats_long"] is True and steady["spread"]["short_beats_long"]["t"]["seeds"] == 3
-    noisy = over_seeds(path_effectiveness_claims, {"t": _seeded([0.025, 0.4, 0.03])}, **seeds, **PATHS)
-    assert all(v["short_beats_long"] for v in noisy["per_seed"]["t"].values())
-    assert noisy["short_beats_long"] is False
-    assert over_seeds(path_effectiveness_claims, {"t": _seeded([0.025, 0.4, 0.03])}, **{**seeds, "sigmas": 0.0},
-                      **PATHS)["short_beats_long"] is True  # fmt: skip
-    rows = {r["key"]: r["verdict"] for r in noisy["verdicts"]}
-    assert rows["short_beats_long"] == "fails" and rows["models_learn"] == "holds"
-
-
-def test_path_claims_are_not_judged_on_zero_evidence():
-    assert path_effectiveness_claims({}, **PATHS)["short_beats_long"] is None
-    assert path_decomposition_claims({}, **EXACT)["exact"] is None
-    no_gain = path_decomposition_claims({"t": _exact(0.8, 1e-14).assign(chance_accuracy=0.95)}, **EXACT)
-    assert no_gain["short_carry_most_of_gain"] is None, "a model below the input-blind level has no gain to share"
-    assert seed_verdict([], "every_seed", 1.0) is None and seed_verdict([None, None], "share", 0.5) is None
-
-
-def _exact(at_two: float, error: float) -> xr.Dataset:
+def _exact(at_two: float = 0.8, init_full: float = 0.3, init_short: float = 0.3, init_long: float = 0.3,
+           k0: float = 0.3, error: float = 1e-14) -> xr.Dataset:  # fmt: skip
+    """The exact decomposition of the same three seeds, trained and at initialisation: truncated at K = 0..3 (``k0``,
+    0.5, ``at_two``, 0.9 = the full model), and the untrained model's accuracy and single-length accuracies (short
+    lengths ``init_short``, the longest ``init_long``)."""
     k = [0, 1, 2, 3]
-    trunc = np.array([[0.3, 0.5, at_two, 0.9], [0.3, 0.3, 0.3, 0.4]])
+    trunc = np.array([[k0, 0.5, at_two, 0.9], [0.3, 0.3, 0.3, 0.3]])
+    single = np.array([[k0, 0.6, 0.5, 0.2], [0.3, init_short, init_short, init_long]])
     share = np.array([[0.1, 0.5, 0.3, 0.1], [0.2, 0.3, 0.3, 0.2]])
-    return xr.Dataset(
+    one = xr.Dataset(
         {
             "truncated_accuracy": (("state", "max_path_length"), trunc),
-            "full_accuracy": ("state", [0.9, 0.4]),
+            "full_accuracy": ("state", [0.9, init_full]),
             "chance_accuracy": 0.3,
-            "single_length_accuracy": (("state", "path_length"), trunc),
+            "single_length_accuracy": (("state", "path_length"), single),
             "norm_share": (("state", "path_length"), share),
             "reconstruction_error": ("state", [error, error]),
         },
         coords={"state": ["trained", "init"], "max_path_length": k, "path_length": k},
     )
-
-
-def test_exact_decomposition_claims_pass_and_fail():
-    kw = EXACT
-    good = path_decomposition_claims({"t": _exact(0.8, 1e-14)}, **kw)
-    assert good["exact"] and good["short_carry_most_of_gain"]
-    assert good["per_task"]["t"]["shortest_within_tolerance"] == 3
-    bad = path_decomposition_claims({"t": _exact(0.5, 1e-6)}, **kw)  # a third of the gain; error above exact
-    assert not bad["exact"] and not bad["short_carry_most_of_gain"]
-    assert path_decomposition_claims({"t": _exact(0.5, 1e-6)}, **{**kw, "most": 0.3})["short_carry_most_of_gain"]
+    trained = one["state"] == "trained"
+    seeds = [one.assign({v: one[v] + w * trained for v in ("truncated_accuracy", "full_accuracy")}) for w in WIGGLE]
+    return xr.concat(seeds, dim="seed", data_vars="all").assign_coords(seed=[0, 1, 2])
 
 
 def _rows(out: dict) -> dict[str, dict]:
     return {r["key"]: r for r in out["verdicts"]}
 
 
-def test_path_effectiveness_controls_fail_against_a_right_answer():
-    """Each control puts in the place of the side the claim favours one it must not beat: the longest paths as the
-    model (0.2 against chance 0.3), the full model as the longest paths (short 0.8 against 0.9), the longest paths
-    as the short ones (a share of -1/6 of the gain)."""
+def _effectiveness(sampled: xr.Dataset, exact: xr.Dataset, **kw) -> dict[str, dict]:
+    out = path_effectiveness_claims({"t": sampled}, {"t": exact}, **{**PATHS, **kw})
+    rows = _rows(out)
+    for r in rows.values():
+        assert V.rederive(json.loads(json.dumps(r))) == [], r["key"]
+    return rows
+
+
+def _decomposition(exact: xr.Dataset, **kw) -> dict[str, dict]:
+    rows = _rows(path_decomposition_claims({"t": exact}, **{**EXACT, **kw}))
+    for r in rows.values():
+        assert V.rederive(json.loads(json.dumps(r))) == [], r["key"]
+    return rows
+
+
+def test_models_learn_against_the_untrained_model():
+    """The trained model 0.6 above chance, the untrained at chance: holds with power; a model already as good at
+    initialisation: the test cannot tell training from none; a model at chance fails."""
+    row = _effectiveness(_sampled(0.8, 0.2), _exact())["models_learn"]
+    assert row["verdict"] == "holds" and row["positive_control"]["verdict"] == "fails"
+    pc = row["positive_control"]
+    assert pc["key"] == "report.paths.init_control" and pc["setting"] == CFG["init_control"]
+    # the gain 0.6 - 2 s.e. (0.0058 x 2) falls to the margin 0.02 near 96 % of the way to the untrained model
+    assert 0.9 <= pc["power"] < 1.0 and "untrained" in pc["reference"]
+    assert _effectiveness(_sampled(0.8, 0.2), _exact(init_full=0.9))["models_learn"]["verdict"] == "no power"
+    assert _effectiveness(_sampled(0.8, 0.2, full=0.31), _exact())["models_learn"]["verdict"] == "fails"
+
+
+def test_short_beats_long_against_the_untrained_model():
+    """Short paths 0.6 ahead of the longest: holds when the untrained model's single lengths are level; no power
+    when the untrained model has the same gap (an architectural gap, not learned); fails when long paths win."""
+    row = _effectiveness(_sampled(0.8, 0.2), _exact())["short_beats_long"]
+    assert row["verdict"] == "holds" and row["positive_control"]["power"] > 0.5
+    gap_at_init = _effectiveness(_sampled(0.8, 0.2), _exact(init_short=0.8, init_long=0.2))["short_beats_long"]
+    assert gap_at_init["holds"] is True and gap_at_init["verdict"] == "no power"
+    assert _effectiveness(_sampled(0.5, 0.6), _exact())["short_beats_long"]["verdict"] == "fails"
+
+
+def test_short_reach_most_against_the_input_path():
+    """Short paths reach 5/6 of the gain, the input path none: holds; an input path alone at 5/6 too: no power; a
+    third of the gain fails."""
+    row = _effectiveness(_sampled(0.8, 0.2), _exact())["short_reach_most"]
+    assert row["verdict"] == "holds" and row["threshold"]["key"] == "report.paths.most"
+    assert row["positive_control"]["key"] == "report.paths.input_path_control"
+    assert _effectiveness(_sampled(0.8, 0.2, k0=0.8), _exact())["short_reach_most"]["verdict"] == "no power"
+    assert _effectiveness(_sampled(0.5, 0.2), _exact())["short_reach_most"]["verdict"] == "fails"
+    # an edited threshold flips the verdict: 1/3 of the gain is "most" when most = 0.3
+    assert _effectiveness(_sampled(0.5, 0.2), _exact(), most=0.3)["short_reach_most"]["holds"] is True
+
+
+def test_short_carry_most_of_gain_against_the_input_path():
+    """K = 2 carries 5/6 of the gain, K = 0 none: holds; a K = 0 truncation that already carries it: no power; a
+    third of the gain fails, and an error above `exact` fails the regression row."""
+    rows = _decomposition(_exact())
+    assert rows["short_carry_most_of_gain"]["verdict"] == "holds" and rows["exact"]["kind"] == "regression"
+    assert rows["short_carry_most_of_gain"]["positive_control"]["key"] == "report.path_decomposition.input_path_control"
+    shallow = _decomposition(_exact(k0=0.85))["short_carry_most_of_gain"]
+    assert shallow["holds"] is True and shallow["verdict"] == "no power"
+    bad = _decomposition(_exact(at_two=0.5, error=1e-6))
+    assert bad["short_carry_most_of_gain"]["verdict"] == "fails" and bad["exact"]["verdict"] == "fails"
+    out = path_decomposition_claims({"t": _exact()}, **EXACT)
+    assert out["per_task"]["t"]["shortest_within_tolerance"] == 3 and out["exact"] is True
+
+
+def test_comparisons_need_the_configured_margin():
+    """A lead of 0.01 in accuracy is within the margin (0.02): neither comparison holds on it."""
+    assert CFG["margin"] > 0.01
+    close = _effectiveness(_sampled(0.41, 0.40, full=0.31, chance=0.30), _exact())
+    assert close["short_beats_long"]["holds"] is False and close["models_learn"]["holds"] is False
+    loose = _effectiveness(_sampled(0.41, 0.40, full=0.32, chance=0.30), _exact(), margin=0.0)
+    assert loose["models_learn"]["holds"] is True
+
+
+def _seeded(short_by_seed: list[float]) -> xr.Dataset:
+    """One task over seeds: the short paths reach ``short_by_seed[s]`` in seed ``s`` (full 0.9, chance 0.1, the
+    longest 0.2)."""
+    acc = np.array([[0.1, s, 0.3, 0.2] for s in short_by_seed])[:, None, :, None]
+    n = len(short_by_seed)
+    return xr.Dataset(
+        {
+            "accuracy": (("seed", "n_paths", "path_length", "repeat"), acc),
+            "full_model_accuracy": (("seed",), np.full(n, 0.9)),
+            "chance_accuracy": (("seed",), np.full(n, 0.1)),
+        },
+        coords={"seed": np.arange(n), "n_paths": [5], "path_length": np.arange(4)},
+    )
+
+
+def test_a_claim_fails_when_one_seed_fails_though_the_mean_passes():
+    """Seeds reaching 100 %, 100 % and 38 % of the gain: the mean (79 %) passes, every_seed fails; the share rule at
+    0.6 passes; the mean less two standard errors (0.31) fails whatever the seed rule."""
+    results = {"t": _seeded([0.9, 0.9, 0.4])}
+    reach = path_effectiveness_claims(results, short=1, most=0.5, seeds=SeedRule("every_seed"))["short_reach_most"]
+    assert reach is False
+    assert path_effectiveness_claims(results, short=1, most=0.5, seeds=SeedRule("share", 0.6))["short_reach_most"]
+    assert not path_effectiveness_claims(results, short=1, most=0.5, seeds=SeedRule("share", 0.6, 2.0))[
+        "short_reach_most"
+    ]
+    out = path_effectiveness_claims({"t": _seeded([0.8, 0.7, 0.85])}, short=1, most=0.5, seeds=SeedRule())
+    assert out["short_reach_most"] is True and out["per_seed"]["short_reach_most"]["t"]["1"]["value"] == pytest.approx(
+        0.75
+    )
+
+
+def test_comparisons_are_judged_against_the_seed_spread():
+    """Every seed ahead of the longest paths by more than the margin, but the mean less two standard errors is not:
+    fails; a steady lead passes; without the spread the noisy one passes too."""
+    steady = path_effectiveness_claims({"t": _seeded([0.5, 0.51, 0.49])}, short=1, most=0.5, margin=0.02,
+                                       seeds=SeedRule(sigmas=2.0))  # fmt: skip
+    assert steady["short_beats_long"] is True
+    noisy = {"t": _seeded([0.225, 0.6, 0.23])}
+    assert path_effectiveness_claims(noisy, short=1, most=0.5, margin=0.02, seeds=SeedRule(sigmas=2.0))[
+        "short_beats_long"
+    ] is False  # fmt: skip
+    assert path_effectiveness_claims(noisy, short=1, most=0.5, margin=0.02, seeds=SeedRule())["short_beats_long"]
+
+
+def test_the_seed_rule_is_the_seed_ranked_at_the_share():
+    t = V.Threshold(0.5, above=True, key="k")
+    items = SeedRule("share", 0.6).items("t", [0, 1, 2, 3, 4], np.array([0.9, 0.8, 0.6, 0.4, np.nan]), t)
+    # 4 judged seeds, at least 60 %: 3 must clear, so the third best decides
+    assert [m.value for m in items[1:]] == [0.6] and items[1].item == "t, seed 2"
+    assert SeedRule("every_seed").items("t", [0, 1], np.array([0.9, np.nan]), t)[2].evidence == 0
+    with pytest.raises(ValueError, match="report.paths.seeds.rule"):
+        SeedRule("majority").items("t", [0], np.array([0.9]), t)
+
+
+def test_path_claims_are_not_judged_on_zero_evidence():
+    assert path_effectiveness_claims({}, short=2, most=0.5)["short_beats_long"] is None
+    assert path_decomposition_claims({}, **EXACT)["exact"] is None
+    no_gain = path_decomposition_claims({"t": _exact().assign(chance_accuracy=0.95)}, **EXACT)
+    assert no_gain["short_carry_most_of_gain"] is None, "a model below the input-blind level has no gain to share"
+    # without the exact decomposition's initial state there is no untrained placebo: the control is not judged
     rows = _rows(path_effectiveness_claims({"t": _sampled(0.8, 0.2)}, **PATHS))
-    for key in ("models_learn", "short_beats_long", "short_reach_most"):
-        assert rows[key]["kind"] == "scientific" and rows[key]["positive_control"]["fails_as_it_must"] is True, key
-        assert rows[key]["verdict"] == "holds", key
-    # long paths as good as the short ones and the full model: every control passes too, so no row has power
-    flat = _rows(path_effectiveness_claims({"t": _sampled(0.95, 0.95, full=0.9, chance=0.3)}, **PATHS))
-    assert flat["models_learn"]["holds"] is True and flat["models_learn"]["verdict"] == "no power"
-    assert flat["short_reach_most"]["verdict"] == "no power"
-    assert flat["short_beats_long"]["holds"] is False and flat["short_beats_long"]["verdict"] == "fails"
+    assert rows["models_learn"]["holds"] is True and rows["models_learn"]["verdict"] == "not judged"
 
 
-def test_verdicts_over_seeds_keep_the_no_power_state():
-    flat = xr.concat([_sampled(0.95, 0.95)] * 3, dim="seed").assign_coords(seed=range(3))
-    out = over_seeds(path_effectiveness_claims, {"t": flat}, **SEEDS, **PATHS)
-    assert _rows(out)["models_learn"]["verdict"] == "no power"
+def test_check_config_refuses_meaningless_controls():
+    def edited(section: str, **kw) -> dict:
+        return {**REPORT, section: {**REPORT[section], **kw}}
 
-
-def test_decomposition_control_is_the_input_only_truncation():
-    good = _rows(path_decomposition_claims({"t": _exact(0.8, 1e-14)}, **EXACT))
-    # K = 0 reaches 0.3, the input-blind level: no share of the gain
-    assert good["short_carry_most_of_gain"]["positive_control"]["fails_as_it_must"] is True
-    assert good["short_carry_most_of_gain"]["verdict"] == "holds" and good["exact"]["kind"] == "regression"
-    # a model whose K = 0 truncation already carries the gain: the test cannot tell short paths from none
-    shallow = _exact(0.8, 1e-14)
-    shallow["truncated_accuracy"].loc[{"state": "trained", "max_path_length": 0}] = 0.85
-    row = _rows(path_decomposition_claims({"t": shallow}, **EXACT))["short_carry_most_of_gain"]
-    assert row["holds"] is True and row["verdict"] == "no power"
+    check_config(REPORT)
+    with pytest.raises(ConfigError, match="report.paths.init_control"):
+        check_config(edited("paths", init_control=0.0))
+    with pytest.raises(ConfigError, match="report.path_decomposition.input_path_control"):
+        check_config(edited("path_decomposition", input_path_control=1.5))
+    with pytest.raises(ConfigError, match="min_share = 0 with rule share"):
+        check_config(edited("paths", seeds={"rule": "share", "min_share": 0.0}))
+    with pytest.raises(ConfigError, match="min_share = 0.5 is read only with rule share"):
+        check_config(edited("paths", seeds={"rule": "every_seed", "min_share": 0.5}))

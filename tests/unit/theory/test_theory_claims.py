@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from san.core import verdicts as V
+from san.core.config import ConfigError
 from san.theory import adversarial as A
-from san.theory.claims import adversarial_claims, pair_tables, theorem_claims
+from san.theory.claims import adversarial_claims, check_config, factor_scan, pair_tables, theorem_claims
 
 from helpers import default_config
 
@@ -80,6 +82,40 @@ def test_positive_control_fails_when_the_search_reaches_the_tightened_bound():
     assert weak["holds"] is True and weak["control"]["fails_as_it_must"] is False
     assert weak["power_factor"] == pytest.approx(1 / 0.11)
     assert _adv(_adversarial(np.log10(0.11), (5.0, 2.0)), factor=10.0)["control"]["fails_as_it_must"] is True
+
+
+def test_adversarial_row_holds_with_power_has_none_and_fails():
+    """The check judged against the bound divided by the control factor (10): a search reaching gamma 0.5 passes
+    the bound and fails the tightened one (power 2); one reaching 0.05 passes both ("no power"); one above the
+    bound fails. Every row follows from its own numbers."""
+    from san.theory.claims import adversarial_check
+
+    rows = {}
+    for name, gamma in (("power", 0.5), ("no power", 0.05), ("fails", 2.0)):
+        adv = _adv(_adversarial(np.log10(gamma), (5.0, 2.0)), factor=10.0)
+        rows[name] = json.loads(json.dumps(adversarial_check(adv, 10.0)))
+        assert V.rederive(rows[name]) == [], name
+    assert rows["power"]["verdict"] == "holds" and rows["power"]["positive_control"]["power"] == pytest.approx(
+        max(f for f in factor_scan(10.0) if f < 2.0)
+    )
+    assert rows["power"]["positive_control"]["key"] == "report.theorem.control_factor"
+    assert rows["power"]["threshold"]["key"] == "report.theorem.log10_gamma_max"
+    assert rows["no power"]["holds"] is True and rows["no power"]["verdict"] == "no power"
+    assert rows["fails"]["verdict"] == "fails" and rows["fails"]["positive_control"]["power"] is None
+
+
+def test_a_factor_raised_after_a_result_was_seen_says_so_in_the_detail():
+    adv = _adv(_adversarial(-0.9, (5.0, 2.0)), factor=10.0)
+    from san.theory.claims import adversarial_check
+
+    notes = THRESHOLDS["threshold_notes"]
+    assert "raised to 10 after" in notes["control_factor"]
+    assert notes["control_factor"] in adversarial_check(adv, 10.0, notes)["detail"]
+    assert "report.theorem.control_factor" not in adversarial_check(adv, 10.0, {})["detail"]
+    report = default_config()["report"]
+    check_config(report)
+    with pytest.raises(ConfigError, match="threshold_notes names no key"):
+        check_config({**report, "theorem": {**THRESHOLDS, "threshold_notes": {"control": "x"}}})
 
 
 def test_negative_control_criterion_comes_from_config():
@@ -220,8 +256,12 @@ def test_theorem_checks_carry_positive_controls_and_kinds():
     # power" where the bound divided by the control factor passes too
     adv = rows["adversarial.holds"]
     power = 10 ** (THRESHOLDS["log10_gamma_max"] - out["adversarial"]["log10_gamma_max"])
-    assert adv["positive_control"]["power"] == pytest.approx(power)
+    # the scan's grid (geometric, to the control factor squared) reads the largest factor at or below the exact one
+    scan = factor_scan(THRESHOLDS["control_factor"])
+    assert adv["positive_control"]["power"] == pytest.approx(max(f for f in scan if f < power))
+    assert out["adversarial"]["power_factor"] == pytest.approx(power)
     assert adv["verdict"] == ("no power" if power > THRESHOLDS["control_factor"] else "holds")
+    assert V.rederive(json.loads(json.dumps(adv))) == []
     weak = theorem_claims(ds, {**THRESHOLDS, "control_factor": power / 2})
     assert {r["key"]: r["verdict"] for r in weak["verdicts"]}["adversarial.holds"] == "no power"
     strong = theorem_claims(ds, {**THRESHOLDS, "control_factor": power * 2})
