@@ -137,7 +137,7 @@ def test_critical_statistic_reads_the_rem_law():
 
 def test_construction_is_an_attracting_rank2_equilibrium_with_layernorm_only():
     from san.propagation import construction
-    from san.propagation.claims import staying_fraction
+    from san.propagation.masks_claims import staying_fraction
 
     star = construction.fixed_point(6, 5, 0.1)
     a, v = construction.causal_uniform(6), construction.value_matrix(5, 0.1)

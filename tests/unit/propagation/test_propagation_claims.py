@@ -9,6 +9,7 @@ import pytest
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.config import ConfigError
 from san.propagation.claims import check_config, sweep_claims
 from san.propagation.spec import INV_SQRT_DEPTH
 from san.propagation.theory import recursion
@@ -19,10 +20,13 @@ T = default_config()["report"]["propagation"]
 LAYERS = 11
 
 
-def _depth(inv_last: float, sub_small: float, sub_large: float, t_drop: float, seeds: int = 4) -> xr.Dataset:
+def _depth(
+    inv_last: float, sub_small: float, sub_large: float, t_drop: float, seeds: int = 4, d_drop: float = 0.0
+) -> xr.Dataset:
     """Depth sweep: input cosine 0.2 (beta_c = 1.58, so beta 0.5 is subcritical and 4.0 supercritical); the gap to
     the recursion is, below critical, ``sub_small`` at the smallest (d, T) and ``sub_large`` at the others, and above
-    critical ``0.05 + t_drop`` at the short T (0.05 at the long one); seed spreads of 0.01 on both."""
+    critical ``0.05 + t_drop`` at the short T (0.05 at the long one), ``d_drop`` more at the small width; seed
+    spreads of 0.01 on both. d from 8 to 64 (3 doublings), T from 8 to 128 (4 doublings)."""
     dims = ("residual", "norm", "beta", "width", "seq_len", "layer", "seed")
     shape = (2, 1, 2, 2, 2, LAYERS, seeds)
     theory = np.empty(shape[:-1])
@@ -37,10 +41,11 @@ def _depth(inv_last: float, sub_small: float, sub_large: float, t_drop: float, s
     gap[:, :, 1, ..., 1:, :] = 0.05
     gap[:, :, 1, :, 0, 1:, :] += t_drop
     gap[:, :, 1, :, 0, 1:, :] += wiggle  # seed spread of the short-T gap
+    gap[:, :, 1, 0, :, 1:, :] += d_drop
     cosine = theory[..., None] + gap
     cosine[0, :, 1, ..., -1, :] = inv_last + 0.01 * wiggle  # residual inv_sqrt_depth, beta 4: last-layer cosine
     coords = {"residual": ["inv_sqrt_depth", "skip"], "norm": ["post_ln"], "beta": [0.5, 4.0], "width": [8, 64]}
-    coords.update(seq_len=[8, 64], layer=np.arange(LAYERS), seed=np.arange(seeds))
+    coords.update(seq_len=[8, 128], layer=np.arange(LAYERS), seed=np.arange(seeds))
     ds = xr.Dataset({"cosine": (dims, cosine), "theory_cosine": (dims[:-1], theory)}, coords=coords)
     ds.attrs.update(
         fixed=json.dumps({"var_v": 0.2, "var_b": 4e-4, "var_w": 0.2, "mlp": True}),
@@ -75,15 +80,41 @@ def _row(cs: list[dict], key: str) -> dict:
     return next(c for c in cs if c["key"] == key)
 
 
+def _rederived(rows: list[dict]) -> list[dict]:
+    for r in rows:
+        assert V.rederive(json.loads(json.dumps(r))) == [], r["key"]
+    return rows
+
+
+def _three(row_of, holding, no_power, failing) -> tuple[dict, dict, dict]:
+    """A row on three sweeps: the claim holds with its control failing (numeric power), holds with its control
+    holding too (no power), fails. Each row is re-derived from its own numbers."""
+    rows = tuple(row_of(x) for x in (holding, no_power, failing))
+    _rederived(list(rows))
+    a, b, c = rows
+    assert a["verdict"] == "holds" and a["positive_control"]["verdict"] == "fails", a["detail"]
+    assert (
+        a["positive_control"]["power"] is not None and a["positive_control"]["power"] < a["positive_control"]["setting"]
+    )
+    assert b["holds"] is True and b["positive_control"]["verdict"] == "holds" and b["verdict"] == "no power", b[
+        "detail"
+    ]
+    assert c["verdict"] == "fails" and c["positive_control"]["power"] is None, c["detail"]
+    return rows
+
+
 def test_every_row_states_its_kind_form_source_and_control():
-    cs = claims({"depth": _depth(0.5, 0.2, 0.01, 0.2), "masks": _masks(1.5, 0.5, 0.3, True)}, T)
-    for c in (c for sweep in cs.values() for c in sweep):
+    cs = claims({"depth": _depth(0.5, 0.2, 0.01, 0.2), "masks": _masks(1.45, 1.37, 0.3, True),
+                 "qk_variance": _qk(1.5, 0.0, True), "sequence_length": _lengths(8.0)}, T)  # fmt: skip
+    for c in _rederived([c for sweep in cs.values() for c in sweep]):
         assert c["kind"] in ("scientific", "demonstration") and c["form"] in V.FORMS
         assert c["source"] and c["test"]
         if c["kind"] == "scientific":
             # every control of these passing sweeps fails as it must, so the printed verdict is the check's
             assert c["positive_control"]["fails_as_it_must"] is True, c["key"]
             assert c["verdict"] == "holds", c["key"]
+            assert c["positive_control"]["key"].startswith("report.propagation."), c["key"]
+            assert c["threshold"]["key"].startswith("report.propagation."), c["key"]
     construction = _row(cs["masks"], "masks.layernorm_construction")
     assert construction["kind"] == "demonstration" and construction["form"] == "existential"
 
@@ -117,20 +148,23 @@ def test_noci_claim_is_judged_over_the_model_depths():
     assert "1/sqrt(L) collapses at 8 of 24 grid points" in noci["detail"]
 
 
-def test_noci_control_is_the_unscaled_residual():
-    ds = _depth(0.5, 0.2, 0.01, 0.2)
-    noci = _row(claims({"depth": ds}, T)["depth"], NOCI)
-    # the unscaled residual's last-layer cosine collapses above critical (0.97) at the 4 grid points of beta 4
-    last = ds["final_cosine"].sel(residual="skip")
-    upper = last.mean("seed") + T["sigmas"] * last.std("seed", ddof=1) / 2.0
-    collapsed = int((upper >= T["collapsed_cosine"]).sum())
-    assert noci["positive_control"]["fails_as_it_must"] is (collapsed > 0)
-    assert f"the unscaled residual (a = b = 1) collapses at {collapsed} of {upper.size}" in noci["detail"]
-    # an unscaled residual that stays apart everywhere: the test cannot tell the two scalings apart
-    apart = ds.copy(deep=True)
+def test_noci_against_the_unscaled_residual():
+    """The unscaled residual collapses above critical (0.97 at beta 4): the 1/sqrt(L) runs (0.5) pass with power;
+    an unscaled residual that stays apart everywhere passes too (no power); 1/sqrt(L) runs at 0.95 fail."""
+    apart = _depth(0.5, 0.2, 0.01, 0.2)
     apart["final_cosine"].loc[{"residual": "skip"}] = 0.3
-    row = _row(claims({"depth": apart}, T)["depth"], NOCI)
-    assert row["holds"] is True and row["verdict"] == "no power"
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"depth": ds}, T)["depth"], NOCI)
+
+    a, _, _ = _three(row, _depth(0.5, 0.2, 0.01, 0.2), apart, _depth(0.95, 0.2, 0.01, 0.2))
+    assert a["positive_control"]["key"] == "report.propagation.noci_control"
+    # the cosine crosses 0.9 (plus 2 s.e.) at 0.5 + s (0.97 - 0.5) = 0.9 - 2 s.e.: s just below 0.85
+    assert a["positive_control"]["power"] == pytest.approx(0.85)
+    assert "the unscaled residual at 4 of 8" in a["detail"]
+    # without the unscaled residual in the sweep there is no placebo: not judged
+    alone = _depth(0.5, 0.2, 0.01, 0.2).sel(residual=["inv_sqrt_depth"])
+    assert row(alone)["holds"] is True and row(alone)["verdict"] == "not judged"
 
 
 def test_exact_in_the_limit_is_judged_at_the_largest_size():
@@ -150,15 +184,26 @@ def test_exact_in_the_limit_is_judged_at_the_largest_size():
     assert _row(claims({"depth": one_size}, T)["depth"], EXACT)["holds"] is False
 
 
+def test_exact_in_the_limit_against_the_offset_recursion():
+    """A gap of 0.012 passes with power; a gap of 0.05 halfway to the offset recursion (+0.1) passes both against
+    a tolerance of 0.06 (no power); a gap of 0.07 fails."""
+
+    def row(case: tuple[float, float]) -> dict:
+        gap, tolerance = case
+        return _row(claims({"depth": _depth(0.5, 0.2, gap, 0.2)}, {**T, "agreement": tolerance})["depth"], EXACT)
+
+    _three(row, (0.012, T["agreement"]), (0.05, 0.06), (0.07, T["agreement"]))
+
+
 def test_exact_in_the_limit_averages_the_seeds_before_taking_the_largest_gap():
     # at the largest size each seed strays by 0.06 at a layer of its own: every seed's own largest gap is 0.06,
     # above the tolerance, but the seed-mean curve strays by 0.015 with a standard error of 0.015 (0.045 < 0.05)
     ds = _depth(0.5, 0.2, 0.0, 0.2)
     for seed in range(4):
-        ds["cosine"].loc[{"width": 64, "seq_len": 64, "beta": 0.5, "seed": seed, "layer": 1 + seed}] += 0.06
+        ds["cosine"].loc[{"width": 64, "seq_len": 128, "beta": 0.5, "seed": seed, "layer": 1 + seed}] += 0.06
     row = _row(claims({"depth": ds}, T)["depth"], EXACT)
     assert row["holds"] is True and row["value"] == pytest.approx(0.015)
-    assert "each seed's own largest gap at (64, 64): 0.060 on average" in row["detail"]
+    assert "each seed's own largest gap at (64, 128): 0.060 on average" in row["detail"]
 
 
 def test_exact_in_the_limit_has_no_power_with_a_loose_tolerance():
@@ -173,8 +218,8 @@ def test_exact_in_the_limit_has_no_power_with_a_loose_tolerance():
 def test_exact_in_the_limit_is_harder_to_pass_with_more_noise():
     noisy = _depth(0.5, 0.2, 0.04, 0.2)
     spread = 0.03 * (-1.0) ** np.arange(4)  # seed spread at the largest size: s.e. 0.017, 2 s.e. 0.035
-    noisy["cosine"].loc[{"width": 64, "seq_len": 64, "beta": 0.5}] = noisy["cosine"].sel(
-        width=64, seq_len=64, beta=0.5
+    noisy["cosine"].loc[{"width": 64, "seq_len": 128, "beta": 0.5}] = noisy["cosine"].sel(
+        width=64, seq_len=128, beta=0.5
     ) + xr.DataArray(spread, dims="seed") * (noisy.layer > 0)
     assert _row(claims({"depth": noisy}, T)["depth"], EXACT)["holds"] is False
     assert _row(claims({"depth": noisy}, {**T, "sigmas": 0.0})["depth"], EXACT)["holds"] is True
@@ -189,14 +234,18 @@ def test_finite_size_needs_a_seed_spread():
     assert _by_key(claims({"depth": noisy}, {**T, "sigmas": 0.0})["depth"])[FINITE]
 
 
-def test_finite_size_control_is_the_effect_with_alternating_signs():
-    row = _row(claims({"depth": _depth(0.5, 0.2, 0.01, 0.2)}, T)["depth"], FINITE)
-    assert row["positive_control"]["fails_as_it_must"] is True
-    # per-seed differences near 0.2 with a spread of 0.01 -> alternating signs: a mean near 0
-    assert abs(row["positive_control"]["value"]) < 0.1 * row["value"]
-    # without a spread to judge by, the null of alternating signs passes too: no power
-    row = _row(claims({"depth": _depth(0.5, 0.2, 0.01, 0.2)}, {**T, "sigmas": 0.0})["depth"], FINITE)
-    assert row["verdict"] == "no power"
+def test_finite_size_against_d_and_t_equal_per_doubling():
+    """T drops the gap by 0.1 and d not at all: holds, and d and T equal per doubling (a T drop of 0) fails; a d
+    drop of 0.067 with T's range 4/3 of d's in doublings predicts a T drop of 0.089, above d's: that theory passes
+    the test too (no power); a T drop below d's fails."""
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"depth": ds}, T)["depth"], FINITE)
+
+    a, b, _ = _three(row, _depth(0.5, 0.2, 0.01, 0.2), _depth(0.5, 0.2, 0.01, 0.2, d_drop=0.1),
+                     _depth(0.5, 0.2, 0.01, -0.04))  # fmt: skip
+    assert a["positive_control"]["key"] == "report.propagation.finite_size_control"
+    assert b["value"] == pytest.approx(0.05) and "predict a T drop of +0.089" in b["detail"]
 
 
 BETAS = np.array([0.5, 1.0, 2.0, 4.0, 8.0, 16.0])
@@ -206,10 +255,10 @@ def _rem(critical: float) -> np.ndarray:
     return np.clip(1 - critical / BETAS, 0, None)
 
 
-def _qk(observed_critical: float, layer_gap: float, trend: bool, seeds: int = 8) -> xr.Dataset:
+def _qk(observed_critical: float, layer_gap: float, trend: bool, seeds: int = 8, infinite: float = 1.9) -> xr.Dataset:
     """qk_variance sweep at two T whose last-layer participation follows the REM law at ``observed_critical``; the
-    finite-T recursion puts it at 1.5, the infinite-T recursion at 1.9 (the same statistic on each). Per layer the
-    simulation sits ``layer_gap`` above the finite-T prediction; its gap to the REM limit shrinks with T if
+    finite-T recursion puts it at 1.5, the infinite-T recursion at ``infinite`` (the same statistic on each). Per
+    layer the simulation sits ``layer_gap`` above the finite-T prediction; its gap to the REM limit shrinks with T if
     ``trend``."""
     seq = [32, 256]
     dims = ("beta", "seq_len", "layer", "seed")
@@ -229,7 +278,7 @@ def _qk(observed_critical: float, layer_gap: float, trend: bool, seeds: int = 8)
             "finite_overlap": (dims, prediction),
             "theory_overlap": (dims, limit),
             "finite_recursion_overlap": (dims[:-1], finite),
-            "recursion_overlap": (dims[:-1], np.repeat(_rem(1.9)[:, None, None], 2, axis=1).repeat(4, axis=2)),
+            "recursion_overlap": (dims[:-1], np.repeat(_rem(infinite)[:, None, None], 2, axis=1).repeat(4, axis=2)),
         },
         coords={"beta": BETAS, "seq_len": seq, "layer": np.arange(4), "seed": np.arange(seeds)},
     )
@@ -248,16 +297,21 @@ def _qk_verdicts(ds: xr.Dataset, t=T) -> list:
     return [c["holds"] for c in claims({"qk_variance": ds}, t)["qk_variance"]]
 
 
-def test_critical_variance_against_the_finite_t_recursion():
-    assert _qk_verdicts(_qk(1.5, 0.0, True)) == [True, True, True]
-    # the infinite-T statistic fails the finite-T comparison (the control the claim's detail states)
-    assert _qk_verdicts(_qk(1.9, 0.0, True))[0] is False
+def test_critical_variance_against_the_infinite_t_recursion():
+    """The observed critical statistic at the finite-T recursion's (1.5): holds, and the infinite-T recursion (1.9,
+    21 % off) fails the 8 % tolerance; an infinite-T recursion within it (1.55) passes too (no power); an observed
+    statistic at 1.9 fails."""
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"qk_variance": ds}, T)["qk_variance"], CRITICAL)
+
+    a, _, _ = _three(row, _qk(1.5, 0.0, True), _qk(1.5, 0.0, True, infinite=1.55), _qk(1.9, 0.0, True))
+    # |1.5 / (1.5 + 0.4 s) - 1| <= 0.08 up to s = 0.326: the scan's 0.3
+    assert a["positive_control"]["power"] == pytest.approx(0.3)
+    assert a["threshold"]["key"] == "report.propagation.critical_tolerance" and a["threshold"]["value"] == 0.08
+    # the tolerance was re-set after a result was seen: the row prints the disclosure from config
+    assert T["threshold_notes"]["critical_tolerance"] in a["detail"]
     assert _qk_verdicts(_qk(1.9, 0.0, True), {**T, "critical_tolerance": 0.3})[0] is True
-    row = _row(claims({"qk_variance": _qk(1.5, 0.0, True)}, T)["qk_variance"], CRITICAL)
-    # the infinite-T recursion's statistic (1.9 against the observed 1.5: 21 %) fails the 15 % comparison
-    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    # power: the observed 1.5 stays within 15 % of 1.5 (1 + s) up to s = 0.17 (1.5 / 1.76 - 1 = -0.148)
-    assert row["positive_control"]["power"] == pytest.approx(0.17)
 
 
 def test_per_layer_participation_and_its_trend_in_t():
@@ -277,27 +331,37 @@ def test_per_layer_gap_is_widened_not_narrowed_by_the_spread():
     assert _row(claims({"qk_variance": noisy}, {**T, "sigmas": 0.0})["qk_variance"], PER_LAYER)["holds"] is True
 
 
-def test_per_layer_control_is_the_offset_prediction():
-    row = _row(claims({"qk_variance": _qk(1.5, 0.0, True)}, T)["qk_variance"], PER_LAYER)
-    assert row["holds"] is True and row["positive_control"]["fails_as_it_must"] is True
-    # the measured participation's own spread (s.e. 0.00076, 2 s.e. 0.0015) leaves offsets up to 0.045 passing
-    assert row["positive_control"]["power"] == pytest.approx(0.045)
-    with pytest.raises(ValueError, match="report.propagation.overlap_offset"):
+def test_per_layer_against_the_offset_prediction():
+    """The participation on the prediction: holds, offsets up to 0.045 pass (its own spread, 2 s.e. 0.0015, takes
+    the rest of the tolerance); 0.05 above it, halfway to the offset prediction, against a tolerance of 0.06: both
+    pass (no power); 0.1 above it fails."""
+
+    def row(case: tuple[float, float]) -> dict:
+        gap, tolerance = case
+        ds = _qk(1.5, gap, True)
+        return _row(claims({"qk_variance": ds}, {**T, "overlap_tolerance": tolerance})["qk_variance"], PER_LAYER)
+
+    a, _, _ = _three(row, (0.0, T["overlap_tolerance"]), (0.05, 0.06), (0.1, T["overlap_tolerance"]))
+    assert a["positive_control"]["power"] == pytest.approx(0.045)
+    with pytest.raises(ConfigError, match="report.propagation.overlap_offset"):
         check_config({"propagation": {**T, "overlap_offset": 0.05}})
 
 
-def test_rem_trend_has_no_power_when_an_offset_limit_shrinks_too():
-    # gap to the limit 0.1 -> 0.05: against the limit + 0.1 the gap grows (0 -> 0.05): the control fails
-    row = _row(claims({"qk_variance": _qk(1.5, 0.0, True)}, T)["qk_variance"], TREND)
-    assert row["verdict"] == "holds" and row["positive_control"]["fails_as_it_must"] is True
-    # |0.1 - offset| - |0.05 - offset| > 0 up to an offset of 0.075 (a tie there, decided by round-off)
-    assert row["positive_control"]["power"] == pytest.approx(0.0725, abs=0.003)
-    # gap 0.3 -> 0.2: a limit offset by 0.1 is approached as well (0.2 -> 0.1): the trend has no power
+def test_rem_trend_against_the_offset_limit():
+    """The gap to the limit 0.1 -> 0.05: holds, and against the limit + 0.1 the gap grows (0 -> 0.05): the control
+    fails; a gap 0.3 -> 0.2 approaches the offset limit as well (0.2 -> 0.1): no power; a gap that does not shrink
+    fails."""
     far = _qk(1.5, 0.0, True)
     far["theory_overlap"].loc[{"seq_len": 32}] = far["attention_overlap"].sel(seq_len=32) - 0.3
     far["theory_overlap"].loc[{"seq_len": 256}] = far["attention_overlap"].sel(seq_len=256) - 0.2
-    row = _row(claims({"qk_variance": far}, T)["qk_variance"], TREND)
-    assert row["holds"] is True and row["verdict"] == "no power"
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"qk_variance": ds}, T)["qk_variance"], TREND)
+
+    a, _, _ = _three(row, _qk(1.5, 0.0, True), far, _qk(1.5, 0.0, False))
+    # |0.1 - offset| - |0.05 - offset| > 0 up to an offset of 0.075 (a tie there, decided by round-off)
+    assert a["positive_control"]["power"] == pytest.approx(0.0725, abs=0.003)
+    assert a["threshold"]["key"] == "report.propagation.rem_drop_margin"
 
 
 def _masks(causal_rate: float, local_rate: float, ln_level: float, construction_ok: bool) -> xr.Dataset:
@@ -331,10 +395,50 @@ def _masks(causal_rate: float, local_rate: float, ln_level: float, construction_
 
 
 def test_mask_claims_pass_and_fail():
-    good = [c["holds"] for c in claims({"masks": _masks(1.5, 0.5, 0.3, True)}, T)["masks"]]
+    good = [c["holds"] for c in claims({"masks": _masks(1.5, 1.4, 0.3, True)}, T)["masks"]]
     assert good == [True, True, True, True]
     bad = [c["holds"] for c in claims({"masks": _masks(0.5, 3.0, 1e-9, False)}, T)["masks"]]
     assert bad == [False, False, False, False]
+
+
+def test_causal_collapse_against_the_one_directional_sliding_window():
+    """Causal attention at rate 1.5 (last residual 3e-7 < 1e-6) with a local window at 0.5 (7e-3): holds with
+    power; a local window as fast as causal attention collapses too: no power; causal attention at rate 0.5 fails."""
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"masks": ds}, T)["masks"], "masks.causal_collapse")
+
+    a, _, _ = _three(row, _masks(1.5, 0.5, 0.3, True), _masks(1.5, 4.0, 0.3, True), _masks(0.5, 0.5, 0.3, True))
+    # the last residual exp(-10 (1.5 (1 - s) + 0.5 s)) stays below 1e-6 up to s = 0.12
+    assert a["positive_control"]["power"] == pytest.approx(0.1)
+    assert a["threshold"]["key"] == "report.propagation.collapsed_residual and report.propagation.linear_r2"
+
+
+def test_local_slows_against_a_delay_only():
+    """Local windows at 1.37 against global masks at 2.0 (full) and 1.45 (causal): holds, and a window that only
+    delays the collapse by half the depth fits a rate 0.034 below causal attention's, within the margin: the
+    control fails; windows at 0.5 are slower by more than twice the margin, so the delay passes the test too (no
+    power); windows barely slower than the global masks fail."""
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"masks": ds}, T)["masks"], "masks.local_slows")
+
+    a, _, _ = _three(row, _masks(1.45, 1.37, 0.3, True), _masks(1.5, 0.5, 0.3, True), _masks(1.5, 1.49, 0.3, True))
+    assert a["positive_control"]["key"] == "report.propagation.delay_control"
+    assert "delayed only: slower by 0.034" in a["detail"]
+
+
+def test_mu_kept_against_the_runs_without_layernorm():
+    """mu kept at 0.3 with LayerNorm while the runs without it fall (full: exp(-20)): holds with power; runs
+    without LayerNorm that keep mu too: no power; mu with LayerNorm at 1e-9 fails."""
+    kept = _masks(1.5, 1.4, 0.3, True)
+    kept["mu"].loc[{"norm": "none"}] = kept["mu"].sel(norm="post_ln").values
+
+    def row(ds: xr.Dataset) -> dict:
+        return _row(claims({"masks": ds}, T)["masks"], "masks.layernorm_mu_kept")
+
+    a, _, _ = _three(row, _masks(1.5, 1.4, 0.3, True), kept, _masks(1.5, 1.4, 1e-9, True))
+    assert a["threshold"]["log"] is True and a["margin"] == pytest.approx(np.log10(0.3 / T["mu_kept"]))
 
 
 def test_local_masks_need_the_configured_margin():
@@ -345,7 +449,7 @@ def test_local_masks_need_the_configured_margin():
 
 
 def test_the_construction_without_layernorm_fails():
-    from san.propagation.claims import construction_holds
+    from san.propagation.masks_claims import construction_holds
 
     ratio = _masks(1.5, 0.5, 0.3, True)["construction_ratio"].isel(layer=slice(1, None))
     assert construction_holds(ratio.sel(construction_norm="layer_norm").values, T)
@@ -379,18 +483,6 @@ def test_a_construction_that_dips_below_rank_two_fails():
     assert _row(claims({"masks": ds}, T)["masks"], CONSTRUCTION)["holds"] is False
 
 
-def test_mask_controls_are_masks_and_norms_of_the_other_kind():
-    cs = claims({"masks": _masks(1.5, 0.5, 0.3, True)}, T)["masks"]
-    # the one-directional sliding window (rate 0.5: last residual 7e-3) does not collapse below 1e-6
-    assert _row(cs, "masks.causal_collapse")["positive_control"]["fails_as_it_must"] is True
-    # a local window decaying as fast as causal attention: the control collapses too, the test has no power
-    fast = claims({"masks": _masks(1.5, 4.0, 0.3, True)}, T)["masks"]
-    assert _row(fast, "masks.causal_collapse")["verdict"] == "no power"
-    # without LayerNorm mu falls (full: exp(-20)), so the with-LayerNorm reading's control fails
-    assert _row(cs, "masks.layernorm_mu_kept")["positive_control"]["fails_as_it_must"] is True
-    assert _row(cs, "masks.local_slows")["positive_control"]["fails_as_it_must"] is True
-
-
 def _lengths(centred_long: float) -> xr.Dataset:
     sr = np.array([[2.0, 2.0], [2.2, centred_long]])[:, :, None, None].repeat(3, axis=2)  # (seq_len, centred, layer)
     coords = {"seq_len": [16, 256], "centred": [0, 1], "layer": np.arange(3)}
@@ -407,12 +499,30 @@ def test_rank_collapse_in_width_is_judged_against_the_seed_spread():
     assert claims({"sequence_length": spread}, {**T, "sigmas": 0.0})["sequence_length"][0]["holds"] is True
 
 
-@pytest.mark.parametrize(("centred_long", "holds"), [(8.0, True), (2.5, False)])
-def test_rank_collapse_in_width_claim(centred_long, holds):
-    row = claims({"sequence_length": _lengths(centred_long)}, T)["sequence_length"][0]
-    assert row["holds"] is holds
-    # the control, A and A - 11^T/T exchanged, fails either way on these sweeps
-    assert row["positive_control"]["fails_as_it_must"] is True
+def test_rank_collapse_in_width_against_a_partial_cure():
+    """Growth 1.1x with A and 4x with A - 11^T/T: a partial cure at half the log-rate predicts 2.1x with A, above
+    1.5x: the control fails; with A - 11^T/T growing only 1.7x the partial cure predicts 1.37x, below 1.5x: it
+    passes too (no power); A - 11^T/T growing 1.25x fails."""
+
+    def row(centred_long: float) -> dict:
+        return claims({"sequence_length": _lengths(centred_long)}, T)["sequence_length"][0]
+
+    a, _, _ = _three(row, 8.0, 3.4, 2.5)
+    assert a["positive_control"]["setting"] == T["partial_cure"] == 0.5
+    # the growth with A, 1.1 (4 / 1.1)^s, stays below 1.5 up to s = 0.24
+    assert a["positive_control"]["power"] == pytest.approx(0.225)
+    with pytest.raises(ConfigError, match="report.propagation.partial_cure"):
+        check_config({"propagation": {**T, "partial_cure": 1.0}})
+
+
+def test_check_config_refuses_meaningless_controls():
+    check_config({"propagation": T})
+    for key, value in (("noci_control", 0.0), ("critical_control", 1.5), ("delay_transient", 1.0),
+                       ("partial_cure", 0.0)):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"report.propagation.{key}"):
+            check_config({"propagation": {**T, key: value}})
+    with pytest.raises(ConfigError, match="threshold_notes names no key"):
+        check_config({"propagation": {**T, "threshold_notes": {"critical": "x"}}})
 
 
 def test_a_claim_the_results_cannot_test_is_not_printed_as_no():

@@ -1,0 +1,114 @@
+"""What every claim of the propagation wing shares: the papers it cites, the row built by the one check
+(:func:`san.core.verdicts.check`) with the paper in its statement and source, the thresholds and wrong references
+read from config ``report.propagation`` (``t``), the seed spread of a grid point, the decay-rate fit, and the
+disclosure of a threshold set after a result was seen (``report.propagation.threshold_notes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from san.core import verdicts as V
+
+NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
+NAIT_SAADA = "Nait Saada, Naderi & Tanner 2025"
+SECTION = "report.propagation"
+
+
+def check(key: str, paper: str, statement: str, form: str, source: str, **kwargs: Any) -> dict[str, Any]:
+    """A scientific row of this wing (:func:`san.core.verdicts.check`), its statement and source naming the paper;
+    ``kwargs``: ``test``, ``statistic``, ``threshold``, ``wrong`` and ``detail``."""
+    return V.check(key, f"{paper}: {statement}", form=form, source=f"{paper}, {source}", **kwargs)
+
+
+def threshold(t: Mapping[str, Any], key: str, *, above: bool, log: bool = False, spread: bool = True) -> V.Threshold:
+    """The threshold ``report.propagation.<key>``, widened by ``sigmas`` standard errors of the seed spread unless
+    ``spread`` is False (a statistic without one)."""
+    return V.Threshold(t[key], above=above, key=f"{SECTION}.{key}", sigmas=t["sigmas"] if spread else 0.0, log=log)
+
+
+def toward(t: Mapping[str, Any], key: str, reference: str) -> V.Wrong:
+    """The wrong reference ``reference`` (a phrase with ``{s}``) reached at ``report.propagation.<key>``, scanned
+    from the claim's own reference (0) to twice the way to it (:meth:`san.core.verdicts.Wrong.toward`)."""
+    return V.Wrong.toward(reference, t[key], f"{SECTION}.{key}")
+
+
+def note(t: Mapping[str, Any], key: str) -> str:
+    """The disclosure of ``report.propagation.<key>`` (``threshold_notes``: a setting changed after a result was
+    seen), for a row's detail; empty for a setting fixed before the first run that judged it."""
+    text = t.get("threshold_notes", {}).get(key)
+    return f"; {SECTION}.{key} = {t[key]:g}: {text}" if text else ""
+
+
+def has(ds: xr.Dataset, dim: str, *values: Any) -> bool:
+    """Whether ``ds`` has dimension ``dim`` with every one of ``values``."""
+    return dim in ds.dims and all(v in ds[dim].values for v in values)
+
+
+def seed_measure(values: Any, item: str = "") -> V.Measure:
+    """The one spread rule on one grid point's seeds: their mean, its standard error and their count
+    (:func:`san.core.verdicts.spread`)."""
+    mean, se, n = V.spread(np.asarray(values, dtype=float).ravel())
+    return V.Measure(mean, se, n, item)
+
+
+def point_measures(values: xr.DataArray) -> list[V.Measure]:
+    """:func:`seed_measure` of every grid point of ``values`` (every dimension but ``seed``), each named by its
+    coordinates."""
+    points = values.stack(point=[d for d in values.dims if d != "seed"]) if values.ndim > 1 else values
+    if "point" not in points.dims:
+        return [seed_measure(points.values)]
+    out = []
+    for i in range(points.sizes["point"]):
+        at = points.isel(point=i)
+        out.append(seed_measure(at.values, ", ".join(f"{d} = {at[d].item()}" for d in points.indexes["point"].names)))
+    return out
+
+
+def halves(parts: Mapping[str, tuple[V.Measure, V.Threshold]]) -> V.Measure:
+    """A claim of two (or more) halves as one measure: the margin of the half that clears least, each half's margin
+    as its own threshold measures it (:meth:`san.core.verdicts.Threshold.margin`: in decades for a threshold with
+    ``log``), so that the measure clears 0 exactly when every half clears its own. As :func:`san.core.verdicts.worst`:
+    a failing half fails the claim, otherwise a half without evidence leaves it not judged."""
+    margins = {name: th.margin(m) if m.evidence > 0 else float("nan") for name, (m, th) in parts.items()}
+    judged = {n: x for n, x in margins.items() if np.isfinite(x)}
+    if not judged or (len(judged) < len(margins) and min(judged.values()) > 0):
+        return V.Measure(float("nan"), 0.0, 0)
+    name = min(judged, key=judged.__getitem__)
+    return V.Measure(judged[name], 0.0, sum(m.evidence for m, _ in parts.values()), name)
+
+
+def margins_above_zero(key: str, *keys: str) -> V.Threshold:
+    """The threshold of :func:`halves`: the least margin above 0; ``key`` (and ``keys``) name the config keys of
+    the halves' thresholds."""
+    return V.Threshold(0.0, above=True, key=" and ".join(f"{SECTION}.{k}" for k in (key, *keys)))
+
+
+def decay_rate(residual: np.ndarray, floor: float) -> tuple[float, float]:
+    """Per-layer exponential decay rate of a relative-residual curve (layers 1..L): minus the slope of ln(residual)
+    against layer over the layers above the float64 ``floor``, and the R^2 of that straight-line fit."""
+    r = np.asarray(residual, dtype=float)
+    layers = np.arange(len(r))
+    keep = (layers >= 1) & (r > floor) & np.isfinite(r)
+    if keep.sum() < 3:
+        keep = (layers >= 1) & np.isfinite(r) & (r > 0)
+        keep &= np.cumsum(keep) <= 3
+    x, y = layers[keep], np.log(r[keep])
+    slope, icpt = np.polyfit(x, y, 1)
+    ss = ((y - (slope * x + icpt)) ** 2).sum()
+    r2 = 1 - ss / max(((y - y.mean()) ** 2).sum(), 1e-300)
+    return float(-slope), float(r2)
+
+
+def moved(measured: xr.DataArray, wrong: xr.DataArray, s: float, *, log: bool = False) -> xr.DataArray:
+    """``measured`` moved ``s`` of the way toward a wrong theory's ``wrong`` (:func:`san.core.verdicts.toward`),
+    as a DataArray of ``measured``'s shape."""
+    wrong = wrong.broadcast_like(measured).transpose(*measured.dims)
+    return measured.copy(data=V.toward(measured.values, wrong.values, s, log=log))
+
+
+Statistic = Callable[[float], V.Measure]

@@ -1,0 +1,218 @@
+"""The depth sweep's claims: Noci et al.'s depth-scaled residual and Giorlandino & Goldt's recursion (exact in the
+limit; finite-size gap dominated by T), each one check (:func:`san.core.verdicts.check`) against a near-miss wrong
+reference whose setting comes from config ``report.propagation`` (``t``):
+
+- Noci et al.: placebo, **the unscaled residual** (a = b = 1): every 1/sqrt(L) point's seeds moved toward the
+  unscaled residual's at the same grid point (where it runs: the sweep's own depth);
+- exact in the limit: **the recursion offset** by ``recursion_offset``;
+- finite size: **d and T matter equally per doubling**, T's effect larger only because its range is wider: each
+  seed's T effect moved toward its d effect times ``log(T1/T0) / log(d1/d0)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from san.core import verdicts as V
+from san.core.storage import read_structured_attr
+from san.propagation import theory
+from san.propagation.claim_checks import GG, NOCI, check, has, moved, point_measures, threshold, toward
+from san.propagation.results import fixed_params
+
+
+def depth_gaps_by_seed(ds: xr.Dataset) -> xr.DataArray:
+    """Largest |simulated cosine - G&G recursion| over layers, per grid point and seed (post-LN points only)."""
+    gap = abs(ds["cosine"] - ds["theory_cosine"]).max("layer")
+    return gap.where(np.isfinite(ds["theory_cosine"]).any("layer"))
+
+
+def _last_cosines(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray | None]:
+    """The last-layer cosine of the 1/sqrt(L) runs at every model depth and grid point, and that of the unscaled
+    residual at the same points (NaN where it does not run: it runs at the sweep's own depth only; None without
+    it)."""
+    last = ds["final_cosine"] if "final_cosine" in ds else ds["cosine"].isel(layer=-1)
+    inv = last.sel(residual="inv_sqrt_depth", drop=True)
+    if not has(ds, "residual", "skip"):
+        return inv, None
+    plain = last.sel(residual="skip", drop=True)
+    if not np.isfinite(plain).any():  # stored only at the sweep's own depth
+        plain = ds["cosine"].isel(layer=-1, drop=True).sel(residual="skip", drop=True)
+        if "model_depth" in inv.dims:
+            own = inv["model_depth"] == ds.sizes["layer"] - 1
+            plain = plain.expand_dims(model_depth=inv["model_depth"]).where(own)
+    return inv, plain.broadcast_like(inv).transpose(*inv.dims)
+
+
+def _noci_detail(inv: xr.DataArray, plain: xr.DataArray | None, t: Mapping[str, Any]) -> str:
+    """Grid points where each scaling collapses (mean + ``sigmas`` s.e. at or above the threshold), and the
+    largest 1/sqrt(L) cosine by depth."""
+    limit = threshold(t, "collapsed_cosine", above=False)
+
+    def collapsed(x: xr.DataArray) -> str:
+        ms = [m for m in point_measures(x) if m.evidence]
+        return f"{sum(limit.margin(m) <= 0 for m in ms)} of {len(ms)}"
+
+    depths = [int(d) for d in inv["model_depth"].values] if "model_depth" in inv.dims else [None]
+    by_depth = ", ".join(
+        f"L = {d}: {V.worst(point_measures(inv if d is None else inv.sel(model_depth=d)), limit).value:.3f}"
+        for d in depths
+    )
+    control = "no unscaled residual in this sweep" if plain is None else f"the unscaled residual at {collapsed(plain)}"
+    return f"1/sqrt(L) collapses at {collapsed(inv)} grid points, {control}; largest seed-mean last-layer cosine " \
+        f"of the 1/sqrt(L) branches by depth: {by_depth}"  # fmt: skip
+
+
+def noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
+    """Universal over model depths and the depth sweep's grid: every 1/sqrt(L) point keeps its last-layer cosine,
+    mean plus ``sigmas`` standard errors over seeds, below ``collapsed_cosine``. Placebo: the unscaled residual
+    (:func:`_last_cosines`), reached by moving each seed's cosine ``noci_control`` of the way toward it; where it
+    does not run, the point keeps its own reading (no placebo: not judged without one anywhere)."""
+    inv, plain = _last_cosines(ds)
+    limit = threshold(t, "collapsed_cosine", above=False)
+
+    def statistic(s: float) -> V.Measure:
+        if s != 0 and (plain is None or not np.isfinite(plain).any()):
+            return V.Measure(float("nan"), 0.0, 0)
+        return V.worst(point_measures(inv if s == 0 else moved(inv, plain.fillna(inv), s)), limit)
+
+    depths = [int(d) for d in inv["model_depth"].values] if "model_depth" in inv.dims else [ds.sizes["layer"] - 1]
+    return check(
+        "depth.noci", NOCI,
+        "Scaling the residual branches by 1/sqrt(L) prevents rank collapse: tokens stay apart at any depth.",
+        V.UNIVERSAL, "abstract; depth-scaled residual branches",
+        test=f"at every model depth L in {depths} and every grid point of the depth sweep, the 1/sqrt(L) runs' "
+        f"last-layer cosine, mean + {t['sigmas']} standard errors over seeds, < {t['collapsed_cosine']}",
+        statistic=statistic, threshold=limit, detail=_noci_detail(inv, plain, t),
+        wrong=toward(t, "noci_control", "the unscaled residual (a = b = 1): each seed's last-layer cosine moved {s:g} "
+                     "of the way from the 1/sqrt(L) run's to the unscaled run's at the same point"),
+    )  # fmt: skip
+
+
+def own_start_differences(ds: xr.Dataset, betas: list) -> xr.DataArray:
+    """Simulated cosine minus the G&G recursion, per residual scaling, beta, width, T, seed and layer, with the
+    recursion started from that seed's own measured input correlation (post-LN points; the stored
+    ``theory_cosine`` starts from the seeds' mean, which adds the input's sampling spread to every per-seed gap)."""
+    fixed, residuals = fixed_params(ds), read_structured_attr(ds, "residuals")
+    depth = int(ds.sizes["layer"] - 1)
+    cos = ds["cosine"].sel(norm="post_ln", beta=betas)
+    if "residual" not in cos.dims:
+        cos = cos.expand_dims(residual=[fixed["residual"]])
+    out = xr.full_like(cos, np.nan)
+    for res in cos.residual.values:
+        r = residuals[str(res)]
+        branch = depth**-0.5 if r["branch"] == ds.attrs.get("inv_sqrt_depth") else float(r["branch"])
+        block = {"var_v": fixed["var_v"], "var_b": fixed["var_b"], "var_w": fixed["var_w"], "skip": float(r["skip"]),
+                 "branch": branch, "mlp": bool(fixed["mlp"])}  # fmt: skip
+        for beta in cos.beta.values:
+            at = cos.sel(residual=res, beta=beta)
+            out.loc[{"residual": res, "beta": beta}] = np.apply_along_axis(
+                lambda c, b=float(beta), kw=block: c - theory.recursion(c[0], b, depth, **kw),
+                at.get_axis_num("layer"),
+                at.values,
+            )
+    return out
+
+
+def mean_curve_gap(diff: xr.DataArray, offset: float, sigmas: float) -> V.Measure:
+    """At one size (``diff`` over residual, beta, layer and seed): the gap of the seed-mean curve to the recursion
+    shifted by ``offset`` at the point where that gap plus ``sigmas`` standard errors over seeds is largest (over
+    residual scalings, beta and the layers after the input), with its standard error; averaging the seeds first
+    leaves out the per-seed sampling noise that a per-seed largest gap adds."""
+    later = diff.isel(layer=slice(1, None))  # layer 0: the recursion starts at the measured input
+    n = later.sizes["seed"]
+    se = later.std("seed", ddof=1) / np.sqrt(n) if n > 1 else 0.0 * later.isel(seed=0)
+    gap = abs(later.mean("seed") - offset)
+    at = (gap + sigmas * se).argmax(...)
+    item = ", ".join(f"{d} = {later[d].values[int(i)]}" for d, i in at.items() if d in later.coords)
+    return V.Measure(float(gap[at]), float(se[at]), n, item)
+
+
+def agreement_claim(ds: xr.Dataset, sub: list, t: Mapping[str, Any]) -> dict[str, Any]:
+    """The claim "exact in the limit", judged at the largest (d, T): the largest subcritical gap of the seed-mean
+    correlation to the recursion (per seed, the recursion from the seed's own input correlation), plus ``sigmas``
+    standard errors over seeds, at most ``agreement`` (the project's reading of "a few hundredths"). Wrong
+    reference: the recursion offset by ``recursion_offset``. Beside it: the same gap at the smallest size, and the
+    mean over seeds of each seed's own largest gap (a trend alone shrinks whatever theory it is compared with)."""
+    diff = own_start_differences(ds, sub)
+    k, offset = t["sigmas"], t["recursion_offset"]
+    large, small = diff.isel(width=-1, seq_len=-1), diff.isel(width=0, seq_len=0)
+    at_large, control = mean_curve_gap(large, 0.0, k), mean_curve_gap(large, offset, k)
+    per_seed = float(abs(large.isel(layer=slice(1, None))).max([d for d in large.dims if d != "seed"]).mean())
+    d0, d1, t0, t1 = ds.width.values[0], ds.width.values[-1], ds.seq_len.values[0], ds.seq_len.values[-1]
+    return check(
+        "depth.recursion_exact_in_limit", GG,
+        "The recursion for the token correlation through post-LN blocks is exact in the limit of infinite "
+        "width and sequence length.",
+        V.QUANTITATIVE, "Result 1, Fig. 1 (their setting: d = 720, T up to 512, L = 50, beta 0.5 and 3)",
+        test=f"at the largest size (d, T) = ({d1}, {t1}): the largest gap of the seed-mean correlation to the "
+        f"recursion for beta < {t['subcritical_fraction']} beta_c(p0), plus {k} standard errors over seeds, at most "
+        f"{t['agreement']} (our reading of 'a few hundredths', set before the run)",
+        statistic=lambda s: mean_curve_gap(large, s, k), threshold=threshold(t, "agreement", above=False),
+        wrong=toward(t, "recursion_offset", "the recursion offset by {s:+g}"),
+        detail=f"gap {at_large.value:.3f} ± {at_large.se:.3f} (s.e.) at ({d1}, {t1}), "
+        f"{mean_curve_gap(small, 0.0, k).value:.3f} at ({d0}, {t0}); each seed's own largest gap at ({d1}, {t1}): "
+        f"{per_seed:.3f} on average; against the recursion + {offset}: {control.value:.3f} ± {control.se:.3f}",
+    )  # fmt: skip
+
+
+def _effects(ds: xr.Dataset, sup: list) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per seed, above critical: the drop of the gap to the recursion from the smallest to the largest d (the d
+    effect) and T (the T effect), and the ratio of the two ranges in doublings, ``log(T1/T0) / log(d1/d0)``."""
+    g = depth_gaps_by_seed(ds).sel(norm="post_ln", beta=sup)
+    g = g.mean([d for d in g.dims if d not in ("width", "seq_len", "seed")])
+    d_eff = g.isel(width=0).mean("seq_len") - g.isel(width=-1).mean("seq_len")
+    t_eff = g.isel(seq_len=0).mean("width") - g.isel(seq_len=-1).mean("width")
+    w, n = ds.width.values.astype(float), ds.seq_len.values.astype(float)
+    return d_eff.values, t_eff.values, float(np.log(n[-1] / n[0]) / np.log(w[-1] / w[0]))
+
+
+def finite_size_claim(ds: xr.Dataset, sup: list, t: Mapping[str, Any]) -> dict[str, Any]:
+    """T effect minus d effect on the gap, per seed; holds when its mean exceeds ``finite_size_margin`` after
+    ``sigmas`` standard errors of the seed spread (not judged with a single seed: no spread to judge by). Wrong
+    theory: d and T matter equally per doubling (each seed's T effect moved toward its d effect times the ratio of
+    the ranges in doublings, ``finite_size_control`` of the way): a T effect larger only because T's range is
+    wider."""
+    d_eff, t_eff, ratio = _effects(ds, sup)
+
+    def statistic(s: float) -> V.Measure:
+        m = V.Measure(*V.spread(V.toward(t_eff, ratio * d_eff, s) - d_eff))
+        return m if m.evidence > 1 else V.Measure(m.value, 0.0, 0)
+
+    wrong = ratio * d_eff
+    return check(
+        "depth.finite_size_dominated_by_T", f"{GG} (finite-size)",
+        "Near and above the critical variance the gap to the infinite-size recursion is dominated by the "
+        "sequence length T, not the width d.",
+        V.QUANTITATIVE, "Sec. 3 assumptions: the REM limit T -> infinity with logits scaled by sqrt(log T)",
+        test="drop of the mean gap from the smallest to the largest T exceeds the drop from the smallest to the "
+        f"largest d by more than {t['finite_size_margin']:g} after {t['sigmas']} standard errors over {t_eff.size} "
+        "seeds (beta >= beta_c(p0))",
+        statistic=statistic, threshold=threshold(t, "finite_size_margin", above=True),
+        wrong=toward(t, "finite_size_control", "d and T equal per doubling: each seed's T effect moved {s:g} of the "
+                     f"way to its d effect x {ratio:.2f} (the ratio of the ranges in doublings)"),
+        detail=f"gap drop with T ({ds.seq_len.values[0]}->{ds.seq_len.values[-1]}): {t_eff.mean():+.3f}; with d "
+        f"({ds.width.values[0]}->{ds.width.values[-1]}): {d_eff.mean():+.3f}; difference "
+        f"{(t_eff - d_eff).mean():+.3f} ± {V.spread(t_eff - d_eff)[1]:.3f} (s.e.); d and T equal per doubling "
+        f"predict a T drop of {wrong.mean():+.3f} (difference {(wrong - d_eff).mean():+.3f} ± "
+        f"{V.spread(wrong - d_eff)[1]:.3f})",
+    )  # fmt: skip
+
+
+def depth_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The depth sweep's rows: Noci et al. where the sweep has the 1/sqrt(L) scaling; the recursion's two claims
+    where it has post-LN points over beta, width and T (the finite-size claim only with several of each size)."""
+    out = [noci_claim(ds, t)] if has(ds, "residual", "inv_sqrt_depth") else []
+    if not (has(ds, "norm", "post_ln") and all(d in ds.dims for d in ("beta", "width", "seq_len"))):
+        return out
+    beta_c = theory.critical_beta(float(ds["cosine"].isel(layer=0).mean()))
+    sub = [b for b in ds.beta.values if b < t["subcritical_fraction"] * beta_c]
+    sup = [b for b in ds.beta.values if b >= beta_c]
+    if sub:
+        out.append(agreement_claim(ds, sub, t))
+    if sup and ds.sizes["width"] > 1 and ds.sizes["seq_len"] > 1:
+        out.append(finite_size_claim(ds, sup, t))
+    return out
