@@ -191,13 +191,6 @@ def printed(holds: Verdict, positive_control: Mapping[str, Any] | None, kind: st
     return label(holds)
 
 
-def rejudged(r: Mapping[str, Any], holds: Verdict) -> dict[str, Any]:
-    """Row ``r`` with its check replaced by ``holds`` (e.g. the check reached over seeds), its printed verdict
-    recomputed by :func:`printed`."""
-    holds = None if holds is None else bool(holds)
-    return {**r, "holds": holds, "verdict": printed(holds, r.get("positive_control"), r["kind"])}
-
-
 def verdict_of(section: Mapping[str, Any] | None, key: str) -> str:
     """The printed verdict of row ``key`` in a wing's ``section`` (:data:`STATES`); not judged without a section."""
     if not section:
@@ -217,18 +210,6 @@ def collect(sections: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         for r in section.get("verdicts", []):
             out[r["kind"]].append({**r, "claim": f"{name}.{r['key']}"})
     return out
-
-
-def largest_passing(passes: Any, settings: Iterable[float]) -> float | None:
-    """The power of a test: the largest of ``settings`` (offsets or factors of a wrong reference, in increasing
-    order) at which ``passes(setting)`` still holds, scanning from the first; None when the test fails already at
-    the first setting (the right reference), NaN never returned."""
-    best = None
-    for s in settings:
-        if passes(float(s)) is not True:
-            break
-        best = float(s)
-    return best
 
 
 @dataclass(frozen=True)

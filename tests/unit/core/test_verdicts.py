@@ -71,17 +71,6 @@ def test_the_margin_moves_the_value_towards_failing():
     assert V.clears(0.1) is True and V.clears(0.0) is False and V.clears(math.nan) is None
 
 
-def test_power_is_the_largest_wrongness_that_still_passes():
-    assert V.largest_passing(lambda s: s < 0.25, [0.0, 0.1, 0.2, 0.3, 0.4]) == 0.2
-    assert V.largest_passing(lambda s: False, [0.0, 0.1]) is None
-
-
-def test_rejudged_rows_keep_the_no_power_rule():
-    row = _row(True, _control(True))
-    assert V.rejudged(row, False)["verdict"] == "fails"
-    assert V.rejudged(_row(False, _control(True)), True)["verdict"] == "no power"
-
-
 def test_the_verdict_table_splits_rows_by_kind():
     sections = {
         "a": {"verdicts": [_row(True, _control(False), key="x"), _row(True, kind=V.REGRESSION, key="y")]},
