@@ -58,15 +58,20 @@ def seed_measure(values: Any, item: str = "") -> V.Measure:
 
 def point_measures(values: xr.DataArray) -> list[V.Measure]:
     """:func:`seed_measure` of every grid point of ``values`` (every dimension but ``seed``), each named by its
-    coordinates."""
-    points = values.stack(point=[d for d in values.dims if d != "seed"]) if values.ndim > 1 else values
-    if "point" not in points.dims:
-        return [seed_measure(points.values)]
-    out = []
-    for i in range(points.sizes["point"]):
-        at = points.isel(point=i)
-        out.append(seed_measure(at.values, ", ".join(f"{d} = {at[d].item()}" for d in points.indexes["point"].names)))
-    return out
+    coordinates: the one spread rule, vectorised over the points."""
+    others = [d for d in values.dims if d != "seed"]
+    v = values.transpose(*others, "seed").values.reshape(-1, values.sizes["seed"]) if "seed" in values.dims else \
+        values.values.reshape(-1, 1)  # fmt: skip
+    finite = np.isfinite(v)
+    n = finite.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, np.where(finite, v, 0.0).sum(axis=1) / np.maximum(n, 1), np.nan)
+        dev = np.where(finite, v - mean[:, None], 0.0)
+        se = np.where(n > 1, np.sqrt((dev**2).sum(axis=1) / np.maximum(n - 1, 1)) / np.sqrt(np.maximum(n, 1)), 0.0)
+    index = np.ndindex(*[values.sizes[d] for d in others])
+    names = [", ".join(f"{d} = {values[d].values[i]}" if d in values.coords else f"{d} {i}" for d, i in
+                       zip(others, at, strict=True)) for at in index]  # fmt: skip
+    return [V.Measure(float(m), float(e), int(k), name) for m, e, k, name in zip(mean, se, n, names, strict=True)]
 
 
 def halves(parts: Mapping[str, tuple[V.Measure, V.Threshold]]) -> V.Measure:
