@@ -28,7 +28,8 @@ from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
-from san.models.acquire import load_model, read_manifest
+from san.models.folders import read_manifest
+from san.models.load import load_model
 from san.models.spec import row as family_row
 from san.rank_collapse.experiment import residual_stream
 from san.rank_collapse.spec import variant_dtypes, variants_by_dtype

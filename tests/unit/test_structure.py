@@ -44,7 +44,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_import_graph_sees_imports_inside_functions():
     graph = import_graph()
     assert "san.models.spec" in graph["san.rank_collapse.spec"]
-    assert "san.models.acquire" in graph["san.propagation.experiment"]  # imported inside a function
+    assert "san.models.load" in graph["san.propagation.experiment"]  # imported inside a function
 
 
 def test_find_cycle_finds_a_three_module_circle():
@@ -129,7 +129,7 @@ def test_imported_names_reads_every_form_of_import():
         "from . import sibling\n"
         "from ..core.config import ConfigError\n"
         "def f():\n"
-        "    from san.models.acquire import materialise\n"
+        "    from san.models.store import materialise\n"
     )
     assert imported_names(tree, "san.paths") == {
         "san.core.metrics",
@@ -139,8 +139,8 @@ def test_imported_names_reads_every_form_of_import():
         "san.paths.sibling",
         "san.core.config",
         "san.core.config.ConfigError",
-        "san.models.acquire",
-        "san.models.acquire.materialise",
+        "san.models.store",
+        "san.models.store.materialise",
     }
 
 
@@ -177,6 +177,6 @@ def test_figure_scripts_depend_on_no_experiment_module():
     the experiment that computed its data."""
     closure = imports_closure(ROOT / "scripts" / "rank_collapse_model.py")
     assert {"san.rank_collapse.plots", "san.core.plotting", "san.rank_collapse", "san"} <= closure
-    assert not {"san.rank_collapse.experiment", "san.models.acquire", "san.core.device"} & closure
+    assert not {"san.rank_collapse.experiment", "san.models.load", "san.core.device"} & closure
     training = imports_closure(ROOT / "scripts" / "circle_train.py")
     assert {"san.circle.experiment", "san.core.attention", "san.core.storage"} <= training

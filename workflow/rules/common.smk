@@ -12,7 +12,7 @@ from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
 from san.experiments import check_config
 from san.imports import library_inputs
-from san.models.spec import explicit_architecture, init_entry, weight_sets
+from san.models.entries import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import model_priorities, variant_dtypes
 
 SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"

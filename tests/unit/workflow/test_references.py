@@ -81,7 +81,7 @@ def test_resolves_tells_modules_and_their_names_from_stale_ones():
 def test_every_python_m_command_shown_runs():
     """``python -m <module> --help`` of every module a command shows exits 0 (run side by side)."""
     modules = found(COMMAND)
-    assert {"san.core.compare", "san.report.readme", "san.models.hub"} <= set(modules)
+    assert {"san.core.compare", "san.report.readme", "san.models.sources.hub"} <= set(modules)
     procs = {
         module: subprocess.Popen(
             [sys.executable, "-m", module, "--help"],
