@@ -1,9 +1,10 @@
 """Every family of the parametrised family suite named by its hub id alone: for each text family with a case in
-tests/family_blocks.py, a tiny random checkpoint built from the family's transformers config class is served by the
-local hub, and one workflow run per group (the dense families, the mixture-of-experts families) builds Fig. 2 for
-all of them from entries that give only ``pretrained: {source: hub, repo_id, revision}``: the acquisition recognises
-each family from config.json, the init weights are a random initialisation of the same architecture, and every
-result records the family and how it was recognised."""
+tests/family_blocks.py, a tiny random checkpoint built from the family's transformers config class (saved as its
+causal LM, an encoder as its base model) is served by the local hub, and one workflow run per group (the dense
+families, the mixture-of-experts families) builds Fig. 2 for all of them from entries that give only
+``pretrained: {source: hub, repo_id, revision}``: the acquisition recognises each family from config.json, the init
+weights are a random initialisation of the same architecture, and every result records the family and how it was
+recognised."""
 
 from __future__ import annotations
 
@@ -33,8 +34,10 @@ def test_each_family_named_by_its_hub_id_builds_fig2(tmp_path, default_config, h
     repos = {}
     for family in BY_ID[group]:
         arch = dict(CASES[family][1])
-        config = getattr(transformers, FAMILY_TABLE[family].config_class)(**arch)
-        folder = tiny_checkpoint(config, tmp_path / "built" / family, seed=1)
+        row = FAMILY_TABLE[family]
+        config = getattr(transformers, row.config_class)(**arch)
+        saved_as = getattr(transformers, row.lm_class or row.model_class)  # a decoder's LM, an encoder's base model
+        folder = tiny_checkpoint(config, tmp_path / "built" / family, seed=1, model_class=saved_as)
         repo_id = f"tiny-org/{family}"
         hub_server.add(checkpoint_repo(repo_id, folder))
         repos[family] = repo_id
