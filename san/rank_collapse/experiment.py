@@ -28,9 +28,10 @@ from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
-from san.models.acquire import load_model, read_manifest
 from san.models.families import family as family_entry
 from san.models.families import of_model
+from san.models.folders import read_manifest
+from san.models.load import load_model
 from san.rank_collapse.sink import first_token_attention, sink_layers
 from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
 

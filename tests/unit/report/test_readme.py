@@ -11,8 +11,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from san.core.markdown import MissingKey
 from san.core import verdicts as V
+from san.core.markdown import MissingKey
 from san.report import readme
 
 from helpers import ROOT
@@ -143,7 +143,8 @@ def _adversarial_row() -> dict:
     return V.check(
         "adversarial.holds", "gamma <= 1 (adversarial)", form=V.UNIVERSAL, source="Theorem 2.2", test="gamma <= 1",
         statistic=lambda f: V.Measure(0.11 * f), threshold=V.Threshold(1.0, above=False, key="report.theorem.g"),
-        wrong=V.Wrong("the bound divided by {s:g}", 1.0, 2.0, "report.theorem.control_factor", (1.0, 2.0, 9.0, 9.1, 9.2)),
+        wrong=V.Wrong("the bound divided by {s:g}", 1.0, 2.0, "report.theorem.control_factor",
+                      (1.0, 2.0, 9.0, 9.1, 9.2)),
     )  # fmt: skip
 
 
@@ -244,8 +245,9 @@ def test_tables_from_a_summary(tmp_path):
     assert "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | holds |  |" in out["theorem"]
     assert "no model" in out["pretrained"].lower()
     assert (
-        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power | 0.11 < 1 (report.theorem.g) "
-        "| the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: holds | 9 |" in out["verdicts"]
+        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power | 0.11 < 1 "
+        "(report.theorem.g) | the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: holds "
+        "| 9 |" in out["verdicts"]
     )
     assert (
         "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | not judged | 6.2 |"

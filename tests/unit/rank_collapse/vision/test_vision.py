@@ -7,7 +7,7 @@ import pytest
 import torch
 import xarray as xr
 
-from san.models.acquire import materialise_init
+from san.models.store import materialise_init
 from san.rank_collapse.vision.claims import high_norm_tokens_claim, oversmoothing_claim
 from san.rank_collapse.vision.experiment import (
     ROLES,

@@ -10,9 +10,9 @@ import pytest
 import xarray as xr
 
 from san.core.text import content_hash, pydoc_documents, tokenize_documents
-from san.models.acquire import AcquisitionError
-from san.models.folders import load_tokenizer, verify_folder
-from san.models.revisions import acquire_series, expand_revisions
+from san.models.folders import AcquisitionError, load_tokenizer, verify_folder
+from san.models.sources.series import expand_revisions
+from san.models.store import acquire_series
 from san.rank_collapse.series.experiment import run_series
 
 from helpers import checkpoint_files, train_tiny_series
