@@ -69,6 +69,19 @@ def test_skip_runs_flat_from_the_start_leave_the_test_without_power():
     assert row["holds"] is True and row["positive_control"]["verdict"] == "holds" and row["verdict"] == "no power"
 
 
+def test_skip_runs_collapsing_slowly_pass_the_fig3_test_without_power():
+    """Skip runs that do collapse, at a slow constant rate (exp(-0.005 t): below 0.01 of the start only after some 920
+    steps), end the 100-step rollout at 0.61: the test "pure attention collapses, the skips in at most half their runs"
+    passes them as it passes runs the skips hold apart. Its former control (the skip variants through pure
+    attention's "collapsed in at least half the runs", false whenever the claim's own "at most half" holds) passed
+    such data as "holds"; judged against the skip runs' own early rate, the row says "no power"."""
+    table, distance = _runs([COLLAPSING] * 10, [_decay(0.005)] * 10)
+    row = _row(table, distance)
+    assert row["holds"] is True and row["verdict"] == "no power"
+    q = table.set_index("variant").loc["SAN+skip", "n_collapsed"] / 10
+    assert q <= CIRCLE["skip_fraction_max"] and not q >= CIRCLE["pure_fraction_min"], "the former control failed"
+
+
 def test_skip_variants_that_collapse_too_often_or_pure_attention_too_rarely_fail():
     half = [COLLAPSING] * 5 + [_decay(0.05, until=10)] * 5
     row = _row(*_runs([COLLAPSING] * 10, half))  # 1 - 0.5 = 0.5, less 2 x 0.16 s.e., is not above 0.2
