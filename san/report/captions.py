@@ -11,6 +11,7 @@ from typing import Any
 
 import jinja2
 
+from san.core.markdown import measured_cell, power_cell, wrong_cell
 from san.core.verdicts import NOT_JUDGED, verdict_of
 
 
@@ -43,6 +44,22 @@ def verdict_item(row: Mapping[str, Any]) -> str:
     )
 
 
+def verdict_table(rows: list[Mapping[str, Any]]) -> str:
+    """The scientific verdicts at a glance as a reStructuredText list table, one row each: the claim (its statement
+    and key), its source, the printed verdict, the measured value against its threshold, the near-miss control at its
+    config setting with its verdict, and the power (:mod:`san.core.markdown`'s cells, the texts escaped)."""
+    header = ("claim", "source", "verdict", "value and threshold", "near-miss control and its verdict", "power")
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 24 14 8 18 26 10", ""]
+    body = [header] + [
+        (f"{r['statement']} ({r['claim']})", r["source"], r["verdict"], measured_cell(r), wrong_cell(r), power_cell(r))
+        for r in rows
+    ]
+    for cells in body:
+        # a cell of a lone "-" (no value) would read as an empty bullet list
+        lines += [f"   * - {rst_text(cells[0])}"] + [f"     - {rst_text(c) if c != '-' else 'none'}" for c in cells[1:]]
+    return "\n".join(lines) + "\n"
+
+
 def sweep_rows(section: Mapping[str, Any] | None, sweep: str) -> list[Mapping[str, Any]]:
     """The verdict rows of one propagation sweep (keys ``<sweep>.<claim>``); none without a section."""
     return [r for r in (section or {}).get("verdicts", []) if r["key"].startswith(f"{sweep}.")]
@@ -68,6 +85,7 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
     env.globals["verdict"] = verdict_of
     env.globals["sweep_rows"] = sweep_rows
     env.globals["verdict_item"] = verdict_item
+    env.globals["verdict_table"] = verdict_table
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(Path(templates).glob("*.rst")):

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from san.core.markdown import control_cell, lookup, markdown
+from san.core.markdown import lookup, markdown, measured_cell, power_cell, wrong_cell
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.models.tables import TABLES as FAMILY_TABLES
@@ -82,21 +82,28 @@ BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
 def verdicts_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
-    """Every verdict of the run by kind: the scientific verdicts (findings the run could refute, each with its
-    positive control), the regression checks (true by construction: identities, proven inequalities, controls) and
-    the demonstrations (examples built to satisfy an existential claim)."""
+    """Every verdict of the run at a glance: the scientific verdicts as one table (claim, source, verdict, the
+    measured value against its threshold, the near-miss control at its config setting with its verdict, and the
+    power: how far the reference can move before the test fails), then the regression checks (true by construction:
+    identities, proven inequalities, controls) and the demonstrations (examples built to satisfy an existential
+    claim) with their checks."""
     name = "verdicts"
-    rows = []
-    kinds = (
-        ("scientific", "scientific verdict"),
-        ("regression", "regression check"),
-        ("demonstration", "demonstration"),
-    )
-    for kind, title in kinds:
-        for v in lookup(summary, f"verdicts.{kind}", name):
-            control = control_cell(v["positive_control"]) if "positive_control" in v else ""
-            rows.append([title, v["statement"], v["form"], v["verdict"], control])
-    return markdown(["kind", "claim", "form", "verdict", "positive control (wrong reference)"], rows)
+    science = [
+        [f"{v['statement']} (`{v.get('claim', v['key'])}`)", v["source"], v["verdict"], measured_cell(v), wrong_cell(v),
+         power_cell(v)]
+        for v in lookup(summary, "verdicts.scientific", name)
+    ]  # fmt: skip
+    checks = [
+        [f"{v['statement']} (`{v.get('claim', v['key'])}`)", kind, v["source"], v["verdict"], measured_cell(v)]
+        for kind in ("regression", "demonstration")
+        for v in lookup(summary, f"verdicts.{kind}", name)
+    ]
+    return (
+        markdown(["claim", "source", "verdict", "value and threshold", "near-miss control and its verdict", "power"],
+                 science)
+        + "\n"
+        + markdown(["check", "kind", "source", "verdict", "value"], checks)
+    )  # fmt: skip
 
 
 def tables() -> dict[str, Table]:

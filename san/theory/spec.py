@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import PROSE_EMBEDDING_FAMILY, init_entry
+from san.models.entries import init_entry
+from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 #: input kinds: prose (the rank-collapse experiment's sequences through BERT's init embeddings) and Gaussian tokens
 INPUT_KINDS = ("prose", "gaussian")

@@ -70,7 +70,8 @@ def test_a_wing_registered_once_reaches_checks_claims_tables_and_rules(monkeypat
     written = readme.write_tables(tmp_path, tmp_path / "out")
     assert [p.name for p in written] == ["fake.md", "verdicts.md"]
     assert "| 7 | table.csv |" in written[0].read_text()
-    assert "| regression check | the fake wing reads its result | universal | holds |" in written[1].read_text()
+    row = "| the fake wing reads its result (`fake.works`) | regression | a test | holds | - |"
+    assert row in written[1].read_text()
 
 
 def test_two_wings_naming_one_table_are_refused(monkeypatch):

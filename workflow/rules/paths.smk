@@ -1,7 +1,7 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
 from san.paths.spec import priorities, task_architectures
-from san.models.spec import depth_and_heads, explicit_architecture
+from san.models.entries import depth_and_heads, explicit_architecture
 
 PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]

@@ -90,15 +90,15 @@ def run_hub_series(
     log: Any = None,
 ) -> xr.Dataset:
     """The rank-collapse measures of every revision of the hub entry ``source`` of model ``name`` (its
-    ``revisions``: :func:`san.models.revisions.expand_revisions`), each acquired into ``out_root/<revision>``,
+    ``revisions``: :func:`san.models.sources.series.expand_revisions`), each acquired into ``out_root/<revision>``,
     tokenised with its own tokenizer (``text``: ``seq_len``, ``n_sequences``, ``seed`` of the ``documents``),
-    analysed, and removed unless ``source['keep_revisions']`` (:func:`san.models.revisions.acquire_series`: one
+    analysed, and removed unless ``source['keep_revisions']`` (:func:`san.models.store.acquire_series`: one
     revision on disk at a time). A duplicate revision (the weights of an earlier one) is analysed once: its values
     are the earlier revision's, and the coordinate ``duplicate_of`` names that revision (empty for the others).
     Dimensions as :func:`run_series`, one seed (0)."""
     from san.core.text import content_hash, tokenize_documents
     from san.models.folders import load_tokenizer, recorded_family
-    from san.models.revisions import acquire_series
+    from san.models.store import acquire_series
 
     parts: dict[str, xr.Dataset] = {}
     steps: dict[str, tuple[float, float]] = {}

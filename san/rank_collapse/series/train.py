@@ -5,7 +5,7 @@ one local model), so that rank collapse can be followed along training without a
 The vocabulary is the words and punctuation runs of the pinned text, the most frequent first (:func:`vocabulary`),
 a word-level tokenizer of the tokenizers library (:func:`make_tokenizer`); batches are windows of the text's token
 stream drawn from a CPU generator seeded by the run's seed; the weights are drawn with the same seed. Each checkpoint
-goes through the one door into a model folder (:func:`san.models.acquire.store`: the sha256 of every file in its
+goes through the one door into a model folder (:func:`san.models.store.store`: the sha256 of every file in its
 manifest, with the seed, step, tokens seen and loss). Training is resumable: the model, optimiser and generator
 states of the last checkpoint are kept beside the checkpoints (``state.pt``), and a restarted run continues from
 there with the same numbers. What the model learns is recorded against the unigram baseline (the entropy of the
@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,8 +26,9 @@ import numpy as np
 import torch
 
 from san.core.rng import cpu_generator
-from san.models.acquire import Fetched, store
 from san.models.revisions import revision_name
+from san.models.sources.fetched import Fetched
+from san.models.store import staged, store
 from san.rank_collapse.series.spec import schedule
 
 #: the end-of-text token (between documents) and the unknown word, the vocabulary's first ids
@@ -102,10 +101,8 @@ def model_config(settings: dict[str, Any], vocab_size: int):
 
 def _save_checkpoint(out: Path, step: int, model, tokenizer, record: dict[str, Any]) -> dict[str, Any]:
     """Save ``model`` and ``tokenizer`` as the model folder ``out/step<n>`` through the one door
-    (:func:`san.models.acquire.store`), built beside it and moved into place when complete."""
+    (:func:`san.models.store.store`), built beside it and moved into place when complete."""
     folder = out / revision_name(step)
-    staging = out / f".{folder.name}.partial"
-    shutil.rmtree(staging, ignore_errors=True)
 
     def derive(dest: Path) -> tuple[dict[str, Any], None]:
         model.save_pretrained(dest, safe_serialization=True)
@@ -114,14 +111,8 @@ def _save_checkpoint(out: Path, step: int, model, tokenizer, record: dict[str, A
 
     # the family recognised from the saved config.json (GPT-NeoX's), as for any acquired folder
     fetched = Fetched("series", f"series checkpoint {folder}", record, None, derive=derive)
-    try:
-        manifest = store(staging, fetched)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(folder, ignore_errors=True)
-    os.replace(staging, folder)
-    return manifest
+    with staged(folder) as staging:
+        return store(staging, fetched)
 
 
 def _resume(state_path: Path, key: str, model, optimizer, generator: torch.Generator) -> tuple[list[float], int]:

@@ -12,7 +12,7 @@ from helpers import COMMAND, ROOT, documented
 def test_every_python_m_command_shown_runs():
     """``python -m <module> --help`` of every module a command shows exits 0 (run side by side)."""
     modules = documented(COMMAND)
-    assert {"san.core.compare", "san.report.readme", "san.models.hub"} <= set(modules)
+    assert {"san.core.compare", "san.report.readme", "san.models.sources.hub"} <= set(modules)
     procs = {
         module: subprocess.Popen(
             [sys.executable, "-m", module, "--help"],

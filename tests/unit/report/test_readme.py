@@ -11,6 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
+from san.core import verdicts as V
 from san.core.markdown import MissingKey
 from san.report import readme
 
@@ -136,6 +137,17 @@ def control(verdict: bool) -> dict:
     }
 
 
+def _adversarial_row() -> dict:
+    """A scientific row built by the one check: gamma 0.11 against 1, and the bound divided by a factor that it still
+    passes up to 9 (so at the setting 2 the control holds: no power)."""
+    return V.check(
+        "adversarial.holds", "gamma <= 1 (adversarial)", form=V.UNIVERSAL, source="Theorem 2.2", test="gamma <= 1",
+        statistic=lambda f: V.Measure(0.11 * f), threshold=V.Threshold(1.0, above=False, key="report.theorem.g"),
+        wrong=V.Wrong("the bound divided by {s:g}", 1.0, 2.0, "report.theorem.control_factor",
+                      (1.0, 2.0, 9.0, 9.1, 9.2)),
+    )  # fmt: skip
+
+
 def _summary() -> dict:
     """A small summary.json with every key the tables read."""
     entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
@@ -190,15 +202,19 @@ def _summary() -> dict:
         },  # fmt: skip
         "propagation": {"verdicts": [claim]},
         "verdicts": {
-            "scientific": [
+            "scientific": [{**_adversarial_row(), "claim": "theorem.adversarial.holds"}],
+            "regression": [
                 {
-                    "statement": "gamma <= 1 (adversarial)",
+                    "key": "certified_holds_no_ln",
+                    "claim": "theorem.certified_holds_no_ln",
+                    "statement": "certified bound",
+                    "kind": "regression",
                     "form": "universal",
-                    "verdict": "no power",
-                    "positive_control": control(True),
+                    "source": "Theorem 2.2",
+                    "verdict": "not judged",
+                    "value": 6.2,
                 }
             ],
-            "regression": [{"statement": "certified bound", "form": "universal", "verdict": "not judged"}],
             "demonstration": [],
         },
         "provenance": RUN,
@@ -229,10 +245,14 @@ def test_tables_from_a_summary(tmp_path):
     assert "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | holds |  |" in out["theorem"]
     assert "no model" in out["pretrained"].lower()
     assert (
-        "| scientific verdict | gamma <= 1 (adversarial) | universal | no power | the bound divided by 2: does NOT fail"
+        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power | 0.11 < 1 "
+        "(report.theorem.g) | the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: holds "
+        "| 9 |" in out["verdicts"]
+    )
+    assert (
+        "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | not judged | 6.2 |"
         in out["verdicts"]
     )
-    assert "| regression check | certified bound | universal | not judged |  |" in out["verdicts"]
     line = "<sub>Source run: commit 0123456789ab, config abcdef012345, 2026-01-01 00:00 UTC, m.</sub>"
     assert all(text.rstrip().endswith(line) for text in out.values()), "every table names its run"
 

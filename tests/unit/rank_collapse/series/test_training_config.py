@@ -10,7 +10,8 @@ import yaml
 
 from san.core.config import ConfigError, overlay_config
 from san.experiments import check_config
-from san.models.revisions import expand_revisions, log_then_every, step_of, tokens_of
+from san.models.revisions import log_then_every, step_of, tokens_of
+from san.models.sources.series import expand_revisions
 
 from helpers import ROOT, default_config
 

