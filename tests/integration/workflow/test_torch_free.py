@@ -68,6 +68,11 @@ TORCH_FREE = (
     "san.theory.claims",
     "san.theory.plots",
     "san.propagation.claims",
+    "san.propagation.claim_checks",
+    "san.propagation.depth_claims",
+    "san.propagation.qk_variance_claims",
+    "san.propagation.masks_claims",
+    "san.propagation.sequence_length_claims",
     "san.propagation.plots",
 )
 
