@@ -17,10 +17,17 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``, or, for a family table (:data:`FAMILY_TABLES`, the
    README's family list and docs/models.md's tables), with the table rendered from the family table. The one
    syntax and the one sync of every generated block; the tests run the check, so a hand edit of a block fails them.
-4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records, and every table equals the one
-   rendered again from the committed data (the run's tables from ``docs/results/summary.json``, a benchmark's from
-   its ``.json``), so a number edited in a table, even with its hash, fails, and so does one edited in the data;
-   with ``RESULTS``, the run's tables themselves are compared too. The tests run it.
+4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records; every verdict of the committed
+   ``summary.json`` follows from its own numbers (:func:`san.core.verdicts.rederive_summary`: each row's margin from
+   its value, spread and threshold, its check from its margin, its control's from the control's measure, its power
+   from its scan, its printed state from its check and control, and the verdict table from the sections' rows); and
+   every table equals the one rendered again from the committed data (the run's tables from
+   ``docs/results/summary.json``, a benchmark's from its ``.json``). So a number edited in a table fails, with its
+   hash or without; a verdict flipped in the data with its numbers untouched fails; a measured number edited in the
+   data so that its verdict no longer follows fails. What it cannot catch is an edit of the data that is consistent
+   with itself (a value, its margin and its verdict changed together, the tables re-rendered and the hashes updated):
+   only a rerun of the workflow (and ``python -m san.core.compare`` against it) shows that. With ``RESULTS``, the
+   run's tables themselves are compared too. The tests run it.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from san.core.markdown import lookup, markdown, measured_cell, power_cell, wrong_cell
+from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.models.tables import TABLES as FAMILY_TABLES
@@ -306,12 +314,13 @@ def publish(results: Path | None, root: Path, benchmarks: Path | None = None) ->
 
 def verify(root: Path, results: Path | None = None) -> list[str]:
     """What is wrong with the snapshots (empty when nothing). Every file of ``docs/results/`` is one that
-    :func:`publish` copied, with the sha256 :data:`MANIFEST` records; the committed ``summary.json`` is the
-    manifest's run; every run table equals the one rendered again from the committed ``summary.json`` (and paths
-    summary), and every benchmark table the one rendered from its committed data, so that a number edited in a table
-    or in the data fails, with its hash or without; every benchmark table is quoted by a document; with ``results``,
-    every run table also equals that run's table. A problem that only a new publish fixes ends with :data:`REPUBLISH`
-    (or :data:`RERUN_BENCHMARK`)."""
+    :func:`publish` copied, with the sha256 :data:`MANIFEST` records; the committed ``summary.json`` is the manifest's
+    run; every run table equals the one rendered again from the committed ``summary.json`` (and paths summary), and
+    every benchmark table the one rendered from its committed data, so that a number edited in a table fails, with its
+    hash or without; every verdict of the committed summary follows from its own numbers (module docstring: what that
+    catches and what it cannot, a consistent edit of the data itself); every benchmark table is quoted by a document;
+    with ``results``, every run table also equals that run's table. A problem that only a new publish fixes ends with
+    :data:`REPUBLISH` (or :data:`RERUN_BENCHMARK`)."""
     manifest_path = root / MANIFEST
     if not manifest_path.is_file():
         return [f"{MANIFEST} is missing: {REPUBLISH}"]
@@ -357,9 +366,10 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
 
 
 def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
-    """:func:`verify`'s check of the run tables: each equals the table rendered from the committed data, which is
-    the manifest's run. Without committed data (a snapshot set published before the data was), each table names the
-    manifest's run, and the missing data is a problem that a new publish fixes."""
+    """:func:`verify`'s check of the run tables: every verdict of the committed summary follows from its own numbers
+    (:func:`san.core.verdicts.rederive_summary`), and each table equals the table rendered from the committed data,
+    which is the manifest's run. Without committed data (a snapshot set published before the data was), each table names
+    the manifest's run, and the missing data is a problem that a new publish fixes."""
     snapshots = root / SNAPSHOTS
     summary_path = snapshots / "summary.json"
     if not summary_path.is_file():
@@ -377,6 +387,7 @@ def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     problems = []
     if summary.get("provenance") != manifest.get("run"):
         problems.append(f"{SNAPSHOTS / 'summary.json'} is not the run {MANIFEST} records")
+    problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in rederive_summary(summary)]
     try:
         rendered = build_tables(summary, run_data(snapshots, snapshots=True))
     except (KeyError, ValueError) as err:

@@ -153,10 +153,13 @@ def _summary() -> dict:
     entry = {"pure_at_layer": {"SAN": 1e-6, "SAN+MLP": 2e-6}, "skip_at_last": {"SAN+skip": 0.5, "transformer": 0.4},
              "last_layer": 12}  # fmt: skip
     group = {"respects": 5, "violates": 0, "undecided": 0, "float_floor": 1}
-    claim = {"key": "depth.noci", "statement": "branches scaled", "kind": "scientific", "form": "universal",
-             "source": "Noci et al. 2022, abstract", "holds": True, "verdict": "holds", "detail": "cosine 0.3",
-             "positive_control": control(False)}  # fmt: skip
-    return {
+    claim = V.check(
+        "depth.noci", "branches scaled", form=V.UNIVERSAL, source="Noci et al. 2022, abstract", test="cosine < 0.9",
+        statistic=lambda s: V.Measure(0.3 + s), threshold=V.Threshold(0.9, above=False, key="report.p.cosine"),
+        wrong=V.Wrong.toward("the unscaled residual, {s:g} of the way", 1.0, "report.p.unscaled"), detail="cosine 0.3",
+    )  # fmt: skip
+    regression = {"kind": "regression", "form": "universal", "source": "Theorem 2.2"}
+    sections = {
         "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
         "pretrained_collapse": None,
         "training_series": None,
@@ -195,30 +198,14 @@ def _summary() -> dict:
             },
             "fig2_exponent": {"bert": {"init": 3.3}},
             "verdicts": [
-                {"key": "nominal.holds", "verdict": "holds"},
-                {"key": "certified_holds_no_ln", "verdict": "not judged"},
-                {"key": "adversarial.holds", "verdict": "no power"},
+                V.row("nominal.holds", "nominal bound", holds=True, **regression),
+                V.row("certified_holds_no_ln", "certified bound", holds=None, value=6.2, **regression),
+                _adversarial_row(),
             ],
         },  # fmt: skip
         "propagation": {"verdicts": [claim]},
-        "verdicts": {
-            "scientific": [{**_adversarial_row(), "claim": "theorem.adversarial.holds"}],
-            "regression": [
-                {
-                    "key": "certified_holds_no_ln",
-                    "claim": "theorem.certified_holds_no_ln",
-                    "statement": "certified bound",
-                    "kind": "regression",
-                    "form": "universal",
-                    "source": "Theorem 2.2",
-                    "verdict": "not judged",
-                    "value": 6.2,
-                }
-            ],
-            "demonstration": [],
-        },
-        "provenance": RUN,
     }
+    return {**sections, "verdicts": V.collect(sections), "provenance": RUN}
 
 
 def test_tables_from_a_summary(tmp_path):
@@ -229,8 +216,8 @@ def test_tables_from_a_summary(tmp_path):
     assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
     assert (
-        "| Noci et al. 2022, abstract | branches scaled | universal | holds | the bound divided by 2: fails as it must "
-        "| cosine 0.3 |" in out["propagation"]
+        "| Noci et al. 2022, abstract | branches scaled | universal | holds | the unscaled residual, 1 of the way: "
+        "fails as it must; passes up to 0.55 | cosine 0.3 |" in out["propagation"]
     )
     assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
     assert (
@@ -461,6 +448,69 @@ def test_an_edited_summary_with_its_hash_fails_verify(tmp_path):
     root, _ = _published(tmp_path / "csv", PATHS_CSV)
     _edit_with_hash(root, "paths_summary.csv", "0.4,0.8", "0.4,0.85")
     assert any("'paths'" in p for p in readme.verify(root))
+
+
+def _republished_with(root: Path, edit) -> None:
+    """The committed summary edited by ``edit`` (a function of the parsed summary), its tables rendered again from
+    it and every hash updated: a forgery that hides itself from every check but the summary's own numbers."""
+    snapshots = root / readme.SNAPSHOTS
+    summary = json.loads((snapshots / "summary.json").read_text())
+    edit(summary)
+    (snapshots / "summary.json").write_text(json.dumps(summary))
+    for name, text in readme.build_tables(summary, readme.run_data(snapshots, snapshots=True)).items():
+        (snapshots / f"{name}.md").write_text(text)
+    manifest = json.loads((root / readme.MANIFEST).read_text())
+    for section in manifest.values():
+        for name in section if isinstance(section, dict) else ():
+            if (snapshots / name).is_file():
+                section[name] = readme.sha256(snapshots / name)
+    (root / readme.MANIFEST).write_text(json.dumps(manifest))
+
+
+def _theorem_rows(summary: dict) -> list[dict]:
+    """The rows a forger must edit to keep the verdict table equal to the sections: the section's and the table's."""
+    return [r for r in [*summary["theorem"]["verdicts"], *summary["verdicts"]["scientific"]] if r["key"] ==
+            "adversarial.holds"]  # fmt: skip
+
+
+def test_a_flipped_verdict_with_its_numbers_untouched_fails_verify(tmp_path):
+    """The adversarial row prints "no power" (its control holds); flipped to "holds" in the section and the verdict
+    table, the tables re-rendered and the hashes updated, its own numbers still give "no power"."""
+    root, _ = _published(tmp_path, PATHS_CSV)
+    assert readme.verify(root) == []
+
+    def flip(summary: dict) -> None:
+        for r in _theorem_rows(summary):
+            r["verdict"] = "holds"
+
+    _republished_with(root, flip)
+    problems = readme.verify(root)
+    assert any("prints 'holds' where its check and control give 'no power'" in p for p in problems), problems
+
+
+def test_a_measured_number_edited_against_its_verdict_fails_verify(tmp_path):
+    """The value moved above its threshold with the verdict left as it was: the margin no longer follows."""
+    root, _ = _published(tmp_path, PATHS_CSV)
+
+    def move(summary: dict) -> None:
+        for r in _theorem_rows(summary):
+            r["value"] = 1.5
+
+    _republished_with(root, move)
+    assert any("does not follow from its value and threshold" in p for p in readme.verify(root))
+
+
+def test_a_consistent_edit_of_the_data_itself_passes_verify(tmp_path):
+    """What verify cannot catch, as its docstring says: a value, its margin and its verdict changed together (only a
+    rerun from the data shows it)."""
+    root, _ = _published(tmp_path, PATHS_CSV)
+
+    def forge(summary: dict) -> None:
+        for r in _theorem_rows(summary):
+            r["value"], r["margin"] = 0.05, 0.95
+
+    _republished_with(root, forge)
+    assert readme.verify(root) == []
 
 
 def test_an_edited_summary_without_its_hash_and_a_stray_snapshot_fail_verify(tmp_path):
