@@ -1,10 +1,10 @@
 """GPU benchmark and check: the default workflow's GPU jobs on the visible GPU(s) against the same jobs on the CPU.
 
 Runs, in temporary copies of the workflow, the jobs whose `compute.<rule>.device` the default config leaves to a GPU
-(Fig. 2's forward passes, the attention products, the propagation sweeps), once with their device set to `cuda` (at
-most one job per GPU at a time) and twice with it set to `cpu`: as they are, and with every input of their arithmetic
-(model weights as loaded, random draws of `san.core.rng.randn`) moved by one unit in the last place, up or down
-at random (a seeded CPU generator). Then:
+(Fig. 2's forward passes, the attention products, the propagation sweeps, the image encoders' forward passes), once
+with their device set to `cuda` (at most one job per GPU at a time) and twice with it set to `cpu`: as they are, and
+with every input of their arithmetic (model weights as loaded, random draws of `san.core.rng.randn`) moved by one
+unit in the last place, up or down at random (a seeded CPU generator). Then:
 
 - prints the wall time of every rule on each device and the peak GPU memory of every GPU job (the `compute`
   attribute of its result);
@@ -29,7 +29,7 @@ writes the tolerance table (``benchmarks/out/bench_gpu_tolerance.md``, quoted by
 moves, tolerances and whether it is compared), GPU or not.
 
     python benchmarks/bench_gpu.py [--cores 16] [--models bert-base-cased,gpt2] [--keep DIR] [--max-rtol 0.1]
-    python benchmarks/bench_gpu.py --tolerances [--cores 2] [--models all-MiniLM-L6-v2] [--sweeps depth]
+    python benchmarks/bench_gpu.py --tolerances [--cores 2] [--models all-MiniLM-L6-v2] [--sweeps depth] [--vision m]
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ GPU_RULES = {
     "rank_collapse": "rank_collapse",
     "attention_products": "attention_products",
     "propagation_sweep": "propagation",
+    "vision": "vision",
 }
 SAFETY = 10.0
 """How many times the one-ulp perturbation's move a tolerance allows (:func:`derive_tolerance`): a GPU rounds
@@ -132,11 +133,14 @@ def with_devices(cfg: dict, device: str) -> dict:
 
 
 def targets(cfg: dict) -> list[str]:
+    """The result files of the GPU rules' jobs: per model of ``rank_collapse.models`` its rank collapse and attention
+    products, per propagation sweep its result, per model of ``vision.models`` its result."""
     models = cfg["rank_collapse"]["models"]
     products = cfg["attention_products"]["models"]
     out = [f"results/rank_collapse/{m}.nc" for m in models]
     out += [f"results/attention_products/{m}.nc" for m in (models if products is None else products) if m in models]
-    return out + [f"results/propagation/{s}.nc" for s in cfg["propagation"]["sweeps"]]
+    out += [f"results/propagation/{s}.nc" for s in cfg["propagation"]["sweeps"]]
+    return out + [f"results/vision/{m}.nc" for m in cfg.get("vision", {}).get("models", [])]
 
 
 def run(wf: Path, cfg: dict, goals: list[str], cores: int, extra: list[str], ulp_seed: int | None = None) -> float:
@@ -167,14 +171,14 @@ def rule_times(wf: Path) -> dict[str, float]:
 def job_dtype(cfg: dict, rel: str, variable_variant: str | None) -> str:
     """The float type a result was computed in: the model's own dtype, else the variant's; float64 otherwise."""
     parts = Path(rel).parts
-    if parts[1] in ("rank_collapse", "attention_products"):
+    if parts[1] in ("rank_collapse", "attention_products", "vision"):
         model = Path(rel).stem
         own = cfg["models"][model].get("dtype")
         if own:
             return own
         if parts[1] == "attention_products":
             return cfg["attention_products"]["dtype"]
-        dtypes = cfg["rank_collapse"]["dtype"]
+        dtypes = cfg[parts[1]]["dtype"]
         if isinstance(dtypes, str):
             return dtypes
         return dtypes.get(variable_variant, "float32") if variable_variant else "float32"
@@ -369,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=4, help="cores of each run (default 4)")
     parser.add_argument("--models", help="comma-separated models of rank_collapse.models (default: all)")
     parser.add_argument("--sweeps", help="comma-separated propagation sweeps (default: all)")
+    parser.add_argument("--vision", help="comma-separated image encoders of vision.models (default: all)")
     parser.add_argument("--config", type=Path, default=ROOT / "config.yaml", help="config (default config.yaml)")
     parser.add_argument("--keep", type=Path, help="keep the runs in this folder")
     parser.add_argument("--tolerances", action="store_true", help="only derive the tolerances (two CPU runs)")
@@ -391,6 +396,8 @@ def main(argv: list[str] | None = None) -> int:
             cfg["attention_products"]["models"] = [m for m in products if m in models]
     if args.sweeps:
         cfg["propagation"]["sweeps"] = {s: cfg["propagation"]["sweeps"][s] for s in args.sweeps.split(",")}
+    if args.vision:
+        cfg["vision"]["models"] = args.vision.split(",")
     goals = targets(cfg)
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
     if args.tolerances:

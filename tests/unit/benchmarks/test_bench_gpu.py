@@ -246,3 +246,25 @@ def test_the_comparability_bound_on_both_sides_and_on_the_absolute_tolerance():
     assert lifted["rel_move"] == 0 and lifted["abs_move"] == 0.5 and not lifted["compared"]
     assert bench.derive_tolerance(np.zeros(3), np.zeros(3), EPS64)["compared"], "nothing moved: compared"
     assert not bench.derive_tolerance(np.zeros(3), np.array([0, 1e-30, 0]), EPS64)["compared"], "0 lifted off 0"
+
+
+def test_every_gpu_rule_is_checked_in_its_jobs_float_type():
+    """The jobs the default config leaves to a GPU: rank collapse, attention products, propagation sweeps and the
+    image encoders, each result variable in the float type of its variant."""
+    cfg = {
+        "models": {"m": {}, "v": {"dtype": "float64"}, "w": {}},
+        "rank_collapse": {"models": ["m"], "dtype": {"SAN": "float64", "transformer": "float32"}},
+        "attention_products": {"models": None, "dtype": "float64"},
+        "propagation": {"sweeps": {"masks": {}}},
+        "vision": {"models": ["v", "w"], "dtype": {"SAN": "float64", "SAN+skip": "float32"}},
+        "compute": {rule: {"device": "cpu"} for rule in bench.GPU_RULES},
+    }
+    assert bench.targets(cfg) == [
+        "results/rank_collapse/m.nc", "results/attention_products/m.nc", "results/propagation/masks.nc",
+        "results/vision/v.nc", "results/vision/w.nc",
+    ]  # fmt: skip
+    assert all(c["device"] == "cuda" for c in bench.with_devices(cfg, "cuda")["compute"].values())
+    assert bench.job_dtype(cfg, "results/vision/w.nc", "SAN+skip") == "float32"
+    assert bench.job_dtype(cfg, "results/vision/v.nc", "SAN+skip") == "float64", "the model's own dtype"
+    assert bench.job_dtype(cfg, "results/rank_collapse/m.nc", "transformer") == "float32"
+    assert bench.job_dtype(cfg, "results/propagation/masks.nc", None) == "float64"
