@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
 import statistics
@@ -27,6 +28,10 @@ from san.core import compare  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 """Where each benchmark writes its Markdown table (ignored by git)."""
+LOAD_AT_START = os.getloadavg()[0]
+"""The machine's one-minute load average when the benchmark started (this module is imported first)."""
+LOAD_NOTE = " Load average {load_start:.1f} at the start, {load_end:.1f} at the end, on {cpus} CPUs."
+"""What every benchmark's note ends with: the other processes' load beside it, which wall times include."""
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -170,20 +175,23 @@ def write_table(
     rendered from it (:func:`san.report.readme.benchmark_table`); return the table's path. The data are the
     measurements, not their printed form: ``rows``, one mapping per row of numbers (each key names its unit:
     ``_s`` seconds, ``_bytes`` bytes, ``_ratio`` or none a pure number), booleans, labels and nulls (not measured);
-    ``values``, the numbers every row shares (settings, targets); ``columns``, a (title, cell template) per column
+    ``values``, the numbers every row shares (settings, targets) and the machine's load average at the start and the
+    end (:data:`LOAD_NOTE`); ``columns``, a (title, cell template) per column
     (:class:`san.report.readme.BenchmarkCells`: ``{wall_s:.1f} s``, ``{peak_rss_bytes:.2f@GiB} GiB``,
-    ``{ratio:<={target}?met|NOT met}``); ``note``, one line under the table (a template of ``values``); and the
-    record naming the command ``cmd`` (default :func:`command`), commit, date and machine. The README and ``docs/``
-    quote the table from its committed copy (``python -m san.report.readme publish``), whose ``verify`` renders it
-    again from the committed data."""
+    ``{ratio:<={target}?met|NOT met}``); ``note``, one line under the table (a template of ``values``, ending with
+    the load); and the record naming the command ``cmd`` (default :func:`command`), commit, date and machine. The
+    README and ``docs/`` quote the table from its committed copy (``python -m san.report.readme publish``), whose
+    ``verify`` renders it again from the committed data."""
     from san.report.provenance import benchmark_record
     from san.report.readme import benchmark_table
 
     data = {
         "columns": [{"title": title, "cell": cell} for title, cell in columns],
         "rows": [measured(dict(row)) for row in rows],
-        "values": measured(dict(values or {})),
-        "note": note,
+        "values": measured(
+            {**(values or {}), "load_start": LOAD_AT_START, "load_end": os.getloadavg()[0], "cpus": os.cpu_count()}
+        ),
+        "note": (note + LOAD_NOTE).strip(),
         "record": benchmark_record(command() if cmd is None else cmd),
     }
     text = benchmark_table(data)  # a table that cannot be rendered fails before anything is written

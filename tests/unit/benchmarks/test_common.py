@@ -1,6 +1,7 @@
 """benchmarks/_common.py: ratios measured in alternating order with their spread, tables that name their run and
 are rendered from their measurements (numbers with their units in their keys), their targets' verdicts included."""
 
+import re
 import sys
 
 import numpy as np
@@ -54,7 +55,8 @@ def test_a_benchmark_table_names_its_command_and_is_rendered_from_its_measuremen
             "wall_s": float("nan")}]  # fmt: skip
     path = _common.write_table("bench_x", columns, rows, values={"target_s": 1.0}, note="Target {target_s:g} s.")
     text = path.read_text()
-    assert "| task | peak | wall | target < 1 s |" in text and "\nTarget 1 s.\n" in text
+    assert "| task | peak | wall | target < 1 s |" in text
+    assert re.search(r"\nTarget 1 s\. Load average [0-9.]+ at the start, [0-9.]+ at the end, on \d+ CPUs\.\n", text)
     assert "| a | 3.00 GiB | 250.0 ms | met |" in text and "| b | 0.50 GiB | 2000.0 ms | NOT met |" in text
     assert "| c | - | - | - |" in text, "not measured (null, NaN): '-'"
     last = text.rstrip().splitlines()[-1]
@@ -62,7 +64,8 @@ def test_a_benchmark_table_names_its_command_and_is_rendered_from_its_measuremen
     assert "config " not in last and last.endswith("CPUs).</sub>")
     data = json.loads(path.with_suffix(".json").read_text())
     assert data["rows"][0] == {"task": "a", "peak_rss_bytes": 3 * 2**30, "wall_s": 0.25}
-    assert data["rows"][2]["wall_s"] is None and data["values"] == {"target_s": 1.0}
+    assert data["rows"][2]["wall_s"] is None and data["values"]["target_s"] == 1.0
+    assert set(data["values"]) == {"target_s", "load_start", "load_end", "cpus"}
     assert benchmark_table(data) == text
     data["rows"][1]["wall_s"] = 0.5  # an edited number changes the table, its verdict included
     assert "| b | 0.50 GiB | 500.0 ms | met |" in benchmark_table(data)
