@@ -80,3 +80,24 @@ def test_a_ratio_is_stored_as_its_numbers_and_rendered_as_printed():
 
     cell = BenchmarkCells().cell(_common.ratio_template("evaluation"), _common.ratio_fields("evaluation", r))
     assert cell == _common.ratio_cell(r) == "1.02 (0.99-1.07, 3 pairs)"
+
+
+def test_a_cell_that_cannot_be_rendered_from_its_data_is_an_error_naming_it():
+    """verify reports these (san.report.readme.verify catches KeyError and ValueError): a field the row lacks, a unit
+    or a choice that the cell language does not know, a text where a number is compared."""
+    from san.report.readme import BenchmarkCells
+
+    cells = BenchmarkCells()
+    with pytest.raises(KeyError, match="reads 'wall_s'"):
+        cells.cell("{wall_s:.1f} s", {"peak": 1})
+    with pytest.raises(ValueError, match="unknown unit '@GB'"):
+        cells.cell("{peak:.1f@GB}", {"peak": 1})
+    with pytest.raises(ValueError, match="neither"):
+        cells.cell("{ratio:?met}", {"ratio": 1.0})
+    with pytest.raises(ValueError, match="neither"):
+        cells.cell("{ratio:?yes|no}", {"ratio": 1.0})  # a number needs a bound
+    with pytest.raises(ValueError):
+        cells.cell("{label:<1?yes|no}", {"label": "a"})
+    assert cells.cell("{ratio:>=1.5?met|NOT met}", {"ratio": 1.5}) == "met"
+    assert cells.cell("{ratio:>1.5?met|NOT met}", {"ratio": 1.5}) == "NOT met"
+    assert cells.cell("{t:.0f@min} min", {"t": 3000.0}) == "50 min"
