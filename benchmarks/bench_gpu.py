@@ -1,10 +1,10 @@
 """GPU benchmark and check: the default workflow's GPU jobs on the visible GPU(s) against the same jobs on the CPU.
 
 Runs, in temporary copies of the workflow, the jobs whose `compute.<rule>.device` the default config leaves to a GPU
-(Fig. 2's forward passes, the attention products, the propagation sweeps, the image encoders' forward passes), once
-with their device set to `cuda` (at most one job per GPU at a time) and twice with it set to `cpu`: as they are, and
-with every input of their arithmetic (model weights as loaded, random draws of `san.core.rng.randn`) moved by one
-unit in the last place, up or down at random (a seeded CPU generator). Then:
+(Fig. 2's forward passes, the attention products, the training series' checkpoints, the propagation sweeps, the
+image encoders' forward passes), once with their device set to `cuda` (at most one job per GPU at a time) and twice
+with it set to `cpu`: as they are, and with every input of their arithmetic (model weights as loaded, random draws of
+`san.core.rng.randn`) moved by one unit in the last place, up or down at random (a seeded CPU generator). Then:
 
 - prints the wall time of every rule on each device and the peak GPU memory of every GPU job (the `compute`
   attribute of its result);
@@ -30,6 +30,7 @@ moves, tolerances and whether it is compared), GPU or not.
 
     python benchmarks/bench_gpu.py [--cores 16] [--models bert-base-cased,gpt2] [--keep DIR] [--max-rtol 0.1]
     python benchmarks/bench_gpu.py --tolerances [--cores 2] [--models all-MiniLM-L6-v2] [--sweeps depth] [--vision m]
+        [--series 0]
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ from _common import ROOT, copy_workflow, write_table
 GPU_RULES = {
     "rank_collapse": "rank_collapse",
     "attention_products": "attention_products",
+    "rank_collapse_series": "rank_collapse_series",
+    "rank_collapse_hub_series": "rank_collapse_series",
     "propagation_sweep": "propagation",
-    "vision": "vision",
+    "vision_model": "vision",
 }
 SAFETY = 10.0
 """How many times the one-ulp perturbation's move a tolerance allows (:func:`derive_tolerance`): a GPU rounds
@@ -85,7 +88,7 @@ if os.environ.get("SAN_ULP_SEED"):
     import torch
 
     import san.core.rng as _rng
-    import san.models.acquire as _acquire
+    import san.models.load as _loading
 
     _signs = torch.Generator(device="cpu").manual_seed(int(os.environ["SAN_ULP_SEED"]))
 
@@ -101,7 +104,7 @@ if os.environ.get("SAN_ULP_SEED"):
     def _randn_nudged(shape, generator, dtype, device="cpu"):
         return _nudge(_randn(shape, generator, dtype, "cpu")).to(device)
 
-    _load = _acquire.load_model
+    _load = _loading.load_model
 
     def _load_nudged(*args, **kwargs):
         model = _load(*args, **kwargs)
@@ -111,7 +114,7 @@ if os.environ.get("SAN_ULP_SEED"):
         return model
 
     _rng.randn = _randn_nudged
-    _acquire.load_model = _load_nudged
+    _loading.load_model = _load_nudged
     print("sitecustomize: inputs moved by one ulp", flush=True)
 """
 """A ``sitecustomize`` module that, on the path of a job's interpreter with ``SAN_ULP_SEED`` set, moves every
@@ -135,11 +138,15 @@ def with_devices(cfg: dict, device: str) -> dict:
 
 def targets(cfg: dict) -> list[str]:
     """The result files of the GPU rules' jobs: per model of ``rank_collapse.models`` its rank collapse and attention
-    products, per propagation sweep its result, per model of ``vision.models`` its result."""
+    products, the offline training series (every seed of ``series.seeds``, one file) and each hub series of
+    ``series.hub_models``, per propagation sweep its result, per model of ``vision.models`` its result."""
     models = cfg["rank_collapse"]["models"]
     products = cfg["attention_products"]["models"]
+    series = cfg.get("series", {})
     out = [f"results/rank_collapse/{m}.nc" for m in models]
     out += [f"results/attention_products/{m}.nc" for m in (models if products is None else products) if m in models]
+    out += ["results/rank_collapse_series.nc"] if series.get("seeds") else []
+    out += [f"results/rank_collapse_series/{m}.nc" for m in series.get("hub_models") or []]
     out += [f"results/propagation/{s}.nc" for s in cfg["propagation"]["sweeps"]]
     return out + [f"results/vision/{m}.nc" for m in cfg.get("vision", {}).get("models", [])]
 
@@ -170,16 +177,18 @@ def rule_times(wf: Path) -> dict[str, float]:
 
 
 def job_dtype(cfg: dict, rel: str, variable_variant: str | None) -> str:
-    """The float type a result was computed in: the model's own dtype, else the variant's; float64 otherwise."""
+    """The float type a result was computed in: the model's own dtype, else the variant's; float64 otherwise. A
+    training series is measured with the rank-collapse settings."""
     parts = Path(rel).parts
-    if parts[1] in ("rank_collapse", "attention_products", "vision"):
+    kind = Path(parts[1]).stem  # results/rank_collapse_series.nc: the offline series, one file
+    if kind in ("rank_collapse", "attention_products", "vision", "rank_collapse_series"):
         model = Path(rel).stem
-        own = cfg["models"][model].get("dtype")
+        own = cfg["models"].get(model, {}).get("dtype")
         if own:
             return own
-        if parts[1] == "attention_products":
+        if kind == "attention_products":
             return cfg["attention_products"]["dtype"]
-        dtypes = cfg[parts[1]]["dtype"]
+        dtypes = cfg["rank_collapse" if kind == "rank_collapse_series" else kind]["dtype"]
         if isinstance(dtypes, str):
             return dtypes
         return dtypes.get(variable_variant, "float32") if variable_variant else "float32"
@@ -375,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated models of rank_collapse.models (default: all)")
     parser.add_argument("--sweeps", help="comma-separated propagation sweeps (default: all)")
     parser.add_argument("--vision", help="comma-separated image encoders of vision.models (default: all)")
+    parser.add_argument("--series", help="comma-separated seeds of the offline training series (default: all)")
     parser.add_argument("--config", type=Path, default=ROOT / "config.yaml", help="config (default config.yaml)")
     parser.add_argument("--keep", type=Path, help="keep the runs in this folder")
     parser.add_argument("--tolerances", action="store_true", help="only derive the tolerances (two CPU runs)")
@@ -399,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg["propagation"]["sweeps"] = {s: cfg["propagation"]["sweeps"][s] for s in args.sweeps.split(",")}
     if args.vision:
         cfg["vision"]["models"] = args.vision.split(",")
+    if args.series:
+        cfg["series"]["seeds"] = [int(seed) for seed in args.series.split(",")]
     goals = targets(cfg)
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench_gpu_"))
     if args.tolerances:

@@ -65,7 +65,7 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
 
     from san.core.device import resolve_dtype
     from san.core.storage import read_netcdf
-    from san.models.acquire import load_model
+    from san.models.load import load_model
     from san.rank_collapse.experiment import residuals_by_variant
     from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
 
@@ -188,7 +188,7 @@ def status_bytes(key):
 
 folder, dtype, how = sys.argv[1], getattr(torch, sys.argv[2]), sys.argv[3]
 from transformers import LlamaModel
-from san.models.acquire import load_model
+from san.models.load import load_model
 start = status_bytes("VmRSS")
 if how == "san":
     model = load_model(folder, "llama", dtype)
@@ -208,7 +208,7 @@ def write_blockwise(arch: dict, seed: int, folder: Path) -> int:
     from safetensors.torch import save_file
     from transformers import LlamaConfig, LlamaModel
 
-    from san.models.acquire import write_manifest
+    from san.models.folders import write_manifest
 
     if (folder / "manifest.json").exists():
         return int(json.loads((folder / "manifest.json").read_text())["parameters"])

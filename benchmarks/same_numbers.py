@@ -6,10 +6,10 @@ every result file variable by variable (``python -m san.core.compare``): the che
 
 ``A`` and ``B`` are each a commit (any name git resolves; it is checked out into a temporary worktree) or a folder
 holding a checkout (e.g. ``.`` for this working tree, uncommitted changes included). Each version's workflow
-(Snakefile, workflow/, scripts/, san/, config files) is copied into ``DIR/a`` and ``DIR/b``, its own ``config.yaml``
-overlaid with ``--config`` (a partial config: mappings merged, values replaced, dotted keys under ``replace``
-replaced whole), and run with its own library, to ``--targets`` (files or target rules; default: the whole
-workflow). Exit status 0 when every result both runs hold is identical.
+(workflow/ with its Snakefile, scripts/, san/, config files) is copied into ``DIR/a`` and ``DIR/b``, its own
+``config.yaml`` overlaid with ``--config`` (a partial config: mappings merged, values replaced, dotted keys under
+``replace`` replaced whole), and run with its own library, to ``--targets`` (files or target rules; default: the
+whole workflow). Exit status 0 when every result both runs hold is identical.
 """
 
 from __future__ import annotations

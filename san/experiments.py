@@ -1,49 +1,113 @@
-"""The experiments of the workflow and the one config check that runs before any job, free of torch.
+"""The wings of the workflow, registered once, and the one config check that runs before any job (torch-free).
 
-Each experiment ("wing") is a subpackage of ``san`` with a torch-free ``spec`` module; its config section is
-checked here by its JSON schema (``workflow/schemas/``) and then by the cross-checks its ``spec`` provides (what a
-schema cannot express: references between sections, divisibility, derived tasks). A new experiment adds its
-cross-check to :data:`CHECKS`.
+A wing is one experiment: a subpackage of ``san`` that answers one contract, from config to README:
+
+- ``spec.check_config(config, schemas) -> derived``: the cross-checks of its config sections that a JSON schema
+  cannot express (references between sections, divisibility, derived tasks), run after the schema
+  (``workflow/schemas/``; ``schemas`` is that folder, for a check that validates a derived slice); what it returns
+  is what the rules need from it (or None);
+- ``claims.check_config(report)`` (its cross-checks of config ``report``) and ``claims.claims(inputs, params)``
+  (its sections of summary.json, each listing its verdict rows);
+- ``tables.TABLES`` (its Markdown tables of README.md and docs/, by block name, each built from a run's summary and
+  data) and, where a table reads more of the run than summary.json, ``tables.DATA`` (those files by snapshot name:
+  their path in the results folder);
+- its rules files ``workflow/rules/<rules>.smk``, included by the Snakefile in the order of :data:`WINGS`, each
+  registering the summary rule's inputs and params that its claims read (``SUMMARY_INPUTS``, ``SUMMARY_PARAMS``).
+
+A new wing is one entry of :data:`WINGS` (its modules imported here) and its rules file. The order of :data:`WINGS`
+is the order of summary.json's verdict lists and of the config checks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from san.circle import spec as circle
+from san.circle import claims as circle_claims
+from san.circle import spec as circle_spec
+from san.circle import tables as circle_tables
 from san.core.config import ordered_like, validate_config, with_defaults
-from san.models.revisions import check_series
-from san.paths import spec as paths
-from san.propagation import spec as propagation
-from san.rank_collapse import spec as rank_collapse
-from san.rank_collapse import vision_spec as vision
-from san.theory import spec as theory
+from san.paths import claims as paths_claims
+from san.paths import spec as paths_spec
+from san.paths import tables as paths_tables
+from san.propagation import claims as propagation_claims
+from san.propagation import spec as propagation_spec
+from san.propagation import tables as propagation_tables
+from san.rank_collapse import claims as rank_collapse_claims
+from san.rank_collapse import spec as rank_collapse_spec
+from san.rank_collapse import tables as rank_collapse_tables
+from san.rank_collapse.series import claims as series_claims
+from san.rank_collapse.series import spec as series_spec
+from san.rank_collapse.series import tables as series_tables
+from san.rank_collapse.vision import claims as vision_claims
+from san.rank_collapse.vision import spec as vision_spec
+from san.rank_collapse.vision import tables as vision_tables
+from san.theory import claims as theory_claims
+from san.theory import spec as theory_spec
+from san.theory import tables as theory_tables
+
+Table = Callable[[Mapping[str, Any], Mapping[str, Path]], str]
+"""A table builder: a run's summary and its data files by snapshot name -> the table's Markdown."""
 
 
-def _paths(config: dict[str, Any], schemas: Path) -> dict[str, dict[str, Any]]:
-    return paths.task_slices(config["paths"], schemas / "paths.schema.yaml")
+@dataclass(frozen=True)
+class Wing:
+    """One wing's modules (see the module docstring for what each provides) and its rules files (their names under
+    ``workflow/rules/``, without ``.smk``; by default the wing's name)."""
+
+    name: str
+    spec: ModuleType
+    claims: ModuleType
+    tables: ModuleType
+    rules: tuple[str, ...] = ()
+
+    @property
+    def rules_files(self) -> tuple[str, ...]:
+        """The wing's rules files, ``rules/<name>.smk`` (relative to ``workflow/``, the Snakefile's folder)."""
+        return tuple(f"rules/{r}.smk" for r in self.rules or (self.name,))
 
 
-def _report(config: dict[str, Any], schemas: Path) -> None:
-    from san.report.claims import check_config as report_check  # the wings' claims modules (numpy, xarray)
+#: every wing, in the order of summary.json's verdict lists
+WINGS: tuple[Wing, ...] = (
+    Wing("rank_collapse", rank_collapse_spec, rank_collapse_claims, rank_collapse_tables),
+    Wing("series", series_spec, series_claims, series_tables),
+    Wing("circle", circle_spec, circle_claims, circle_tables),
+    Wing("paths", paths_spec, paths_claims, paths_tables, rules=("paths", "paths_decomposition")),
+    Wing("theory", theory_spec, theory_claims, theory_tables),
+    Wing("propagation", propagation_spec, propagation_claims, propagation_tables),
+    Wing("vision", vision_spec, vision_claims, vision_tables),
+)
 
-    report_check(config["report"])
+
+def rules_files() -> list[str]:
+    """Every wing's rules files, in the order of :data:`WINGS` (the Snakefile includes them)."""
+    return [path for wing in WINGS for path in wing.rules_files]
 
 
-#: the cross-checks of each experiment's section, run in this order after the schema; each returns what the rules
-#: need from it (or None)
-CHECKS: dict[str, Callable[[dict[str, Any], Path], Any]] = {
-    "rank_collapse": lambda config, schemas: rank_collapse.check_config(config),
-    "series": lambda config, schemas: check_series(config),
-    "circle": lambda config, schemas: circle.check_config(config["circle"]),
-    "paths": _paths,
-    "theory": lambda config, schemas: theory.check_config(config),
-    "propagation": lambda config, schemas: propagation.check_config(config),
-    "vision": lambda config, schemas: vision.check_config(config),
-    "report": _report,
-}
+def tables() -> dict[str, Table]:
+    """Every wing's tables by block name, in the order of :data:`WINGS`; a name given twice is an error."""
+    out: dict[str, Table] = {}
+    for wing in WINGS:
+        clash = set(out) & set(wing.tables.TABLES)
+        if clash:
+            raise ValueError(f"wing {wing.name!r} names the table(s) {sorted(clash)} of another wing")
+        out.update(wing.tables.TABLES)
+    return out
+
+
+def table_data() -> dict[str, Path]:
+    """The run's data files that the wings' tables read besides summary.json, by snapshot name: their path in the
+    results folder."""
+    return {name: path for wing in WINGS for name, path in getattr(wing.tables, "DATA", {}).items()}
+
+
+def check_report(report: Mapping[str, Any]) -> None:
+    """Every wing's cross-checks of config ``report``; raises :class:`san.core.config.ConfigError` naming the key."""
+    for wing in WINGS:
+        wing.claims.check_config(report)
 
 
 def check_config(
@@ -51,8 +115,8 @@ def check_config(
 ) -> dict[str, Any]:
     """Validate ``config`` in place (schema ``schemas/config.schema.yaml``, defaults filled in), put its keys in the
     order of ``reference`` (the workflow's own config file, defaults filled in too; see
-    :func:`san.core.config.ordered_like`), then run every experiment's cross-checks; raises
-    :class:`san.core.config.ConfigError` naming the key. Returns what each check derived, by experiment (e.g.
+    :func:`san.core.config.ordered_like`), then run every wing's cross-checks of its sections and of ``report``;
+    raises :class:`san.core.config.ConfigError` naming the key. Returns what each wing's check derived, by wing (e.g.
     ``"paths"``: the config slice of every task)."""
     schemas = Path(schemas)
     validate_config(config, schemas / "config.schema.yaml")
@@ -60,4 +124,6 @@ def check_config(
         ordered = ordered_like(config, with_defaults(reference, schemas / "config.schema.yaml"))
         config.clear()
         config.update(ordered)
-    return {name: check(config, schemas) for name, check in CHECKS.items()}
+    derived = {wing.name: wing.spec.check_config(config, schemas) for wing in WINGS}
+    check_report(config["report"])
+    return derived

@@ -10,6 +10,7 @@ imported only when a function runs is still code the job may run.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -104,10 +105,17 @@ def data_files(path: Path, package: Path = PACKAGE) -> tuple[Path, ...]:
     return ()
 
 
-def library_inputs(script: Path, package: Path = PACKAGE) -> list[Path]:
+def library_inputs(script: Path, package: Path = PACKAGE, runs: Iterable[str] = ()) -> list[Path]:
     """The files of :func:`imports_closure` of ``script`` and the data files those modules declare, sorted: a
-    rule's inputs for the library its script runs."""
-    modules = [module_file(name, package) for name in imports_closure(script, package)]
+    rule's inputs for the library its script runs. ``runs``: modules the script imports by a name its rule passes
+    (a wing's experiment whose ``run`` the job calls), each with its own closure."""
+    names = imports_closure(script, package)
+    for name in runs:
+        path = module_file(name, package)
+        if path is None:
+            raise ValueError(f"{script.name} runs {name!r}, which is no module of {package}")
+        names |= with_packages({name}) | imports_closure(path, package)
+    modules = [module_file(name, package) for name in names]
     return sorted({*modules, *(d for m in modules for d in data_files(m, package))})
 
 

@@ -1,7 +1,7 @@
-"""Snakemake entry: materialise one model's weights into its folder (see san.models.acquire)."""
+"""Snakemake entry: materialise one model's weights into its folder (see san.models.store)."""
 
 from san.core.jobs import job_log
-from san.models.acquire import materialise
+from san.models.store import materialise
 
 with job_log(snakemake.log[0]) as log:
     spec = snakemake.params.model

@@ -1,20 +1,26 @@
-"""Snakemake entry: relative residual per layer for every weights x variant of one model (Fig. 2)."""
+"""Snakemake entry: one model's rank-collapse measures per layer for every weights x variant, by the ``run`` of the
+experiment its rule names (``params.experiment``: san.rank_collapse.experiment for text models, Fig. 2;
+san.rank_collapse.vision.experiment for image encoders); the rules rank_collapse and vision_model share it."""
+
+import importlib
 
 from san.core.device import job_device, memory_budget
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.models.folders import recorded_family
-from san.rank_collapse.experiment import run
 
 with job_log(snakemake.log[0]) as log:
     p = snakemake.params
-    device = job_device(snakemake.params.compute, snakemake.threads)
+    run = importlib.import_module(p.experiment).run
+    device = job_device(p.compute, snakemake.threads)
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
     family, recognition = recorded_family(list(models.values()))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
     ds = run(family, models, inputs, p.settings, device, log, *memory_budget(p.compute))
-    means = ds["residual_ratio"].mean("sample")
-    log.info("per-layer means:\n%s", means.to_pandas().to_string() if means.ndim <= 2 else means)
+    first = ds[next(iter(ds.data_vars))]
+    means = first.mean(first.dims[-1])  # over the input sequences or images
+    log.info("%s per layer, mean over the inputs:\n%s", first.name, means.to_pandas().to_string() if means.ndim <= 2
+             else means)  # fmt: skip
     write_netcdf(
         ds,
         snakemake.output[0],

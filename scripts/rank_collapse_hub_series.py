@@ -1,12 +1,12 @@
 """Snakemake entry: rank collapse and the first-token sink of every revision of one model's hub series, one revision
-on disk at a time (san.rank_collapse.series.run_hub_series)."""
+on disk at a time (san.rank_collapse.series.experiment.run_hub_series)."""
 
 import json
 
 from san.core.device import job_device
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
-from san.rank_collapse.series import run_hub_series
+from san.rank_collapse.series.experiment import run_hub_series
 
 with job_log(snakemake.log[0]) as log:
     p = snakemake.params

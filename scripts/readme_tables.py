@@ -7,6 +7,5 @@ from san.report.readme import write_tables
 
 with job_log(snakemake.log[0]) as log:
     out_dir = Path(snakemake.output[0]).parent
-    paths_csv = Path(snakemake.input.paths[0]) if snakemake.input.paths else None
-    written = write_tables(Path(snakemake.input.summary), paths_csv, out_dir)
+    written = write_tables(Path(snakemake.input.summary).parent, out_dir)
     log.info("wrote %d tables to %s", len(written), out_dir)

@@ -1,10 +1,11 @@
-"""Snakemake entry: train one seed's offline series and save its checkpoints as model folders (san.series.train)."""
+"""Snakemake entry: train one seed's offline series and save its checkpoints as model folders
+(san.rank_collapse.series.train)."""
 
 import torch
 
 from san.core.jobs import job_log
 from san.core.text import pydoc_documents
-from san.series.train import train
+from san.rank_collapse.series.train import train
 
 with job_log(snakemake.log[0]) as log:
     torch.set_num_threads(snakemake.threads)

@@ -1,6 +1,8 @@
-"""Snakemake entry: token ids of the input sequences for one model's tokenizer."""
+"""Snakemake entry: token ids of the input sequences for one model's tokenizer (a model folder's, or a training
+series checkpoint's: params.checkpoint inside the series folder)."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -14,7 +16,8 @@ with job_log(snakemake.log[0]) as log:
     text = snakemake.params.text
     with open(snakemake.input.corpus) as fh:
         corpus = json.load(fh)
-    tokenizer = load_tokenizer(snakemake.input.model)
+    folder = Path(snakemake.input.model, snakemake.params.checkpoint)
+    tokenizer = load_tokenizer(folder)
     ids = tokenize_documents(tokenizer, corpus["documents"], text["seq_len"], text["n_sequences"], text["seed"])
     digest = content_hash(ids)
     log.info("tokenised %s sequences of %s tokens, sha256 %s", *ids.shape, digest)
@@ -26,7 +29,7 @@ with job_log(snakemake.log[0]) as log:
         },
         attrs={"title": "san: token ids of the input sequences for one model's tokenizer"},
     )
-    ds["input_ids"].attrs["tokenizer"] = read_manifest(snakemake.input.model).get("tokenizer", "model's own")
+    ds["input_ids"].attrs["tokenizer"] = read_manifest(folder).get("tokenizer", "model's own")
     origin = {
         f"text_{key}": corpus[key] for key in ("source", "dataset", "revision", "commit", "sha256") if key in corpus
     }

@@ -4,7 +4,7 @@ against the training step, seed bands)."""
 from san.core.jobs import job_log
 from san.core.plotting import apply_style, save
 from san.core.storage import read_netcdf
-from san.rank_collapse.series_plots import training_dynamics_figure
+from san.rank_collapse.series.plots import training_dynamics_figure
 
 with job_log(snakemake.log[0]) as log:
     fig_cfg = snakemake.params.figures

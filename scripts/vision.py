@@ -3,7 +3,7 @@
 from san.core.jobs import job_log
 from san.core.plotting import apply_style, save
 from san.core.storage import read_netcdf
-from san.rank_collapse.vision_plots import vision_figure
+from san.rank_collapse.vision.plots import vision_figure
 
 with job_log(snakemake.log[0]) as log:
     apply_style(snakemake.params.figures)

@@ -2,7 +2,7 @@
 
 from san.core.jobs import job_log
 from san.core.storage import write_netcdf
-from san.rank_collapse.vision import pixel_inputs
+from san.rank_collapse.vision.experiment import pixel_inputs
 
 with job_log(snakemake.log[0]) as log:
     settings = snakemake.params.settings

@@ -99,6 +99,59 @@ def write_config(workdir: Path, config: dict, name: str = "config.yaml") -> Path
     return path
 
 
+# The training settings and the small sorting task of the path-effectiveness training tests (tests/unit/paths/,
+# tests/integration/paths/).
+PATHS_TRAIN = {
+    "epochs": 12,
+    "batch_size": 16,
+    "optimizer": "adam",
+    "lr": 3e-3,
+    "betas": [0.9, 0.999],
+    "eps": 1e-8,
+    "weight_decay": 0.0,
+    "schedule": {"kind": "constant"},
+    "max_grad_norm": None,
+    "shuffle": True,
+    "compile": False,
+}
+PATHS_SORT = {
+    "seed": 0,
+    "data": {"seq_len": 5, "vocab_size": 4, "n_train": 256, "n_eval": 128},
+    "model": {"n_layers": 2, "n_heads": 2, "dim": 16, "dropout": 0.1},
+}
+
+
+# Config edits of the bad-config batteries (tests/unit/core/test_config_battery.py and its workflow cases).
+
+
+def set_key(dotted: str, value):
+    """An edit setting the dotted key (list indices as numbers) to ``value``."""
+
+    def edit(cfg):
+        *parents, last = dotted.split(".")
+        node = cfg
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if isinstance(node, list):
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return edit
+
+
+def rename_key(section: list[str], old: str, new: str):
+    """An edit renaming the mapping entry ``old`` of the mapping at ``section`` to ``new``."""
+
+    def edit(cfg):
+        node = cfg
+        for part in section:
+            node = node[part]
+        node[new] = node.pop(old)
+
+    return edit
+
+
 def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
     """Copy the workflow into ``dest``, write ``config`` and build ``targets`` with two cores."""
     wf = copy_workflow(dest)
@@ -135,7 +188,7 @@ with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
     workflow_api = api.workflow(
         resource_settings=ResourceSettings(cores=1),
         config_settings=ConfigSettings(configfiles=[Path(p).resolve() for p in sys.argv[1:]]),
-        snakefile=Path("Snakefile").resolve(),
+        snakefile=Path("workflow/Snakefile").resolve(),
         workdir=Path.cwd(),
     )
     workflow_api.dag(DAGSettings(forceall=True))
@@ -236,7 +289,7 @@ TINY_SERIES = {
 def train_tiny_series(out: Path) -> Path:
     """Train :data:`TINY_SERIES` (seed 0) on the first 20 documents of the pinned text into ``out``."""
     from san.core.text import pydoc_documents
-    from san.series.train import train
+    from san.rank_collapse.series.train import train
 
     train(TINY_SERIES, 0, pydoc_documents()[:20], out)
     return out
@@ -247,3 +300,30 @@ def checkpoint_files(folder: Path) -> dict[str, bytes]:
     from san.models.folders import MANIFEST
 
     return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.name != MANIFEST}
+
+
+# The names that documents, configs and docstrings show (tests/unit/workflow/test_references.py).
+#: where users and readers meet names: documentation, configs, packaging, the workflow and the library's docstrings
+DOCUMENTED = sorted(
+    {
+        *(ROOT / name for name in ("README.md", "config.yaml", "pyproject.toml", "CITATION.cff")),
+        *(ROOT / "docs").rglob("*.md"),
+        *(ROOT / "config").glob("*.yaml"),
+        *(p for p in (ROOT / "workflow").rglob("*") if p.suffix in {".yaml", ".smk", ".rst"} or p.name == "Snakefile"),
+        *(p for p in (ROOT / "profiles").rglob("*") if p.suffix in {".yaml", ".py"}),
+        *(ROOT / "san").rglob("*.py"),
+        *(ROOT / "scripts").glob("*.py"),
+        *(ROOT / "benchmarks").glob("*.py"),
+    }
+)
+COMMAND = re.compile(r"python -m (san(?:\.\w+)+)")
+
+
+def documented(pattern: re.Pattern[str]) -> dict[str, set[str]]:
+    """Each match of ``pattern`` (its first group, else the whole match) in :data:`DOCUMENTED`, with the files that
+    hold it."""
+    out: dict[str, set[str]] = {}
+    for path in DOCUMENTED:
+        for match in pattern.finditer(path.read_text(encoding="utf-8")):
+            out.setdefault(match.group(match.re.groups and 1), set()).add(str(path.relative_to(ROOT)))
+    return out

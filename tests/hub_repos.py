@@ -22,8 +22,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from san.core.text import pydoc_documents
-from san.models.acquire import ids_outside_vocabulary, materialise
 from san.models.folders import TOKENIZER_FILES, bundled_model_dir
+from san.models.sources.init import ids_outside_vocabulary
+from san.models.store import materialise
 
 from hub_server import Repo
 

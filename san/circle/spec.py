@@ -8,14 +8,16 @@ this module must stay importable without torch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
 
 
-def check_config(circle: Mapping) -> None:
+def check_config(config: Mapping[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``circle`` config section that its schema cannot express; raises :class:`ConfigError`
     naming the key."""
+    circle = config["circle"]
     n_heads = circle["model"]["n_heads"]
     for i, d in enumerate(circle["hidden_dims"]):
         if d % n_heads:

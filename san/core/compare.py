@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-#: what a workflow run needs from a checkout (no results, no virtual environment)
+#: what a workflow run needs from a checkout (no results, no virtual environment): the Snakefile is in workflow/; a
+#: root Snakefile is copied where a checkout has one (a commit that benchmarks/same_numbers.py compares)
 WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
 
 

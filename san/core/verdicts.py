@@ -27,6 +27,15 @@ fourth state, never counted as "holds"); one whose control could not be run prin
 computable, the control also carries ``power``: the largest
 wrongness of the reference (offset, factor) at which the test still passes.
 
+**One check** (:func:`check`) builds every scientific row: the test is a statistic computed against a
+reference (a theory's prediction, a bound, a decay law, a token set) and compared with a :class:`Threshold`; the
+reference is parametrised (:class:`Wrong`: an offset, a factor, a rate, a token set) so that one number moves it from
+the right reference to a near-miss wrong one that a careful reader could hold. The check judges the claim at the right
+reference, the control at the wrong reference's setting from config, and scans the parameter outward from the right
+reference: the **power** is how far the reference can move before the test fails. A row records every number its
+verdict follows from (value, spread, threshold, margin; the control's too; the scan), so :func:`rederive` recomputes
+each verdict from the row alone.
+
 **One spread rule** (:func:`spread`): the standard error of the mean over seeds (sample standard deviation over the
 square root of the count; 0 for a single seed). **One margin rule** (:func:`margin`): a statistic is moved
 ``sigmas`` standard errors towards failing before it is compared with its threshold, so more noise never makes a
@@ -35,7 +44,8 @@ check easier to pass; the margin is the signed distance left, and the check hold
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -219,3 +229,246 @@ def largest_passing(passes: Any, settings: Iterable[float]) -> float | None:
             break
         best = float(s)
     return best
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """What a test compares its statistic with: the claim puts the statistic ``above`` (or below) ``value``, after
+    moving it ``sigmas`` standard errors towards failing (:func:`margin`); with ``log`` the two are compared in
+    decades (``log10``: for ratios that span orders of magnitude, where the margin reads "decades to spare");
+    ``key`` is the config key that sets ``value``."""
+
+    value: float
+    above: bool
+    key: str
+    sigmas: float = 0.0
+    log: bool = False
+
+    def margin(self, m: Measure) -> float:
+        """The margin of measure ``m`` (:func:`margin`, in decades with ``log``); NaN without evidence, or where a
+        logarithm is undefined."""
+        if m.evidence <= 0 or not np.isfinite(m.value):
+            return float("nan")
+        if not self.log:
+            return margin(m.value, m.se, self.sigmas, self.value, above=self.above)
+        moved = m.value - self.sigmas * m.se if self.above else m.value + self.sigmas * m.se
+        if moved <= 0 or self.value <= 0:
+            # a ratio moved to or below zero: it clears a "below" claim by any number of decades, never an "above"
+            return float("inf") if not self.above and moved <= 0 < self.value else float("nan")
+        diff = float(np.log10(moved) - np.log10(self.value))
+        return diff if self.above else -diff
+
+    def record(self) -> dict[str, Any]:
+        """The threshold as a row records it."""
+        return {"value": float(self.value), "above": self.above, "key": self.key, "sigmas": float(self.sigmas),
+                "log": self.log}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A test's statistic against one reference: its ``value`` (for a claim over several items, the item that
+    clears least: :func:`worst`), the standard error ``se`` of that value over seeds (:func:`spread`), and the
+    number of items it rests on (``evidence``: 0 is not judged). ``item`` names the item the value is of."""
+
+    value: float
+    se: float = 0.0
+    evidence: int = 1
+    item: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """The measure as a row records it (None for a value that is not finite)."""
+        finite = np.isfinite(self.value)
+        return {"value": float(self.value) if finite else None, "se": _finite(self.se), "evidence": int(self.evidence),
+                "item": self.item}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """A parametrised reference: ``right`` is the parameter's value at the claim's own reference, ``setting`` (from
+    config key ``key``) the near-miss wrong reference the positive control is judged at, ``scan`` the values the
+    power is read from, in order from ``right`` outward, and ``reference`` the phrase naming the wrong reference,
+    with ``{s}`` where its parameter goes (e.g. ``"the recursion offset by {s:+g}"``)."""
+
+    reference: str
+    right: float
+    setting: float
+    key: str
+    scan: tuple[float, ...]
+
+    def named(self, s: float) -> str:
+        """The wrong reference at parameter ``s``, in words."""
+        return self.reference.format(s=s)
+
+    @classmethod
+    def toward(cls, reference: str, setting: float, key: str, right: float = 0.0, steps: int = 20) -> Wrong:
+        """A wrong reference reached by moving a parameter from ``right`` to ``setting`` (from config ``key``),
+        scanned in ``steps`` equal steps from ``right`` to twice the way to ``setting`` (so that the power shows
+        whether the test would still pass beyond the setting)."""
+        scan = tuple(float(x) for x in right + (setting - right) * np.linspace(0.0, 2.0, 2 * steps + 1))
+        return cls(reference, float(right), float(setting), key, scan)
+
+
+def toward(measured: Any, wrong: Any, s: float, *, log: bool = False) -> Any:
+    """The measurement moved ``s`` of the way towards what a wrong theory predicts for it (0: as measured, 1: the
+    wrong theory's prediction, above 1: beyond it): linear, or geometric with ``log`` (for ratios and residuals
+    that span decades; zero or negative values have no logarithm and give NaN)."""
+    if not log:
+        return (1.0 - s) * np.asarray(measured, dtype=float) + s * np.asarray(wrong, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a, b = np.log(np.asarray(measured, dtype=float)), np.log(np.asarray(wrong, dtype=float))
+        return np.exp((1.0 - s) * a + s * b)
+
+
+def worst(measures: Iterable[Measure], threshold: Threshold) -> Measure:
+    """A universal claim's measure over its items: the item that clears ``threshold`` least, resting on every item.
+    One failing item fails the claim whatever the others; otherwise an item without evidence (a NaN value) leaves
+    the claim not judged (:func:`every`), and so does a claim without items."""
+    items = list(measures)
+    judged = [m for m in items if m.evidence > 0 and np.isfinite(m.value)]
+    if not judged:
+        return Measure(float("nan"), 0.0, 0)
+    least = min(judged, key=threshold.margin)
+    if len(judged) < len(items) and threshold.margin(least) > 0:
+        return Measure(float("nan"), 0.0, 0, "an item without evidence")
+    return Measure(least.value, least.se, sum(m.evidence for m in judged), least.item)
+
+
+def _judge(m: Measure, threshold: Threshold) -> tuple[float, Verdict]:
+    """The margin of ``m`` and the check it gives: positive holds, otherwise fails; not judged without evidence."""
+    mg = threshold.margin(m)
+    return mg, (None if m.evidence <= 0 else clears(mg))
+
+
+def _scan(statistic: Any, threshold: Threshold, wrong: Wrong) -> tuple[list[float], list[Verdict], float | None]:
+    """The power scan: the check at each of ``wrong.scan`` in order until the first that does not pass, and the
+    power, the last value that passed (None when the first already fails)."""
+    settings, passes = [], []
+    for s in wrong.scan:
+        settings.append(float(s))
+        passes.append(_judge(statistic(float(s)), threshold)[1])
+        if passes[-1] is not True:
+            break
+    return settings, passes, power_of(settings, passes)
+
+
+def power_of(settings: Sequence[float], passes: Sequence[Verdict]) -> float | None:
+    """The power a scan shows: the last setting before the first that does not pass (None when the first does
+    not)."""
+    best = None
+    for s, ok in zip(settings, passes, strict=True):
+        if ok is not True:
+            break
+        best = float(s)
+    return best
+
+
+def check(
+    key: str,
+    statement: str,
+    *,
+    form: str,
+    source: str,
+    test: str,
+    statistic: Callable[[float], Measure],
+    threshold: Threshold,
+    wrong: Wrong,
+    detail: str = "",
+) -> dict[str, Any]:
+    """A scientific row from its test. ``statistic(s)`` measures the data against the reference moved to parameter
+    ``s`` (``wrong.right``: the claim's own reference); the claim holds when that measure clears ``threshold``; the
+    positive control is the same test at ``wrong.setting`` and must fail; the power is read from the scan
+    (:func:`power_of`). The row records the measure, the threshold and the margin of each, and the scan, so that
+    :func:`rederive` recomputes its verdict from the row alone."""
+    measure = statistic(float(wrong.right))
+    mg, holds = _judge(measure, threshold)
+    wrong_measure = statistic(float(wrong.setting))
+    control_margin, control_holds = _judge(wrong_measure, threshold)
+    settings, passes, power = _scan(statistic, threshold, wrong)
+    positive_control = {
+        **control(wrong.named(wrong.setting), float(wrong.setting), control_holds, power=power),
+        **{f"measured_{k}": v for k, v in wrong_measure.record().items()},
+        "key": wrong.key,
+        "right": float(wrong.right),
+        "margin": _finite(control_margin),
+        "scan": settings,
+        "passes": [label(p) for p in passes],
+        "scanned_to": float(wrong.scan[-1]),
+    }
+    out = row(key, statement, kind=SCIENTIFIC, form=form, source=source, holds=holds, value=measure.value,
+              margin=mg, test=test, detail=detail, positive_control=positive_control)  # fmt: skip
+    out.update(se=_finite(measure.se), evidence=int(measure.evidence), item=measure.item, threshold=threshold.record())
+    return out
+
+
+def _finite(x: float) -> float | None:
+    """``x`` as JSON records it: None unless finite."""
+    return float(x) if x is not None and np.isfinite(x) else None
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    """Two recorded numbers agree (None stands for a number that is not finite)."""
+    if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
+        return _finite(a) is None and _finite(b) is None
+    return bool(np.isclose(a, b, rtol=1e-9, atol=1e-12))
+
+
+def _parsed(state: str) -> Verdict:
+    """A printed check (:func:`label`) read back."""
+    return {v: k for k, v in LABELS.items()}[state]
+
+
+def _rederive_checked(r: Mapping[str, Any], name: str) -> list[str]:
+    """The problems of a row built by :func:`check`: its margin and check from its measure and threshold, its
+    control's from the control's measure, and its power from its scan."""
+    t = Threshold(**r["threshold"])
+    pc = r["positive_control"]
+    problems = []
+    for who, m, recorded in (
+        ("", Measure(_nan(r["value"]), _nan(r["se"]), r["evidence"]), r),
+        ("the control's ", Measure(_nan(pc["measured_value"]), _nan(pc["measured_se"]), pc["measured_evidence"]), pc),
+    ):
+        mg, holds = _judge(m, t)
+        if not _close(mg, recorded["margin"]):
+            problems.append(f"{name}: {who}margin {recorded['margin']} does not follow from its value and threshold "
+                            f"({_finite(mg)})")  # fmt: skip
+        got = recorded["holds"] if who == "" else _parsed(recorded["verdict"])
+        if got != holds:
+            problems.append(f"{name}: {who}check {label(got)} does not follow from its margin ({label(holds)})")
+    if pc["fails_as_it_must"] != (None if _parsed(pc["verdict"]) is None else not _parsed(pc["verdict"])):
+        problems.append(f"{name}: the control's 'fails_as_it_must' contradicts its verdict")
+    power = power_of(pc["scan"], [_parsed(p) for p in pc["passes"]])
+    if not _close(power, pc["power"]):
+        problems.append(f"{name}: power {pc['power']} does not follow from its scan ({power})")
+    return problems
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def rederive(r: Mapping[str, Any]) -> list[str]:
+    """What is wrong with verdict row ``r`` judged from its own numbers (empty: nothing): a row built by
+    :func:`check` must have the margins, checks and power its recorded measures, threshold and scan give; every
+    row must print the state its check and control give (:func:`printed`). What it cannot catch: numbers edited
+    consistently with each other (a changed measurement with its margin and verdict), which only a rerun from the
+    data shows."""
+    name = r.get("claim", r.get("key", "?"))
+    problems = []
+    if "threshold" in r:
+        problems += _rederive_checked(r, name)
+    elif r["kind"] == SCIENTIFIC:
+        problems.append(f"{name}: a scientific row without the numbers of its check (value, threshold, control)")
+    want = printed(r["holds"], r.get("positive_control"), r["kind"])
+    if r["verdict"] != want:
+        problems.append(f"{name}: prints '{r['verdict']}' where its check and control give '{want}'")
+    return problems
+
+
+def rederive_summary(summary: Mapping[str, Any]) -> list[str]:
+    """:func:`rederive` on every row of a summary's sections, and its verdict table (``verdicts``) equal to the one
+    :func:`collect` builds from the sections."""
+    sections = {k: v for k, v in summary.items() if k not in ("verdicts", "provenance")}
+    problems = [p for rows in collect(sections).values() for r in rows for p in rederive(r)]
+    if summary.get("verdicts") != collect(sections):
+        problems.append("the verdict table differs from the sections' rows")
+    return problems

@@ -1,7 +1,8 @@
 """Materialised model folders: their manifest, the sha256 verification of every file, and their tokenizer.
 
-The light half of :mod:`san.models.acquire` (no model classes are imported): what a job needs that only reads
-a folder's tokenizer or checks its files, e.g. the tokenisation of the inputs and the memorisation task's tokenizer.
+Torch-free (no model classes are imported): what a job needs that only reads a folder's tokenizer or checks its
+files, e.g. the tokenisation of the inputs and the memorisation task's tokenizer; the store writes folders through it
+(:mod:`san.models.store`) and the loader verifies them (:mod:`san.models.load`).
 A folder's ``manifest.json`` records where it came from and the sha256 of every file; every load verifies the folder
 against it (a file changed, missing or added after acquisition is refused, naming it).
 """

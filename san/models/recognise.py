@@ -29,9 +29,11 @@ it was recognised and the facts, in every result file. Torch-free.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from san.models.folders import AcquisitionError
@@ -46,15 +48,9 @@ NON_ATTENTION_MODEL_TYPES = frozenset(
         "kimi_linear",
     }
 )  # fmt: skip
-#: the class of each tower of a dual text-image checkpoint, by the entry's ``tower`` and the checkpoint's
-#: model_type (:func:`san.models.acquire.extract_tower`): a tower's tensors are those under ``<tower>_model.``, its
-#: config the checkpoint's ``<tower>_config``
-TOWERS = {
-    "vision": {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"},
-    "text": {"clip": "CLIPTextModel", "siglip": "SiglipTextModel"},
-}
-#: ``model_type`` values of dual text-image checkpoints, whose entry names the tower to analyse (``tower``)
-DUAL_MODEL_TYPES = frozenset(TOWERS["vision"]) | frozenset(TOWERS["text"])
+#: ``model_type`` values of dual text-image checkpoints, whose entry names the tower to analyse (``tower``): the
+#: checkpoints whose towers are rows of the table (:attr:`san.models.spec.FamilyRow.tower_of`)
+DUAL_MODEL_TYPES = frozenset(row.tower_of[0] for row in FAMILY_TABLE.values() if row.tower_of)
 #: ``model_type`` values with mixture-of-experts MLPs
 MOE_MODEL_TYPES = frozenset(
     {
@@ -73,8 +69,6 @@ ROUTING_KEYS = (
     "n_shared_experts", "routed_scaling_factor", "n_group", "topk_group", "mlp_only_layers", "decoder_sparse_step",
     "first_k_dense_replace", "router_jitter_noise",
 )  # fmt: skip
-#: ``model_type`` values whose attention has a learned sink logit per head in its softmax (gpt-oss)
-SINK_MODEL_TYPES = frozenset({"gpt_oss"})
 #: entries of ``layer_types`` that are softmax attention (full, sliding-window or chunked)
 ATTENTION_LAYER_TYPES = frozenset({"full_attention", "sliding_attention", "chunked_attention"})
 #: config keys that lay out hybrid stacks of attention and other mixers
@@ -84,9 +78,6 @@ FACT_KEYS = {
     "parallel_residual": ("use_parallel_residual", "parallel_attn", "parallel_residual"),
     "qk_norm": ("use_qk_norm", "qk_layernorm", "qk_norm"),
 }
-#: ``model_type`` values whose attention always normalises queries and keys (transformers' classes have ``q_norm``
-#: and ``k_norm`` modules, no config key)
-QK_NORM_MODEL_TYPES = frozenset({"qwen3", "olmo2", "olmo3", "gemma3_text", "qwen3_moe", "olmoe"})
 #: multipliers and scalings of the residual stream, embeddings, attention and logits
 MULTIPLIER_KEYS = (
     "residual_multiplier", "embedding_multiplier", "attention_multiplier", "logits_scaling",
@@ -269,6 +260,15 @@ def recognise(config: Mapping[str, Any], where: str, family: str | None = None) 
     )
 
 
+def recognise_folder(folder: Path, where: str, family: str | None = None) -> Recognition:
+    """The family of the model in ``folder`` from its ``config.json`` (:func:`recognise`): ``family``, when given,
+    must agree; raises :class:`UnsupportedModel` naming ``where``."""
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        raise AcquisitionError(f"{where} has no config.json: its architecture is unknown")
+    return recognise(json.loads(path.read_text()), where, family)
+
+
 def norm_placement(family: str) -> str:
     """Where a family's blocks normalise: ``post_residual`` (``N(x + f(x))``, the post-norm encoders), ``pre``
     (``x + f(N(x))``), ``pre_and_post`` (``x + N(f(N(x)))``) or ``post`` (``x + N(f(x))``)."""
@@ -300,10 +300,10 @@ def structural_facts(config: Mapping[str, Any], family: str) -> dict[str, Any]:
         key = next((k for k in keys if k in config), None)
         if key is not None:
             facts[fact] = {key: config[key]}
-    if "qk_norm" not in facts and config.get("model_type") in QK_NORM_MODEL_TYPES:
-        facts["qk_norm"] = {"model_type": config["model_type"]}
-    if config.get("model_type") in SINK_MODEL_TYPES:
-        facts["attention_sinks"] = {"model_type": config["model_type"]}
+    if "qk_norm" not in facts and row.qk_norm:  # the family's attention: no config key says so
+        facts["qk_norm"] = {"model_type": config.get("model_type")}
+    if row.attention_sinks:
+        facts["attention_sinks"] = {"model_type": config.get("model_type")}
     if row.experts_key is not None:
         routing = {k: config[k] for k in (row.experts_key, *ROUTING_KEYS) if config.get(k) is not None}
         facts["experts"] = routing

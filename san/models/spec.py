@@ -6,16 +6,19 @@ first use), the keys of its architecture config (layers, heads, width, longest i
 variants are made (``ablation``: a name that :mod:`san.models.ablations` looks up, so this table never imports the
 ablation code), which checkpoint weights belong to a head the base model does not load, and which
 ``architectures`` and ``model_types`` of a model's config.json it accepts (:mod:`san.models.recognise` recognises a
-model's family from them when its config entry names none). A family is one row here (keyword-only) and one case in
-tests/unit/models/test_families.py, which recomputes every variant from the weights; a new kind of block adds its
-ablation code. The README's family list and docs/models.md's tables are generated from the rows
-(:mod:`san.models.tables`), and ``models.<name>.family`` is checked against them (:func:`check_models`). No other
-module of ``san`` names a family (tests/unit/test_structure.py checks it).
+model's family from them when its config entry names none), and the facts of the family that its config does not
+state (q/k norms, attention sinks, the towers of dual text-image checkpoints). A family is one row here
+(keyword-only) and one case in tests/family_blocks.py's ``CASES``, whose reference recomputes every variant from the
+weights (tests/unit/models/test_families.py); a new kind of block adds its ablation code. The README's family list
+and docs/models.md's tables are generated from the rows (:mod:`san.models.tables`), and ``models.<name>.family`` is
+checked against them (:func:`san.models.entries.check_models`). No other module of ``san`` names a family
+(tests/unit/test_structure.py checks it).
 
 The paper's three post-norm encoders (BERT, ALBERT, XLNet), two more encoders (RoBERTa; MPNet with its relative
 position bias), the pre-norm causal decoders (GPT-2 with learned positions and LayerNorm; Llama, Qwen2, Qwen3 with
-per-head q/k norms, Mistral, Phi-3 with fused projections and Granite with its branch, embedding and attention
-multipliers, all with rotary positions, RMSNorm and grouped key/value heads), the decoders that also normalise each
+per-head q/k norms, Mistral, Phi-3 with fused projections, Granite with its branch, embedding and attention
+multipliers and SmolLM3 with rotary positions left out of some layers, all with RMSNorm and grouped key/value
+heads), the decoders that also normalise each
 sub-block's output (Gemma-2 and Gemma-3, with norms before and after each sub-block; OLMo-2, with norms after each
 sub-block and none before), the parallel decoders (Phi-1/2: attention and MLP on one shared norm; GPT-NeoX/Pythia:
 parallel or sequential as its config says), ModernBERT, a pre-norm encoder alternating local and global
@@ -30,17 +33,9 @@ from the model's config, never assumed from the family name.
 
 from __future__ import annotations
 
-import ast
-import difflib
-import functools
-import importlib.util
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from san.core.config import ConfigError
 
 #: the paper's four variants (Fig. 2): pure attention, attention + MLP, attention + skip, the unmodified model
 VARIANTS = ("SAN", "SAN+MLP", "SAN+skip", "transformer")
@@ -147,6 +142,16 @@ class FamilyRow:
     #: init model whose default id lies outside the bundled vocabulary takes the bundled tokenizer's end token
     #: (its ``sep_token``) rather than none
     reads_end_token: bool = False
+    #: whether the attention always normalises queries and keys (transformers' classes hold ``q_norm`` and ``k_norm``
+    #: modules, no config key says so): recorded as a structural fact of every model of the family
+    qk_norm: bool = False
+    #: whether the attention has a learned sink logit per head in its softmax (gpt-oss: a row's weights over the
+    #: tokens sum to less than one); recorded as a structural fact
+    attention_sinks: bool = False
+    #: ``(model_type, tower)`` of the dual text-image checkpoints (CLIP, SigLIP) whose ``tower`` (``vision`` or
+    #: ``text``) this row's class is: the acquisition takes it out of a whole checkpoint when the entry asks for it
+    #: (``tower: vision``), and such a checkpoint without a tower is refused
+    tower_of: tuple[str, str] | None = None
 
 
 _ENCODER = {"layers_key": "num_hidden_layers", "heads_key": "num_attention_heads", "width_key": "hidden_size"}
@@ -260,13 +265,13 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     ),
     "gemma3": _decoder(
         "gemma3", "gemma3", "Gemma3", config_class="Gemma3TextConfig", model_class="Gemma3TextModel",
-        pre_norm_parts=_GEMMA3_PARTS, architectures=("Gemma3TextModel", "Gemma3ForCausalLM"),
+        pre_norm_parts=_GEMMA3_PARTS, qk_norm=True, architectures=("Gemma3TextModel", "Gemma3ForCausalLM"),
         model_types=("gemma3_text",),
         notes="per-head q/k norms inside attention; sliding and global layers as `layer_types` says; the embedding "
         "scale `sqrt(width)`",
     ),
     "qwen2": _decoder("qwen2", "qwen2", "Qwen2", notes="q/k/v biases; sliding layers when `use_sliding_window`"),
-    "qwen3": _decoder("qwen3", "qwen3", "Qwen3", notes="per-head q/k RMSNorms inside attention"),
+    "qwen3": _decoder("qwen3", "qwen3", "Qwen3", qk_norm=True, notes="per-head q/k RMSNorms inside attention"),
     "mistral": _decoder("mistral", "mistral", "Mistral", notes="a sliding window on every layer (`sliding_window`)"),
     "phi3": _decoder(
         "phi3", "phi3", "Phi3", notes="fused `qkv_proj` and `gate_up_proj`: one attention and one MLP each"
@@ -276,7 +281,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         notes="soft-capped attention logits; sliding and global layers; the embedding scale `sqrt(width)`",
     ),
     "olmo2": _decoder(
-        "olmo2", "olmo2", "Olmo2", pre_norm_parts=_OLMO2_PARTS,
+        "olmo2", "olmo2", "Olmo2", pre_norm_parts=_OLMO2_PARTS, qk_norm=True,
         notes="no norm before a sub-block (none is added: SAN is `Na(Attn(x))`); q/k RMSNorms over the full width",
     ),
     "gpt_neox": _decoder(
@@ -294,6 +299,11 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         "granite", "granite", "Granite", branch_multiplier="residual_multiplier",
         notes="the branch multiplier `s` (`residual_multiplier`) stays on each branch it scales; embedding and "
         "attention multipliers stay",
+    ),
+    "smollm3": _decoder(
+        "smollm3", "smollm3", "SmolLM3",
+        notes="Llama's block; the layers that `no_rope_layers` marks 0 (every `no_rope_layer_interval`-th) attend "
+        "without rotary positions (NoPE)",
     ),
     "modernbert": FamilyRow(
         config_module="models/modernbert/configuration_modernbert.py", config_class="ModernBertConfig",
@@ -314,15 +324,15 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         "layers in `mlp_only_layers` or off the `decoder_sparse_step` are dense",
     ),
     "qwen3_moe": _decoder(
-        "qwen3_moe", "qwen3_moe", "Qwen3Moe", experts_key="num_experts",
+        "qwen3_moe", "qwen3_moe", "Qwen3Moe", experts_key="num_experts", qk_norm=True,
         notes="Qwen2-MoE's routing without the shared expert; per-head q/k RMSNorms inside attention",
     ),
     "olmoe": _decoder(
-        "olmoe", "olmoe", "Olmoe", experts_key="num_experts",
+        "olmoe", "olmoe", "Olmoe", experts_key="num_experts", qk_norm=True,
         notes="softmax router, top-k (renormalised iff `norm_topk_prob`); q/k RMSNorms over the full width",
     ),
     "gpt_oss": _decoder(
-        "gpt_oss", "gpt_oss", "GptOss", experts_key="num_local_experts",
+        "gpt_oss", "gpt_oss", "GptOss", experts_key="num_local_experts", attention_sinks=True,
         notes="a learned sink logit per head in the softmax (rows over real tokens sum to less than one); router "
         "with a bias, softmax over the top-k logits, clamped SwiGLU experts; sliding and full layers",
     ),
@@ -400,14 +410,14 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
     "siglip": FamilyRow(
         **_VISION, config_module="models/siglip/configuration_siglip.py", config_class="SiglipVisionConfig",
         model_class="SiglipVisionModel", blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS,
-        architectures=("SiglipVisionModel",),
+        tower_of=("siglip", "vision"), architectures=("SiglipVisionModel",),
         model_types=("siglip_vision_model",),
         notes="the vision tower: patch tokens only (no class token); the attention-pooling head after the final "
         "norm is not measured",
     ),
     "clip": FamilyRow(
         **_VISION, config_module="models/clip/configuration_clip.py", config_class="CLIPVisionConfig",
-        model_class="CLIPVisionModel", blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS,
+        model_class="CLIPVisionModel", blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS, tower_of=("clip", "vision"),
         architectures=("CLIPVisionModel", "CLIPVisionModelWithProjection"), model_types=("clip_vision_model",),
         prefix_tokens=("class",),
         notes="the vision tower: a class token; the LayerNorm `pre_layrnorm` on the embeddings belongs to the stem "
@@ -419,6 +429,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         **_ENCODER, config_module="models/clip/configuration_clip.py", config_class="CLIPTextConfig",
         model_class="CLIPTextModel", position_key="max_position_embeddings", ablation="vision", causal=True,
         blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS, final_norm="final_layer_norm", reads_end_token=True,
+        tower_of=("clip", "text"),
         architectures=("CLIPTextModel", "CLIPTextModelWithProjection"), model_types=("clip_text_model",),
         notes="the text tower: causal attention (a token sees the tokens before it), 77 learned positions; the "
         "pooled end-of-text token and the projection act after the final norm and are not measured",
@@ -427,7 +438,7 @@ FAMILY_TABLE: dict[str, FamilyRow] = {
         **_ENCODER, config_module="models/siglip/configuration_siglip.py", config_class="SiglipTextConfig",
         model_class="SiglipTextModel", position_key="max_position_embeddings", ablation="vision",
         blocks="encoder.layers", pre_norm_parts=_CLIP_PARTS, final_norm="final_layer_norm",
-        architectures=("SiglipTextModel",), model_types=("siglip_text_model",),
+        tower_of=("siglip", "text"), architectures=("SiglipTextModel",), model_types=("siglip_text_model",),
         notes="the text tower: bidirectional attention, 64 learned positions; the pooled last token's `head` acts "
         "after the final norm and is not measured",
     ),
@@ -449,282 +460,3 @@ def row(family: str) -> FamilyRow:
         return FAMILY_TABLE[family]
     except KeyError:
         raise ValueError(f"unknown model family {family!r}; expected one of {list(FAMILIES)}") from None
-
-
-#: sanity checks of genuine pretrained weights, run when a model is acquired (``pretrained.check``): a causal LM's
-#: greedy continuation of a prompt must contain the expected word; a sentence encoder's mean-pooled embeddings must
-#: put a paraphrase closer to the anchor than an unrelated sentence
-CONTINUATION_CHECK = {"prompt": "The capital of France is", "expect": "Paris", "new_tokens": 8}
-PARAPHRASE_CHECK = {
-    "anchor": "A man is playing a guitar on the stage.",
-    "paraphrase": "On stage, a man plays the guitar.",
-    "unrelated": "The stock market fell sharply on Monday.",
-}
-#: architecture keys that count things (layers, heads, widths, positions): positive integers
-POSITIVE_KEYS = frozenset(
-    {
-        "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "max_position_embeddings",
-        "type_vocab_size", "embedding_size", "num_hidden_groups", "inner_group_num",
-        "n_layer", "n_head", "d_model", "d_inner", "n_embd", "n_positions", "n_inner", "num_key_value_heads",
-        "head_dim", "relative_attention_num_buckets", "sliding_window", "num_layers", "num_heads", "d_kv", "d_ff",
-        "encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
-    }
-)  # fmt: skip
-#: keys of a saved transformers config that are not fields of its class
-_SAVED_KEYS = {"_name_or_path": "str", "model_type": "str", "output_attentions": "bool"}
-#: private fields of a backbone config class and the names its config.json saves them under
-_BACKBONE_KEYS = {"_out_features": "out_features", "_out_indices": "out_indices"}
-
-
-_ARITHMETIC = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Pow: operator.pow,
-    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv,
-}  # fmt: skip
-
-
-def _constant(node: ast.expr) -> Any:
-    """The value of a literal default, or of arithmetic on numeric literals (Mistral's ``4096 * 32``); None for
-    anything else (a call, a name)."""
-    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-        left, right = _constant(node.left), _constant(node.right)
-        numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (left, right))
-        return _ARITHMETIC[type(node.op)](left, right) if numbers else None
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return None
-
-
-def _class_fields(source: Path, class_name: str, derived: bool = False) -> dict[str, tuple[str, Any]]:
-    """The annotated fields of a class in a Python source file, ``{name: (annotation, default)}``, read from its
-    syntax tree (the module is not executed: transformers' config modules import torch). A field that the class's
-    ``attribute_map`` renames is saved under its target name (Qwen3-MoE's ``num_experts`` as
-    ``num_local_experts``): both names are fields. ``derived``: also the attributes ``__post_init__`` sets (type and
-    default unknown; DeepSeek-V3's ``qk_head_dim``), which a saved config holds."""
-    tree = ast.parse(source.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            fields, renames = {}, {}
-            for stmt in node.body:
-                if isinstance(stmt, ast.Assign) and [ast.unparse(t) for t in stmt.targets] == ["attribute_map"]:
-                    renames = _constant(stmt.value) or {}
-                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
-                    continue
-                annotation = ast.unparse(stmt.annotation)
-                if "ClassVar" in annotation:
-                    continue
-                default = _constant(stmt.value) if stmt.value is not None else None
-                fields[stmt.target.id] = (annotation, default)
-            fields |= {target: fields[alias] for alias, target in renames.items() if alias in fields}
-            if derived:
-                fields = {**dict.fromkeys(_post_init_attributes(node), ("", None)), **fields}
-            return fields
-    raise LookupError(f"class {class_name} not found in {source}")
-
-
-def _post_init_attributes(cls: ast.ClassDef) -> list[str]:
-    """The names ``self.<name> = ...`` assigns at the top level of a class's ``__post_init__``."""
-    for stmt in cls.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__post_init__":
-            return [
-                target.attr
-                for assign in stmt.body
-                if isinstance(assign, ast.Assign)
-                for target in assign.targets
-                if isinstance(target, ast.Attribute) and ast.unparse(target.value) == "self"
-            ]
-    return []
-
-
-@functools.cache
-def architecture_fields(family: str) -> dict[str, tuple[str, Any]] | None:
-    """The keys a ``family`` architecture config accepts, ``{key: (type annotation, default)}``: the fields of the
-    installed transformers config class (e.g. ``BertConfig``) and of its base ``PreTrainedConfig``, read from their
-    source without importing transformers (which imports torch). None when transformers is not installed or its
-    source is laid out differently; the acquisition job then checks the keys against the class itself."""
-    try:
-        spec = importlib.util.find_spec("transformers")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or spec.origin is None:
-        return None
-    root = Path(spec.origin).parent
-    module, class_name = FAMILY_TABLE[family].config_module, FAMILY_TABLE[family].config_class
-    try:
-        base = _class_fields(root / "configuration_utils.py", "PreTrainedConfig")
-        own = _class_fields(root / module, class_name, derived=True)
-    except (OSError, SyntaxError, LookupError):
-        return None
-    if any(key in own for key in _BACKBONE_KEYS):  # a backbone config (DINOv2) saves these under public names
-        own = {_BACKBONE_KEYS.get(k, k): v for k, v in own.items()} | {"stage_names": ("list[str] | None", None)}
-    return {**{k: (t, None) for k, t in _SAVED_KEYS.items()}, **base, **own}
-
-
-def arch_value(family: str, arch: dict[str, Any], key: str) -> Any:
-    """A key of an architecture config: its configured value, else the config class's default (None if unknown)."""
-    if key in arch:
-        return arch[key]
-    fields = architecture_fields(family)
-    return fields[key][1] if fields and key in fields else None
-
-
-def depth_and_heads(family: str, arch: dict[str, Any]) -> tuple[int, int]:
-    """Layers and heads per layer of a configured transformers architecture (``models.<name>.init.config``; a key
-    left out takes the config class's default)."""
-    entry = row(family)
-    layers, heads = entry.layers_key, entry.heads_key
-    return int(arch_value(family, arch, layers)), int(arch_value(family, arch, heads))
-
-
-def _type_problem(annotation: str, value: Any) -> str | None:
-    """Why ``value`` does not fit a simple field annotation (``int``, ``float | int``, ``bool``, ``str``, each
-    optionally ``| None``); None when it fits or the annotation is not a simple one."""
-    kinds = {part.strip() for part in annotation.split("|")}
-    if value is None:
-        return None if "None" in kinds else "null is not allowed"
-    kinds.discard("None")
-    is_bool, is_int = isinstance(value, bool), isinstance(value, int) and not isinstance(value, bool)
-    is_number = is_int or (isinstance(value, float) and not is_bool)
-    checks = {"int": is_int, "float": is_number, "bool": is_bool, "str": isinstance(value, str)}
-    if not kinds or not kinds <= set(checks):
-        return None  # lists, dicts, literals: left to the config class
-    if any(checks[k] for k in kinds):
-        return None
-    return f"{value!r} is not of type {' or '.join(sorted(kinds))}"
-
-
-def check_architecture(name: str, family: str, arch: dict[str, Any]) -> None:
-    """``models.<name>.init.config``: one stack of self-attention blocks (no encoder-decoder, no cross-attention, no
-    ``is_decoder`` in a bidirectional family); every key is a field of the family's transformers config class, of
-    its type, counts are positive and the width divides into the heads (unless the row's ``head_width_key`` gives
-    each head's width); raises :class:`ConfigError` naming the key."""
-    where = f"models.{name}.init.config"
-    for key in ("is_encoder_decoder", "add_cross_attention"):
-        if arch.get(key):
-            raise ConfigError(
-                f"config key '{where}.{key}': the variants are defined for one stack of self-attention blocks, not "
-                "for an encoder-decoder model or the decoder of one"
-            )
-    if arch.get("is_decoder") and not FAMILY_TABLE[family].causal:
-        raise ConfigError(
-            f"config key '{where}.is_decoder': family {family!r} runs bidirectional attention; a causal decoder "
-            "of its blocks would be analysed as bidirectional"
-        )
-    fields = architecture_fields(family)
-    if fields is not None:
-        unknown = sorted(set(arch) - set(fields))
-        if unknown:
-            close = {k: difflib.get_close_matches(k, list(fields), n=1) for k in unknown}
-            hints = "; ".join(f"{k!r}: did you mean {m[0]!r}?" for k, m in close.items() if m)
-            raise ConfigError(
-                f"config key '{where}': unknown architecture key(s) {unknown} for family {family!r} (not fields of "
-                f"transformers' {FAMILY_TABLE[family].config_class})" + (f"; {hints}" if hints else "")
-            )
-        for key, value in arch.items():
-            problem = _type_problem(fields[key][0], value)
-            if problem:
-                raise ConfigError(f"config key '{where}.{key}': {problem}")
-    for key, value in arch.items():
-        if key in POSITIVE_KEYS and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            raise ConfigError(f"config key '{where}.{key}': {value!r} is not a positive integer")
-    width_key, heads_key = FAMILY_TABLE[family].width_key, FAMILY_TABLE[family].heads_key
-    width, heads = arch_value(family, arch, width_key), arch_value(family, arch, heads_key)
-    if FAMILY_TABLE[family].head_width_key is not None:
-        return  # each head's width is a key of its own: the width need not divide into the heads
-    if isinstance(width, int) and isinstance(heads, int) and heads > 0 and width % heads:
-        raise ConfigError(f"config key '{where}': {width_key} {width} is not divisible by {heads_key} {heads}")
-
-
-def init_entry(spec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The ``init`` weights' entry of model entry ``spec``: as configured; ``{"seed": 0}`` (a random
-    initialisation of the pretrained weights' config.json architecture) when the entry has no ``init``; None for
-    ``init: null`` (no init weights)."""
-    if "init" not in spec:
-        return {"seed": 0}
-    return None if spec["init"] is None else dict(spec["init"])
-
-
-def weight_sets(spec: Mapping[str, Any]) -> list[str]:
-    """The weight sets of model entry ``spec``, in :data:`WEIGHT_ORDER`: ``init`` unless ``init: null``,
-    ``pretrained`` when a source is given."""
-    return (["init"] if init_entry(spec) is not None else []) + (["pretrained"] if spec.get("pretrained") else [])
-
-
-#: the weight sets, in the order every result lists them
-WEIGHT_ORDER = ("init", "pretrained")
-
-
-def explicit_architecture(spec: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
-    """``(family, init.config)`` of an entry whose architecture the config states (known while the workflow parses
-    its rules); None for an entry whose architecture is its pretrained weights' config.json (known only after
-    acquisition)."""
-    init = init_entry(spec)
-    if spec.get("family") is None or init is None or "config" not in init:
-        return None
-    return spec["family"], init["config"]
-
-
-def check_models(config: dict[str, Any]) -> None:
-    """Cross-checks of the ``models`` section against ``text``: a given family is a row of the table; an entry has
-    weights to analyse; an explicit
-    architecture names its family, is valid for it (:func:`check_architecture`) and has position embeddings for
-    ``text.seq_len`` tokens; an init without architecture has pretrained weights to take it from; only causal
-    decoder families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key. (An entry
-    without ``family`` is recognised from its config.json by its acquisition job, the first job of the model.)"""
-    text = config.get("text", {})
-    for name, spec in config.get("models", {}).items():
-        if spec.get("family") is not None and spec["family"] not in FAMILY_TABLE:
-            close = difflib.get_close_matches(str(spec["family"]), FAMILIES, n=1)
-            raise ConfigError(
-                f"config key 'models.{name}.family': {spec['family']!r} is no family of the table "
-                f"(san/models/spec.py); expected one of {list(FAMILIES)}"
-                + (f"; did you mean {close[0]!r}?" if close else "")
-            )
-        init = init_entry(spec)
-        if init is None and not spec.get("pretrained"):
-            raise ConfigError(f"config key 'models.{name}': init is null and there is no pretrained source: no weights")
-        if init is not None and "config" in init and spec.get("family") is None:
-            raise ConfigError(
-                f"config key 'models.{name}.init.config': an explicit architecture needs 'models.{name}.family' "
-                f"(the transformers config class its keys belong to; one of {list(FAMILIES)})"
-            )
-        if init is not None and "config" not in init and not spec.get("pretrained"):
-            raise ConfigError(
-                f"config key 'models.{name}.init': without 'config', the init weights are a random initialisation of "
-                f"the pretrained weights' architecture, but 'models.{name}.pretrained' gives no source; give "
-                f"'models.{name}.init.config' and 'models.{name}.family'"
-            )
-        explicit = explicit_architecture(spec)
-        if explicit is not None:
-            check_architecture(name, *explicit)
-            _check_positions(name, *explicit, text.get("seq_len"))
-        _check_decoder_only(name, spec)
-
-
-def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any) -> None:
-    """Model ``name`` embeds ``text.seq_len`` tokens: its usable position embeddings (if limited) suffice."""
-    position_key = FAMILY_TABLE[family].position_key
-    positions = arch_value(family, arch, position_key) if position_key else None
-    offset = FAMILY_TABLE[family].position_offset
-    if isinstance(positions, int) and isinstance(seq_len, int) and seq_len + offset > positions:
-        raise ConfigError(
-            f"config key 'text.seq_len': {seq_len} tokens exceed the {positions - offset} usable position "
-            f"embeddings of model {name!r} (models.{name}.init.config.{position_key})"
-        )
-
-
-def _check_decoder_only(name: str, spec: dict[str, Any]) -> None:
-    """A continuation check or GGUF weights (decoder-only) need a causal family; GGUF weights a given family (the
-    dequantisation loads the file as that family's causal LM before any config.json exists)."""
-    pretrained = spec.get("pretrained") or {}
-    check = (pretrained.get("check") or {}).get("kind")
-    gguf = pretrained.get("format") == "gguf"
-    if gguf and spec.get("family") is None:
-        raise ConfigError(f"config key 'models.{name}.family': GGUF weights need the family given (a causal decoder)")
-    decoder_only = check == "continuation" or gguf
-    if decoder_only and spec.get("family") is not None and spec["family"] not in CAUSAL:
-        what = "check kind 'continuation'" if check == "continuation" else "GGUF weights"
-        raise ConfigError(
-            f"config key 'models.{name}.pretrained': {what} need a causal decoder family "
-            f"({sorted(CAUSAL)}), but the family is {spec['family']!r}"
-        )

@@ -147,7 +147,7 @@ def key_map(
     checkpoint saved from a model with a head, or with an old LayerNorm name, :data:`LEGACY_SUFFIXES`) and what does
     not fit: ``missing_keys`` (model tensors no key
     fills) and ``unexpected_keys`` (keys with no place in the model, the head's included; the caller judges them
-    as :func:`san.models.acquire.load_model` does)."""
+    as :func:`san.models.load.load_model` does)."""
     wanted = set(model_keys)
     mapping: dict[str, str] = {}
     unexpected = []

@@ -2,8 +2,9 @@
 that a row is the one place a family is stated: its kind, its block as a formula, what each of the paper's variants
 (Fig. 2) keeps of the block, its transformers classes and its notes. Torch-free.
 
-A document holds each table between ``<!-- family-table: NAME -->`` and ``<!-- end family-table -->``;
-``python -m san.models.tables`` rewrites them (``--check``: only list the documents that differ; the tests run it).
+A document quotes each table, by its name in :data:`TABLES`, in a generated block ``<!-- generated: NAME -->`` ...
+``<!-- end -->``, which ``python -m san.report.readme sync`` rewrites with the table rendered from the family table
+(``--check``: only list the documents that differ; the tests run it).
 
 The formulas follow the ablations (:mod:`san.models.ablations`): a post-norm block is ``h = N1(x + Attn(x))``,
 ``y = N2(h + MLP(h))``; a block whose norms sit inside its branches is ``h = x + s Na(Attn(N1(x)))``,
@@ -13,19 +14,11 @@ branch multiplier; parallel blocks add both branches to ``x``. A mixture-of-expe
 
 from __future__ import annotations
 
-import argparse
-import re
-import sys
 import textwrap
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from san.models.spec import FAMILY_TABLE, VARIANTS, FamilyRow
 
-#: a generated block of a document: its name and its body
-BLOCK = re.compile(r"(<!-- family-table: ([\w-]+) -->\n)(.*?)(<!-- end family-table -->)", re.S)
-#: the documents that hold generated family tables, relative to the repository root
-DOCUMENTS = ("README.md", "docs/models.md")
 #: the kinds of family, in the order the lists name them
 KINDS = ("post-norm encoder", "pre-norm encoder", "causal decoder", "mixture-of-experts decoder", "image encoder")
 
@@ -123,50 +116,9 @@ def variant_table(table: Mapping[str, FamilyRow] = FAMILY_TABLE) -> str:
     return markdown(["family", *VARIANTS[:3]], rows)
 
 
-#: the generated tables by the name their document gives them
+#: the generated tables by the name of the documents' block that quotes them
 TABLES: dict[str, Callable[[], str]] = {
     "family-list": family_list,
     "families": family_table,
     "variants": variant_table,
 }
-
-
-def render(text: str, where: str) -> str:
-    """``text`` with every generated family table rewritten from the family table."""
-
-    def fill(m: re.Match) -> str:
-        if m.group(2) not in TABLES:
-            raise KeyError(f"{where}: unknown family table {m.group(2)!r}; expected one of {sorted(TABLES)}")
-        return m.group(1) + TABLES[m.group(2)]() + m.group(4)
-
-    return BLOCK.sub(fill, text)
-
-
-def sync(root: Path, check: bool = False) -> list[Path]:
-    """Rewrite the family tables of :data:`DOCUMENTS` under ``root`` (``check``: write nothing); the documents that
-    differed."""
-    changed = []
-    for relative in DOCUMENTS:
-        path = root / relative
-        text = path.read_text(encoding="utf-8")
-        new = render(text, str(path))
-        if new != text:
-            changed.append(path)
-            if not check:
-                path.write_text(new, encoding="utf-8")
-    return changed
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path.cwd(), help="the repository root")
-    parser.add_argument("--check", action="store_true", help="only list the documents whose tables differ")
-    args = parser.parse_args(argv)
-    changed = sync(args.root, args.check)
-    for path in changed:
-        print(f"{'differs' if args.check else 'rewritten'}: {path}")
-    return 1 if args.check and changed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

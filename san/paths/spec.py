@@ -93,6 +93,13 @@ def task_slices(paths: dict[str, Any], schema_path: str | Path) -> dict[str, dic
     return slices
 
 
+def check_config(config: dict[str, Any], schemas: Path) -> dict[str, dict[str, Any]]:
+    """The cross-checks of the ``paths`` section: every listed task defined and every derived task valid against its
+    task's schema (``schemas``: the workflow's schema folder); returns the config slice of every task
+    (:func:`task_slices`), which the rules plan the jobs from."""
+    return task_slices(config["paths"], schemas / "paths.schema.yaml")
+
+
 def task_architectures(slices: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The SANs of the tasks (``slices`` from :func:`task_slices`) for the path-length distribution: one entry
     ``{name: "SAN (task, ...)", layers, heads}`` per distinct depth and width, naming every task that uses it."""

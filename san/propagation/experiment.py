@@ -225,7 +225,7 @@ def run(
 def prose_embeddings(model_folder: str | Path, input_ids: np.ndarray, device: torch.device | str) -> torch.Tensor:
     """BERT's embedding output (token + position + type embeddings, LayerNorm) of the rank-collapse input
     sequences, float64, ``(n, T, d)``: the prose input of the simulator."""
-    from san.models.acquire import load_model
+    from san.models.load import load_model
     from san.models.spec import PROSE_EMBEDDING_FAMILY
 
     model = load_model(model_folder, PROSE_EMBEDDING_FAMILY, torch.float64).to(device)

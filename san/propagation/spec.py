@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
@@ -141,7 +142,7 @@ def uses_prose(sweep: Mapping[str, Any]) -> bool:
     return any(point_params(sweep, p)["input"] == "prose" for p in grid_points(sweep))
 
 
-def check_config(config: Mapping[str, Any]) -> None:
+def check_config(config: Mapping[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``propagation`` section: every sweep (:func:`check_sweep`), and the prose model is a
     defined bert model when a sweep uses prose input; raises :class:`ConfigError` naming the key."""
     section = config["propagation"]

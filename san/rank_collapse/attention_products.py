@@ -18,7 +18,8 @@ import xarray as xr
 from san.core.device import resolve_dtype
 from san.core.metrics import rank1_relative_residual, relative_residual
 from san.core.storage import describe
-from san.models.acquire import load_model, read_manifest
+from san.models.folders import read_manifest
+from san.models.load import load_model
 from san.rank_collapse.experiment import VARIABLES, attention_matrices
 
 

@@ -6,9 +6,7 @@ caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -417,65 +415,6 @@ def first_token_sink_claims(
     }  # fmt: skip
 
 
-def series_claims(
-    ds: xr.Dataset, losses: Mapping[int, Mapping[str, Any]], *, max_loss_ratio: float, share_threshold: float
-) -> dict[str, Any]:
-    """The offline training series: what each seed's model learned (its loss over the last tenth of the steps
-    against the unigram baseline of the text: the series is a real training run when every seed's ratio is at most
-    ``max_loss_ratio``), and the measures at the first and the last checkpoint, mean over seeds and sequences: the
-    relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, and the share of sink
-    heads (``share_threshold``) over the blocks. ``ds``: :func:`san.rank_collapse.series.run_series`' result;
-    ``losses``: each seed's loss record (``loss.json`` of :func:`san.series.train.train`)."""
-    from san.rank_collapse.sink import sink_share
-    from san.rank_collapse.spec import DRAWN, drawn_layers
-
-    per_seed = {
-        str(seed): {
-            "final_loss": rec["final_loss"],
-            "unigram_loss": rec["unigram_loss"],
-            "ratio": rec["final_loss"] / rec["unigram_loss"],
-        }
-        for seed, rec in losses.items()
-    }
-    ratios = [e["ratio"] for e in per_seed.values()]
-    learns = V.judged(all(r <= max_loss_ratio for r in ratios), len(ratios))
-    order = np.argsort(ds["step"].values)
-    first, last = ds["revision"].values[order[0]], ds["revision"].values[order[-1]]
-    ratio = ds["residual_ratio"].mean(("seed", "sample"))
-    share = sink_share(ds["first_token_attention"], share_threshold).mean("layer", skipna=True).mean("seed")
-    layers = drawn_layers(int(ds["layer"].max()))
-    variants = [v for v in DRAWN if v in ds["variant"]]
-    at = {
-        str(rev): {
-            "step": _f(ds["step"].sel(revision=rev)),
-            "residual_ratio": {v: {str(la): _f(ratio.sel(revision=rev, variant=v, layer=la)) for la in layers}
-                               for v in variants},
-            "sink_share": {v: _f(share.sel(revision=rev, variant=v)) for v in variants},
-        }
-        for rev in (first, last)
-    }  # fmt: skip
-    return {
-        "seeds": sorted(per_seed),
-        "revisions": int(ds.sizes["revision"]),
-        "layers": layers,
-        "first": str(first),
-        "last": str(last),
-        "max_loss_ratio": max_loss_ratio,
-        "share_threshold": share_threshold,
-        "per_seed": per_seed,
-        "at": at,
-        "learns": learns,
-        "verdicts": [
-            V.row("learns", "the offline series is a real training run: every seed's model beats the unigram baseline",
-                  kind=V.DEMONSTRATION, form=V.EXISTENTIAL, source="the offline training series (Pythia's schedule)",
-                  holds=learns, value=max(ratios) if ratios else None,
-                  margin=max_loss_ratio - max(ratios) if ratios else None,
-                  test=f"every seed's loss over the last tenth of the steps at most {max_loss_ratio:g} x the unigram "
-                  "baseline (margin: required - largest ratio)"),
-        ],
-    }  # fmt: skip
-
-
 def check_config(report: Mapping[str, Any]) -> None:
     """Cross-checks of the rank-collapse wing's report keys the schema cannot express: the skip variants' floor
     above the collapse threshold (else one ratio could count as collapsed and as surviving); raises
@@ -490,8 +429,7 @@ def check_config(report: Mapping[str, Any]) -> None:
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The rank-collapse wing's sections of summary.json, each only where this run's results can speak to it (else
     None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", the path products, and the
-    first-token sink of the pretrained decoders, and the offline training series (``series``: its result,
-    ``series_checkpoints``: its seeds' folders with their loss records).
+    first-token sink of the pretrained decoders.
 
     ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
     ``attention_product_models`` and ``report`` (config ``report``); the causal decoders (one rule for them in
@@ -503,16 +441,6 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     # the causal decoders, by the family each result records (as recognised when its weights were acquired)
     causal = tuple(m for m, ds in results.items() if result_family(ds.attrs) in CAUSAL)
     pretrained = any("pretrained" in ds["weights"] for ds in results.values())
-    series = None
-    if inputs.get("series"):
-        losses = {}
-        for folder in inputs["series_checkpoints"]:
-            record = json.loads((Path(folder) / "loss.json").read_text())
-            losses[int(record["seed"])] = record
-        series = series_claims(
-            read_netcdf(inputs["series"][0]), losses, max_loss_ratio=t["training_series"]["max_loss_ratio"],
-            share_threshold=t["first_token_sink"]["share_threshold"],
-        )  # fmt: skip
     products = dict(
         zip(params["attention_product_models"], map(read_netcdf, inputs["attention_products"]), strict=True)
     )
@@ -535,5 +463,4 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
         )
         if pretrained
         else None,
-        "training_series": series,
     }

@@ -28,9 +28,10 @@ from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
-from san.models.acquire import load_model, read_manifest
 from san.models.families import family as family_entry
 from san.models.families import of_model
+from san.models.folders import read_manifest
+from san.models.load import load_model
 from san.rank_collapse.sink import first_token_attention, sink_layers
 from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
 
@@ -193,14 +194,27 @@ def attention_matrices(model: PreTrainedModel, input_ids: torch.Tensor, batch_si
     return torch.cat(chunks, dim=1)
 
 
-def _load(
-    folder: str | Path, family: str, dtype_name: str, device: torch.device | str, budget_mb: float | None, key: str
+def load_weight_set(
+    folder: str | Path,
+    family: str,
+    dtype_name: str,
+    device: torch.device | str,
+    budget_mb: float | None,
+    key: str,
+    log: Any = None,
+    what: str = "",
 ) -> PreTrainedModel:
     """One weight set in one dtype on ``device``; with a budget it is placed there as it loads (its streamed blocks
-    stay on the meta device until a forward pass reaches them)."""
+    stay on the meta device until a forward pass reaches them). With a ``log``, says there what was loaded
+    (``what``: the weight set and its variants) and how a streamed model's blocks are held."""
     if budget_mb is None:
-        return load_model(folder, family, resolve_dtype(dtype_name)).to(device)
-    return load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, key)
+        model = load_model(folder, family, resolve_dtype(dtype_name)).to(device)
+    else:
+        model = load_model(folder, family, resolve_dtype(dtype_name), device, budget_mb, key)
+    if log is not None:
+        log.info("%s on %s in %s: %s", what, device, dtype_name, type(model).__name__)
+        _log_streaming(log, model, key)
+    return model
 
 
 def _log_streaming(log: Any, model: PreTrainedModel, key: str) -> None:
@@ -242,10 +256,8 @@ def run(
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
         by_variant, sink_by_variant = {}, {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
-            model = _load(folder, family, dtype_name, device, budget_mb, budget_key)
-            if log is not None:
-                log.info("%s weights on %s in %s (%s): %s", weights, device, dtype_name, own, type(model).__name__)
-                _log_streaming(log, model, budget_key)
+            model = load_weight_set(folder, family, dtype_name, device, budget_mb, budget_key, log,
+                                    f"{weights} weights ({own})")  # fmt: skip
             got, alpha = residuals_by_variant(
                 model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"]
             )

@@ -7,18 +7,12 @@ themselves are :mod:`san.models.spec`'s. Importable without torch: the workflow 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import (
-    FAMILY_TABLE,
-    VARIANTS,
-    arch_value,
-    check_models,
-    depth_and_heads,
-    explicit_architecture,
-    weight_sets,
-)
+from san.models.entries import arch_value, check_models, depth_and_heads, explicit_architecture, weight_sets
+from san.models.spec import FAMILY_TABLE, VARIANTS
 
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
 #: exponentially, and only float64 resolves them below float32's resolution (~1e-7, down to ~1e-16); the variants
@@ -100,11 +94,11 @@ METRICS = {
 }
 
 
-def check_config(config: dict[str, Any]) -> None:
+def check_config(config: dict[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``models``, ``text``, ``rank_collapse`` and ``attention_products`` sections that the schema
     cannot express: every model the experiment names is defined, every model is valid
-    (:func:`san.models.spec.check_models`), and the attention products draw from no more sequences than the input has;
-    raises :class:`ConfigError` naming the key."""
+    (:func:`san.models.entries.check_models`), and the attention products draw from no more sequences than the input
+    has; raises :class:`ConfigError` naming the key."""
     models = config.get("models", {})
     for i, name in enumerate(config.get("rank_collapse", {}).get("models", [])):
         if name not in models:

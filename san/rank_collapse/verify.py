@@ -22,8 +22,8 @@ from transformers import AutoModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual
-from san.models.acquire import verify_folder
 from san.models.families import family as family_entry
+from san.models.folders import verify_folder
 from san.models.spec import VARIANTS
 from san.rank_collapse.spec import variant_dtypes
 

@@ -4,12 +4,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from san.core.markdown import measured_cell, power_cell, wrong_cell
 from san.core.verdicts import NOT_JUDGED, verdict_of
 
 
@@ -17,6 +19,45 @@ def yes_no(flag: bool | None) -> str:
     """A verdict as the captions print it; None (the results hold no evidence for the claim) is "not judged",
     neither a yes nor a no (:mod:`san.core.verdicts`)."""
     return NOT_JUDGED if flag is None else "yes" if flag else "no"
+
+
+def rst_text(text: object) -> str:
+    """``text`` as plain reStructuredText: its inline-markup characters (``|`` substitution, ``*`` emphasis, backquote,
+    ``_`` reference, and the backslash itself) escaped, so that a measured detail such as ``|measured Y - limit|``
+    reads as written instead of as an undefined substitution."""
+    return re.sub(r"([\\|*`_])", r"\\\1", str(text))
+
+
+def verdict_item(row: Mapping[str, Any]) -> str:
+    """One verdict row (:func:`san.core.verdicts.row`) as a caption's list item prints it: its statement, printed
+    verdict, kind, form, source, test and detail (where any), and its positive control with its power where
+    computed; the texts escaped (:func:`rst_text`)."""
+    control = ""
+    if "positive_control" in row:
+        c = row["positive_control"]
+        power = "" if c.get("power") is None else f", passes up to {c['power']:.3g}"
+        control = f"; positive control, {rst_text(c['reference'])}: {c['verdict']}{power}"
+    detail = f"; {rst_text(row['detail'])}" if row.get("detail") else ""
+    return (
+        f'"{rst_text(row["statement"])}" — **{row["verdict"]}** ({row["kind"]}, {row["form"]}; source: '
+        f"{rst_text(row['source'])}; test: {rst_text(row['test'])}{detail}{control})"
+    )
+
+
+def verdict_table(rows: list[Mapping[str, Any]]) -> str:
+    """The scientific verdicts at a glance as a reStructuredText list table, one row each: the claim (its statement
+    and key), its source, the printed verdict, the measured value against its threshold, the near-miss control at its
+    config setting with its verdict, and the power (:mod:`san.core.markdown`'s cells, the texts escaped)."""
+    header = ("claim", "source", "verdict", "value and threshold", "near-miss control and its verdict", "power")
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 24 14 8 18 26 10", ""]
+    body = [header] + [
+        (f"{r['statement']} ({r['claim']})", r["source"], r["verdict"], measured_cell(r), wrong_cell(r), power_cell(r))
+        for r in rows
+    ]
+    for cells in body:
+        # a cell of a lone "-" (no value) would read as an empty bullet list
+        lines += [f"   * - {rst_text(cells[0])}"] + [f"     - {rst_text(c) if c != '-' else 'none'}" for c in cells[1:]]
+    return "\n".join(lines) + "\n"
 
 
 def sweep_rows(section: Mapping[str, Any] | None, sweep: str) -> list[Mapping[str, Any]]:
@@ -43,6 +84,8 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
     env.globals["yes_no"] = yes_no
     env.globals["verdict"] = verdict_of
     env.globals["sweep_rows"] = sweep_rows
+    env.globals["verdict_item"] = verdict_item
+    env.globals["verdict_table"] = verdict_table
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(Path(templates).glob("*.rst")):

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from san.core.storage import read_netcdf
-from san.models.acquire import load_model
+from san.models.load import load_model
 from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 

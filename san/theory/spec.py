@@ -6,10 +6,12 @@ without torch: the workflow reads it while it parses the rules.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
-from san.models.spec import PROSE_EMBEDDING_FAMILY, init_entry
+from san.models.entries import init_entry
+from san.models.spec import PROSE_EMBEDDING_FAMILY
 
 #: input kinds: prose (the rank-collapse experiment's sequences through BERT's init embeddings) and Gaussian tokens
 INPUT_KINDS = ("prose", "gaussian")
@@ -19,7 +21,7 @@ DIMS = ("input", "layernorm", "d_qk", "scale", "sample", "layer")
 VERDICT = {"respects": 1, "undecided": 0, "violates": -1, "float_floor": 2}
 
 
-def check_config(config: dict[str, Any]) -> None:
+def check_config(config: dict[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``theory`` section that the schema cannot express: the embedding model is defined under
     ``models`` with family bert (its init embeddings embed the prose); raises :class:`ConfigError` naming the key."""
     name = config["theory"]["embedding_model"]

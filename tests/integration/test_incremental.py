@@ -334,22 +334,38 @@ def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
 # --- every rule's library inputs are its script's imports (san.imports, added in workflow/rules/common.smk) -------
 
 
-def rule_scripts(workdir: Path) -> dict[str, Path]:
-    """The script of every rule that has one, from workflow/rules/*.smk."""
-    scripts = {}
+#: a rule's first line: ``rule NAME:``, or ``use rule BASE as NAME with:`` (a rule of its base's job shape and script)
+RULE = re.compile(r"^(?:rule (\w+)|use rule (\w+) as (\w+) with):\n", re.M)
+
+
+def rule_scripts(workdir: Path) -> dict[str, tuple[Path, list[str]]]:
+    """The script of every rule that has one (a rule derived from another runs its base's), from
+    workflow/rules/*.smk, with the experiment whose ``run`` the script calls when the rule names one
+    (``params.experiment``)."""
+    blocks: dict[str, tuple[Path, str]] = {}
+    bases: dict[str, str] = {}
     for smk in sorted((workdir / "workflow" / "rules").glob("*.smk")):
-        for block in re.split(r"^(?=rule \w+:)", smk.read_text(), flags=re.M)[1:]:
-            name = re.match(r"rule (\w+):", block).group(1)
-            found = re.search(r"^\s+script:\s*\n\s+[rf]?\"([^\"]+)\"", block, flags=re.M)
-            if found:
-                scripts[name] = (smk.parent / found.group(1)).resolve()
+        text = smk.read_text()
+        found = list(RULE.finditer(text))
+        for i, m in enumerate(found):
+            name = m.group(1) or m.group(3)
+            blocks[name] = (smk, text[m.end() : found[i + 1].start() if i + 1 < len(found) else len(text)])
+            if m.group(2):
+                bases[name] = m.group(2)
+    scripts = {}
+    for name, (_, block) in blocks.items():
+        smk, base = blocks[bases.get(name, name)]
+        found = re.search(r"^\s+script:\s*\n\s+[rf]?\"([^\"]+)\"", base, flags=re.M)
+        if found:
+            runs = re.findall(r"^\s+experiment=\"(san[\w.]+)\"", block, flags=re.M)
+            scripts[name] = ((smk.parent / found.group(1)).resolve(), runs)
     return scripts
 
 
 def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> None:
     """The inputs of every job that runs a script in a dry run of the default config (every rule scheduled) hold
-    exactly the ``san`` modules that the script imports (directly or not, with their packages; san.imports), so a
-    rule defined anywhere gets them."""
+    exactly the ``san`` modules that the script imports (directly or not, with their packages; san.imports), and
+    those of the experiment its rule names, so a rule defined anywhere gets them."""
     out = snakemake(workflow_copy, "-n", "-F", timeout=300).stdout
     declared: dict[str, set[str]] = {}
     rule = None
@@ -365,8 +381,9 @@ def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> No
     assert set(scripts) - unscheduled <= set(declared), "every rule with a script is scheduled"
     package = workflow_copy / "san"
     problems = []
-    for name, script in sorted(scripts.items()):
-        expected = {p.relative_to(workflow_copy).as_posix() for p in library_inputs(script, package)}
+    assert scripts["vision_model"] == (scripts["rank_collapse"][0], ["san.rank_collapse.vision.experiment"])
+    for name, (script, runs) in sorted(scripts.items()):
+        expected = {p.relative_to(workflow_copy).as_posix() for p in library_inputs(script, package, runs)}
         if name in declared and declared[name] != expected:
             problems.append(f"rule {name}: inputs {sorted(declared[name] ^ expected)} differ from its imports")
     assert not problems, "\n".join(problems)

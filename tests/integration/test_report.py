@@ -51,7 +51,8 @@ def built(tmp_path_factory, config):
     wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
     write_config(wf, config)
     snakemake(wf, "--cores", "2")
-    snakemake(wf, "--report", "results/report.html")
+    report = snakemake(wf, "--report", "results/report.html")
+    (wf / "results" / "report.log").write_text(report.stdout + report.stderr)
     return wf
 
 
@@ -163,6 +164,18 @@ def test_every_caption_is_rendered_from_the_summary(built, summary):
         assert "measured in this run" in text and f"max {rc['pure_max']:.1e}" in text
 
 
+# What docutils says of a caption it cannot read as written (an undefined substitution, an unclosed emphasis).
+DOCUTILS_PROBLEM = re.compile(r"\((?:WARNING|ERROR|SEVERE)/\d\)")
+
+
+def test_the_report_builds_without_docutils_problems(built):
+    """Every caption reads as reStructuredText as written: the measured details a caption quotes, such as
+    ``|measured Y - REM limit|``, are text, not substitutions (san.report.captions.rst_text)."""
+    log = (built / "results" / "report.log").read_text()
+    assert not DOCUTILS_PROBLEM.search(log), [line for line in log.splitlines() if DOCUTILS_PROBLEM.search(line)]
+    assert DOCUTILS_PROBLEM.search('<string>:14: (ERROR/3) Undefined substitution referenced: "measured Y".')
+
+
 def test_report_has_every_figure(built):
     html = (built / "results/report.html").read_text()
     assert "measured in this run" in html
@@ -173,11 +186,11 @@ def test_report_has_every_figure(built):
 
 
 def test_the_run_writes_the_documents_tables(built, summary, config):
-    """Rule readme_tables: one Markdown table per san.report.readme.TABLES entry, from this run's summary, each
+    """Rule readme_tables: one Markdown table per san.report.readme.tables() entry, from this run's summary, each
     naming the run; the per-model and per-task tables have a row for every configured model and task."""
-    from san.report.readme import TABLES
+    from san.report.readme import tables as readme_tables
 
-    tables = {name: (built / f"results/tables/readme/{name}.md").read_text() for name in TABLES}
+    tables = {name: (built / f"results/tables/readme/{name}.md").read_text() for name in readme_tables()}
     # a table whose results this run lacks (no pretrained model) is a sentence saying so; the others are tables
     rows = {name: table_rows(tables[name]) for name in ("rank_collapse", "paths", "verdicts")}
     assert {r[0] for r in rows["rank_collapse"]} == set(config["rank_collapse"]["models"])

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from san.core.storage import read_netcdf
-from san.models.acquire import materialise_init
-from san.rank_collapse.vision import ROLES
+from san.models.store import materialise_init
+from san.rank_collapse.vision.experiment import ROLES
 
 from helpers import copy_workflow, snakemake, tiny_config, write_config
 from hub_repos import checkpoint_repo

@@ -1,6 +1,6 @@
-"""The shape of the library, read from its syntax trees: no import cycle in ``san``, one home of model families
-(``san/models``), small functions, and the library inputs of the workflow's rules derived from their scripts'
-imports (``san.imports``)."""
+"""The shape of the library and of its tests, read from their syntax trees: no import cycle in ``san``, one home of
+model families (``san/models``), small functions, the library inputs of the workflow's rules derived from their
+scripts' imports (``san.imports``), and unit tests that start no process, hub server or workflow."""
 
 from __future__ import annotations
 
@@ -8,11 +8,14 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from san.imports import import_graph, imported_names, imports_closure, library_inputs
 from san.models.spec import FAMILIES
 
 ROOT = Path(__file__).resolve().parents[2]
 SAN = ROOT / "san"
+UNIT = ROOT / "tests" / "unit"
 MAX_FUNCTION_LINES = 60
 #: functions over the limit in parts of ``san`` that are being split elsewhere; this list must be empty
 KNOWN_LONG: set[str] = set()
@@ -44,7 +47,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_import_graph_sees_imports_inside_functions():
     graph = import_graph()
     assert "san.models.spec" in graph["san.rank_collapse.spec"]
-    assert "san.models.acquire" in graph["san.propagation.experiment"]  # imported inside a function
+    assert "san.models.load" in graph["san.propagation.experiment"]  # imported inside a function
 
 
 def test_find_cycle_finds_a_three_module_circle():
@@ -90,7 +93,7 @@ def test_only_san_models_names_a_family():
         for line, name in family_literals(ast.parse(p.read_text(encoding="utf-8")))
     }
     quoted = re.compile("[\"'](" + "|".join(FAMILIES) + ")[\"']")
-    for p in [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
+    for p in [ROOT / "workflow" / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]:
         for line, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             found.update({f"{p.relative_to(ROOT)}:{line}": m.group(1) for m in quoted.finditer(text)})
     assert not found
@@ -129,7 +132,7 @@ def test_imported_names_reads_every_form_of_import():
         "from . import sibling\n"
         "from ..core.config import ConfigError\n"
         "def f():\n"
-        "    from san.models.acquire import materialise\n"
+        "    from san.models.store import materialise\n"
     )
     assert imported_names(tree, "san.paths") == {
         "san.core.metrics",
@@ -139,8 +142,8 @@ def test_imported_names_reads_every_form_of_import():
         "san.paths.sibling",
         "san.core.config",
         "san.core.config.ConfigError",
-        "san.models.acquire",
-        "san.models.acquire.materialise",
+        "san.models.store",
+        "san.models.store.materialise",
     }
 
 
@@ -177,6 +180,70 @@ def test_figure_scripts_depend_on_no_experiment_module():
     the experiment that computed its data."""
     closure = imports_closure(ROOT / "scripts" / "rank_collapse_model.py")
     assert {"san.rank_collapse.plots", "san.core.plotting", "san.rank_collapse", "san"} <= closure
-    assert not {"san.rank_collapse.experiment", "san.models.acquire", "san.core.device"} & closure
+    assert not {"san.rank_collapse.experiment", "san.models.load", "san.core.device"} & closure
     training = imports_closure(ROOT / "scripts" / "circle_train.py")
     assert {"san.circle.experiment", "san.core.attention", "san.core.storage"} <= training
+
+
+def test_a_rule_that_names_its_experiment_depends_on_that_experiment(tmp_path: Path):
+    """A script that calls the ``run`` of the experiment its rule names (the one rank-collapse job shape) gets that
+    module's closure as library inputs, and only that experiment's: an image encoder's job reruns for the vision
+    code, a text model's job does not."""
+    script = ROOT / "scripts" / "rank_collapse.py"
+    text = {p.relative_to(SAN).as_posix() for p in library_inputs(script, runs=["san.rank_collapse.experiment"])}
+    image = {
+        p.relative_to(SAN).as_posix() for p in library_inputs(script, runs=["san.rank_collapse.vision.experiment"])
+    }
+    assert "rank_collapse/experiment.py" in text and "rank_collapse/vision/experiment.py" not in text
+    assert {"rank_collapse/vision/experiment.py", "rank_collapse/vision/__init__.py"} <= image
+    assert "rank_collapse/experiment.py" in image  # the vision experiment records the stream with the text one's hooks
+    assert not [p for p in library_inputs(script) if "experiment" in p.name]
+    with pytest.raises(ValueError, match="san.nothing"):
+        library_inputs(script, runs=["san.nothing"])
+
+
+#: what makes a test start a process, a hub server or a workflow: modules it imports, the names of tests/helpers.py
+#: that run Snakemake or read a workflow's jobs through a process, and the fixtures of tests/conftest.py that start
+#: a hub server or copy the workflow for a run
+PROCESS_MODULES = {"subprocess", "multiprocessing", "hub_server", "snakemake"}
+PROCESS_HELPERS = {"snakemake", "job_params", "planned_jobs", "built_workflow", "copy_workflow"}
+PROCESS_FIXTURES = {"hub", "hub_server", "workflow_copy"}
+
+
+def starts_processes(tree: ast.Module) -> set[str]:
+    """What in a test module's syntax tree starts a process, a hub server or a workflow (:data:`PROCESS_MODULES`,
+    :data:`PROCESS_HELPERS` imported from helpers, :data:`PROCESS_FIXTURES` as a test's or fixture's argument)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names} & PROCESS_MODULES
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module.split(".")[0]} & PROCESS_MODULES
+            if node.module == "helpers":
+                found |= {a.name for a in node.names} & PROCESS_HELPERS
+        elif isinstance(node, ast.FunctionDef):
+            found |= {a.arg for a in node.args.args} & PROCESS_FIXTURES
+    return found
+
+
+def test_process_starters_are_found():
+    assert starts_processes(ast.parse("import subprocess\nfrom snakemake.api import SnakemakeApi\n")) == {
+        "subprocess",
+        "snakemake",
+    }
+    assert starts_processes(ast.parse("from helpers import ROOT, snakemake\ndef test_a(hub, tmp_path): pass\n")) == {
+        "snakemake",
+        "hub",
+    }
+    assert starts_processes(ast.parse("from helpers import ROOT\ndef test_a(tmp_path): import json\n")) == set()
+
+
+def test_unit_tests_start_no_process_server_or_workflow():
+    """``tests/unit/`` is the fast loop's home: a test that starts a process (a subprocess, a compiler, Snakemake),
+    the local hub server or a workflow belongs in ``tests/integration/``."""
+    found = {
+        p.relative_to(UNIT).as_posix(): sorted(what)
+        for p in sorted(UNIT.rglob("*.py"))
+        if (what := starts_processes(ast.parse(p.read_text(encoding="utf-8"))))
+    }
+    assert not found, found

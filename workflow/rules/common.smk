@@ -1,5 +1,6 @@
 # Shared helpers: config validation, per-job config slices, library dependencies, resources and target lists.
-# Parsing the workflow imports only torch-free modules (san.core.config and the experiments' `spec` modules).
+# Parsing the workflow imports only torch-free modules (san.core.config and the wings' registry, san.experiments:
+# their `spec`, `claims` and `tables` modules).
 import os
 from pathlib import Path
 
@@ -10,12 +11,15 @@ from snakemake.utils import validate
 from san.core.gpus import visible_gpus
 from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
-from san.experiments import check_config
-from san.imports import library_inputs
-from san.models.spec import explicit_architecture, init_entry, weight_sets
+from san.experiments import check_config, rules_files
+from san.imports import PACKAGE, library_inputs
+from san.models.disk import declared_disk_mb, footprint, pinned_files
+from san.models.entries import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import model_priorities, variant_dtypes
+from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
 
-SCHEMAS = Path(workflow.basedir) / "workflow" / "schemas"
+# The workflow's own files are found from its folder (WORKFLOW_DIR, the Snakefile's), never from the working directory.
+SCHEMAS = WORKFLOW_DIR / "schemas"
 
 # Fail on a bad config before any job is scheduled, with a message naming the key: the schema (defaults filled in)
 # and every experiment's cross-checks, once; then Snakemake's own validation against the same schema. (The schema's
@@ -26,17 +30,25 @@ CHECKED = check_config(
     config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
 )
 validate(config, "../schemas/config.schema.yaml")
+# The rules files of the wings (san.experiments.WINGS), which the Snakefile includes after this file.
+WING_RULES = rules_files()
 
 # glibc's malloc hands freed blocks above its mmap threshold back to the kernel and page-faults them in again on the
 # next forward pass; jobs inherit these settings and keep such blocks in the heap instead (less time per forward
 # pass, the same memory peaks). A value already in the environment wins.
 os.environ.setdefault("MALLOC_MMAP_THRESHOLD_", str(32 * 2**20))
 os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
+# The project's folder (above workflow/), where the conda environments' post-deploy scripts install the package from
+# (envs/*.post-deploy.sh), whatever the working directory (a module import runs in the importing workflow's).
+os.environ.setdefault("SAN_PROJECT", str(WORKFLOW_DIR.parent))
 
 RESULTS = "results"
 # Every result file that several rules read, spelled once (its pattern, with wildcards model, task or sweep); the rules
 # that write, read and target it expand this table.
 RESULT = {
+    "model": f"{RESULTS}/models/{{model}}/{{weights}}",
+    "inputs": f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
+    "pixels": f"{RESULTS}/pixels/{{model}}/{{weights}}.nc",
     "rank_collapse": f"{RESULTS}/rank_collapse/{{model}}.nc",
     "attention_products": f"{RESULTS}/attention_products/{{model}}.nc",
     "circle_collapse": f"{RESULTS}/tables/circle_collapse.csv",
@@ -46,21 +58,45 @@ RESULT = {
     "propagation": f"{RESULTS}/propagation/{{sweep}}.nc",
     "vision": f"{RESULTS}/vision/{{model}}.nc",
     "hub_series": f"{RESULTS}/rank_collapse_series/{{model}}.nc",
+    "series": f"{RESULTS}/series/seed{{seed}}",
 }
 # Conda environment of the torch rules (`snakemake --sdm conda`): envs/torch.yaml (CPU build) or envs/torch-cuda.yaml
 # (config `torch_env`), relative to the rules files.
 TORCH_ENV = f"../../envs/{config['torch_env']}.yaml"
 FIGURE_FORMATS = config["figures"]["formats"]
-# Memory and wall time of every rule, in one table (a cluster profile submits what the rules declare).
-RESOURCES = yaml.safe_load(Path(workflow.basedir, "workflow", "resources.yaml").read_text())
+# Memory, disk and wall time of every rule, in one table (a cluster profile submits what the rules declare).
+RESOURCES = yaml.safe_load(Path(WORKFLOW_DIR, "resources.yaml").read_text())
+# The maker of the GPUs a GPU job asks for: Kubernetes' executor requests `<maker>.com/gpu` from it (CUDA: nvidia).
+GPU_MANUFACTURER = "nvidia"
 
 
 def resources(rule, **extra):
-    """The resources of ``rule`` from workflow/resources.yaml, plus ``extra`` (e.g. a GPU request)."""
-    return {**RESOURCES[rule], **extra}
+    """The resources of ``rule``: its row of workflow/resources.yaml (``mem_mb``, ``disk_mb``, ``runtime``) and
+    ``extra`` (e.g. a GPU request). ``disk_mb`` grows by what the job reads (:func:`input_disk`). A job that reserves
+    a GPU (``gpu`` > 0, the key of SLURM's executor and of local runs) also names the GPU's maker
+    (``gpu_manufacturer``, which Kubernetes' executor needs with ``gpu``); ``gpu`` 0 is left out."""
+    out = {**RESOURCES[rule], "disk_mb": input_disk(RESOURCES[rule]["disk_mb"]), **extra}
+    gpu = out.pop("gpu", 0)
+    if gpu:
+        out.update(gpu=gpu, gpu_manufacturer=GPU_MANUFACTURER)
+    return out
 
 
-# Where each torch rule's jobs run (config `compute:`): one entry per rule, {device, threads}.
+def input_disk(base, extra=None):
+    """A ``disk_mb`` function: ``base`` (a model job's ``models.<name>.disk_mb`` replaces it) plus the size of the
+    job's inputs, its library aside, where they are all on the scheduling host (model folders, results: a job on a
+    node without a shared filesystem downloads them there), plus ``extra(wildcards)`` MB when given."""
+
+    def disk_mb(wildcards, input):
+        floor = config["models"].get(wildcards.get("model"), {}).get("disk_mb", base)
+        lib = set(input.get("lib", []))
+        floor += extra(wildcards) if extra is not None else 0
+        return declared_disk_mb([f for f in input if f not in lib], 1, floor)
+
+    return disk_mb
+
+
+# Where each torch rule's jobs run (config `compute:`): one entry per rule, named by the rule, {device, threads}.
 COMPUTE = config["compute"]
 
 
@@ -107,10 +143,30 @@ def model_priority(w):
 
 
 def model_resources(rule, **extra):
-    """:func:`resources` of a job that loads one model, whose ``models.<name>.mem_mb`` (when set) replaces the
-    table's memory."""
+    """:func:`resources` of a job that acquires or loads one model, whose ``models.<name>.mem_mb`` (when set)
+    replaces the table's memory; acquiring pretrained weights (wildcard ``weights``) adds to the disk what the
+    acquisition writes from its source's pinned files (san.models.disk; nothing for a hub download, whose size
+    ``models.<name>.disk_mb`` states)."""
     default = RESOURCES[rule]["mem_mb"]
-    return resources(rule, mem_mb=lambda w: config["models"][w.model].get("mem_mb", default), **extra)
+
+    def acquired_mb(w):
+        source = config["models"][w.model].get("pretrained") if w.get("weights") == "pretrained" else None
+        return declared_disk_mb(pinned_files(source), footprint(source), 0) if source else 0
+
+    def mem_mb(w):
+        return config["models"][w.model].get("mem_mb", default)
+
+    return resources(rule, mem_mb=mem_mb, disk_mb=input_disk(RESOURCES[rule]["disk_mb"], acquired_mb), **extra)
+
+
+SAID = set()
+
+
+def said_once(message):
+    """Log ``message`` the first time it comes (resources are evaluated again for every job and attempt)."""
+    if message not in SAID:
+        SAID.add(message)
+        logger.info(message)
 
 
 def analysis_resources(rule, section):
@@ -132,6 +188,11 @@ def analysis_resources(rule, section):
         return sorted(set(variant_dtypes(dtype, variants).values())) if isinstance(dtype, dict) else [dtype]
 
     def mem_mb(wildcards, input, attempt):
+        if not all(Path(f, "config.json").is_file() for f in input.models):
+            said_once(
+                f"{rule}: the memory of a model whose folder is not on this host (not acquired yet, or in a storage "
+                f"bucket) is {default} MB (workflow/resources.yaml) or its models.<name>.mem_mb, times the attempt"
+            )
         need = declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, default, False, kept)
         return max(need, config["models"][wildcards.model].get("mem_mb", 0) * attempt)
 
@@ -147,17 +208,28 @@ def analysis_resources(rule, section):
     return resources(rule, mem_mb=mem_mb, **extra)
 
 
+def shipped(path):
+    """``path`` (a file that ships with the workflow or its library: a module, a report template) as a rule input,
+    relative to the working directory and ``local()``: with a default storage provider (`--default-storage-provider`,
+    no shared filesystem) it is read where it is, not sought in the bucket."""
+    return local(os.path.relpath(path))
+
+
 def add_library_inputs(rules):
     """Give each of ``rules`` that runs a script the library modules the script runs as inputs (named ``lib``), that
     is every ``san`` module the script imports, directly or through other modules, with the package ``__init__``
-    files on the way, read from the files' syntax trees (san.imports). Editing a module then reruns exactly the jobs
-    whose scripts import it. Called once, after every rule is defined (the end of the Snakefile)."""
-    package = Path(workflow.basedir, "san")
+    files on the way, read from the files' syntax trees (san.imports) of the ``san`` package that this process
+    imports and the jobs run (san.imports.PACKAGE: a clone or an installed copy). Editing a module then reruns
+    exactly the jobs whose scripts import it. Called once, after every rule is defined (the end of the Snakefile);
+    only this workflow's own rules are given them, once (a workflow that imports it as a module keeps its rules)."""
     for one in rules:
-        if one.script is not None:
+        own = Path(one.basedir.get_path_or_uri(secret_free=True)).resolve().is_relative_to(WORKFLOW_DIR.resolve())
+        if one.script is not None and own and "lib" not in one.input.keys():
             script = Path(one.basedir.join(one.script).get_path_or_uri(secret_free=True))
+            # a script that calls the `run` of the experiment its rule names (params.experiment) runs that module too
+            runs = [value for name, value in one.params.items() if name == "experiment"]
             one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
-            one.set_input(lib=[os.path.relpath(p) for p in library_inputs(script, package)])
+            one.set_input(lib=[shipped(p) for p in library_inputs(script, PACKAGE, runs)])
 
 
 def figures(stem):
@@ -188,7 +260,7 @@ def init_origin(wildcards):
     without `init.config`), else nothing."""
     spec = config["models"][wildcards.model]
     if wildcards.weights == "init" and explicit_architecture(spec) is None:
-        return {"pretrained": f"{RESULTS}/models/{wildcards.model}/pretrained"}
+        return {"pretrained": RESULT["model"].format(model=wildcards.model, weights="pretrained")}
     return {}
 
 
@@ -203,22 +275,39 @@ def model_settings(section, drop=()):
     return settings
 
 
+def tokenizer_model(w):
+    """tokenize_inputs' model: the folder of the acquired model's weight set, or, for the offline training series
+    (the model SERIES_MODEL, weights a checkpoint), its first seed's checkpoints (series.smk), which share one
+    tokenizer."""
+    if w.model == SERIES_MODEL:
+        return rules.series_train.output[0].format(seed=config["series"]["seeds"][0])
+    return RESULT["model"].format(**w)
+
+
 def model_inputs(kind):
-    """Input function: the model folders (kind 'models') or tokenised inputs ('inputs') of every weight set."""
-    pattern = {"models": "models/{model}/{weights}", "inputs": "inputs/{model}/{weights}.nc"}[kind]
-    return lambda w: expand(f"{RESULTS}/{pattern}", model=w.model, weights=model_weights(w.model))
+    """Input function: one of RESULT's files of every weight set of the job's model: its folders ('model'), tokenised
+    inputs ('inputs') or pixel values ('pixels')."""
+    return lambda w: expand(RESULT[kind], model=w.model, weights=model_weights(w.model))
 
 
 # Report captions: templates in workflow/report/ that the summary rule fills with this run's numbers.
 # (relative paths: an absolute path would make a moved or copied workspace rerun the summary)
-REPORT_TEMPLATES = sorted(os.path.relpath(p) for p in Path(workflow.basedir, "workflow", "report").glob("*.rst"))
+REPORT_TEMPLATES = [shipped(p) for p in sorted(Path(WORKFLOW_DIR, "report").glob("*.rst"))]
 
 
 def caption(name):
-    """Path (relative to a rules file) of a caption written by the summary rule for ``snakemake --report``."""
-    return f"../../{RESULTS}/report/captions/{name}.rst"
+    """Path of a caption written by the summary rule for ``snakemake --report``, in the working directory's results
+    (absolute: Snakemake resolves a relative caption against the rules file's folder)."""
+    return os.path.abspath(f"{RESULTS}/report/captions/{name}.rst")
 
 
 # Final results; each rules file appends its own targets (rule all requests them all) and defines a target rule
 # per paper figure (fig2, fig3, fig4) that builds just that figure's results.
 TARGETS = []
+# The summary rule's inputs and params (report.smk): each wing's rules file registers the files and values that its
+# claims read (san.experiments: claims(inputs, params)), so the summary names no wing.
+SUMMARY_INPUTS = {}
+SUMMARY_PARAMS = {}
+# The run's data besides summary.json that the wings' documents tables read (san.experiments.table_data), registered
+# by the rules file that writes it; the readme_tables rule takes them all.
+TABLE_INPUTS = []

@@ -1,7 +1,7 @@
 # Path effectiveness (the paper's Fig. 4): one training and one evaluation job per task, gathered into
 # the figure; plus the distribution of path lengths C(L,k) H^k / (H+1)^L of common architectures.
 from san.paths.spec import priorities, task_architectures
-from san.models.spec import depth_and_heads, explicit_architecture
+from san.models.entries import depth_and_heads, explicit_architecture
 
 PATHS = config["paths"]
 PATHS_TASKS = PATHS["tasks"]
@@ -188,6 +188,10 @@ FIG4 += expand(f"{RESULTS}/paths/{{task}}/model.safetensors", task=PATHS_TASKS)
 FIG4 += [f"{RESULTS}/path_counts.nc", f"{RESULTS}/paths/summary.csv"]
 FIG4 += figures("path_effectiveness") + figures("path_length_distribution")
 TARGETS += FIG4
+# What the wing's claims read (san.paths.claims); the paths summary is the data its documents table reads.
+SUMMARY_INPUTS.update(paths=expand(RESULT["paths"], task=PATHS_TASKS))
+SUMMARY_PARAMS.update(tasks=PATHS_TASKS)
+TABLE_INPUTS += [rules.paths_table.output[0]] if PATHS_TASKS else []
 
 
 rule fig4:

@@ -58,3 +58,5 @@ rule path_decomposition:
 PATHS_DECOMPOSITION = expand(RESULT["paths_exact"], task=PATHS_TASKS)
 PATHS_DECOMPOSITION += figures("path_decomposition")
 TARGETS += PATHS_DECOMPOSITION
+# What the wing's decomposition claims read (san.paths.claims).
+SUMMARY_INPUTS.update(paths_exact=expand(RESULT["paths_exact"], task=PATHS_TASKS))

@@ -17,8 +17,8 @@ propagation_slice = lambda w: {
 # The rank-collapse model folder and token ids, only for a sweep with prose input.
 propagation_inputs = lambda w: (
     {
-        "model": f"{RESULTS}/models/{PROPAGATION_PROSE}/init",
-        "inputs": f"{RESULTS}/inputs/{PROPAGATION_PROSE}/init.nc",
+        "model": RESULT["model"].format(model=PROPAGATION_PROSE, weights="init"),
+        "inputs": RESULT["inputs"].format(model=PROPAGATION_PROSE, weights="init"),
     }
     if uses_prose(PROPAGATION["sweeps"][w.sweep])
     else {}
@@ -83,3 +83,6 @@ PROPAGATION_TARGETS = [RESULT["propagation"].format(sweep=s) for s in PROPAGATIO
 for _s in PROPAGATION_SWEEPS:
     PROPAGATION_TARGETS += figures(f"propagation_{_s}")
 TARGETS += PROPAGATION_TARGETS
+# What the wing's claims read (san.propagation.claims).
+SUMMARY_INPUTS.update(propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS))
+SUMMARY_PARAMS.update(sweeps=PROPAGATION_SWEEPS)

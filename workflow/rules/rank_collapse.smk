@@ -4,7 +4,7 @@ RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 ATTENTION_PRODUCT_MODELS = (
     RANK_COLLAPSE_MODELS if config["attention_products"]["models"] is None else config["attention_products"]["models"]
 )
-# Models with pretrained weights (the side-by-side figure of today's architectures).
+# Models with pretrained weights (the side-by-side figure of the pretrained architectures).
 PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
 
 
@@ -33,7 +33,7 @@ rule acquire_model:
     input:
         unpack(init_origin),
     output:
-        directory(f"{RESULTS}/models/{{model}}/{{weights}}"),
+        directory(RESULT["model"]),
     log:
         "logs/acquire_model/{model}/{weights}.log",
     benchmark:
@@ -54,9 +54,9 @@ rule tokenize_inputs:
     """Token ids of the input sequences for one model's tokenizer, with their content hash."""
     input:
         corpus=rules.corpus.output[0],
-        model=rules.acquire_model.output[0],
+        model=tokenizer_model,
     output:
-        f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
+        RESULT["inputs"],
     log:
         "logs/tokenize_inputs/{model}/{weights}.log",
     benchmark:
@@ -69,14 +69,17 @@ rule tokenize_inputs:
         **resources("tokenize_inputs"),
     params:
         text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
+        # the checkpoint of a series that holds the tokenizer (none: the model folder holds it)
+        checkpoint=lambda w: w.weights if w.model == SERIES_MODEL else "",
     script:
         "../../scripts/tokenize_inputs.py"
 
 
 rule rank_collapse:
-    """Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data)."""
+    """Relative residual per layer and sequence for each weights x variant of one model (Fig. 2's data); the job
+    shape of every model analysis (vision_model: the image encoders)."""
     input:
-        models=model_inputs("models"),
+        models=model_inputs("model"),
         inputs=model_inputs("inputs"),
     output:
         RESULT["rank_collapse"],
@@ -94,6 +97,8 @@ rule rank_collapse:
         weights=lambda w: model_weights(w.model),
         settings=model_settings("rank_collapse", drop=("models",)),
         compute=compute_params("rank_collapse"),
+        # the experiment whose `run` the job calls (san.rank_collapse.experiment: text models)
+        experiment="san.rank_collapse.experiment",
     script:
         "../../scripts/rank_collapse.py"
 
@@ -101,7 +106,7 @@ rule rank_collapse:
 rule attention_products:
     """Rank-1 residual of attention-matrix products along sampled paths of every depth (appendix figure)."""
     input:
-        models=model_inputs("models"),
+        models=model_inputs("model"),
         inputs=model_inputs("inputs"),
     output:
         RESULT["attention_products"],
@@ -243,6 +248,12 @@ for _model in RANK_COLLAPSE_MODELS:
 for _model in ATTENTION_PRODUCT_MODELS:
     FIG2 += [RESULT["attention_products"].format(model=_model)] + figures(f"attention_products_model_{_model}")
 TARGETS += FIG2
+# What the wing's claims read (san.rank_collapse.claims).
+SUMMARY_INPUTS.update(
+    rank_collapse=expand(RESULT["rank_collapse"], model=RANK_COLLAPSE_MODELS),
+    attention_products=expand(RESULT["attention_products"], model=ATTENTION_PRODUCT_MODELS),
+)
+SUMMARY_PARAMS.update(models=RANK_COLLAPSE_MODELS, attention_product_models=ATTENTION_PRODUCT_MODELS)
 
 
 rule fig2:

@@ -1,7 +1,7 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
-from san.report.readme import TABLES as README_TABLES
+from san.report.readme import tables as readme_tables
 
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 
@@ -9,18 +9,8 @@ REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 rule summary:
     """Check each of the paper's claims on this run's results; write summary.json and the report's captions."""
     input:
-        rank_collapse=expand(RESULT["rank_collapse"], model=config["rank_collapse"]["models"]),
-        attention_products=expand(RESULT["attention_products"], model=ATTENTION_PRODUCT_MODELS),
-        circle=RESULT["circle_collapse"],
-        # read by the run's config hash only: the collapse table carries no config, the gathered result does
-        circle_result=rules.circle_gather.output[0],
-        paths=expand(RESULT["paths"], task=config["paths"]["tasks"]),
-        paths_exact=expand(RESULT["paths_exact"], task=config["paths"]["tasks"]),
-        theorem=rules.theorem_sweep.output[0],
-        propagation=expand(RESULT["propagation"], sweep=PROPAGATION_SWEEPS),
-        series=OFFLINE_SERIES,
-        series_checkpoints=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
-        vision=expand(RESULT["vision"], model=VISION_MODELS),
+        # what every wing's claims read, registered by its rules file
+        **SUMMARY_INPUTS,
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",
@@ -35,13 +25,8 @@ rule summary:
     resources:
         **resources("summary"),
     params:
-        models=config["rank_collapse"]["models"],
-        attention_product_models=ATTENTION_PRODUCT_MODELS,
-        tasks=config["paths"]["tasks"],
+        **SUMMARY_PARAMS,
         report=config["report"],
-        theory={k: config["theory"][k] for k in ("float_floor", "limit")},
-        sweeps=PROPAGATION_SWEEPS,
-        vision_models=VISION_MODELS,
     script:
         "../../scripts/summary.py"
 
@@ -77,9 +62,10 @@ rule readme_tables:
     """Markdown tables of this run's numbers for README.md and docs/ (python -m san.report.readme publish)."""
     input:
         summary=rules.summary.output.json,
-        paths=[f"{RESULTS}/paths/summary.csv"] if config["paths"]["tasks"] else [],
+        # the run's other data that the wings' tables read, registered by the rules files that write it
+        data=TABLE_INPUTS,
     output:
-        [f"{RESULTS}/tables/readme/{name}.md" for name in README_TABLES],
+        [f"{RESULTS}/tables/readme/{name}.md" for name in readme_tables()],
     log:
         "logs/readme_tables.log",
     benchmark:

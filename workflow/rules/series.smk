@@ -1,12 +1,17 @@
 # Rank collapse along training: the offline series (a small GPT-NeoX trained on the pinned text, one series per seed,
 # checkpoints on Pythia's schedule), analysed like revisions of one model.
+from san.rank_collapse.series.spec import revisions as series_revisions
+
 SERIES_SEEDS = config["series"]["seeds"]
+# The checkpoints of every seed (step0 is the initialisation); tokenize_inputs reads the first one's tokenizer as
+# the model SERIES_MODEL.
+SERIES_REVISIONS = series_revisions(config["series"])
 
 
 rule series_train:
     """Train one seed's offline series on the pinned text and save its checkpoints as model folders (resumable)."""
     output:
-        directory(f"{RESULTS}/series/seed{{seed}}"),
+        directory(RESULT["series"]),
     log:
         "logs/series_train/seed{seed}.log",
     benchmark:
@@ -25,8 +30,8 @@ rule series_train:
 rule rank_collapse_series:
     """Fig. 2's measures (four variants, the first-token sink) of every checkpoint of every seed of the series."""
     input:
-        series=expand(rules.series_train.output[0], seed=SERIES_SEEDS),
-        corpus=rules.corpus.output[0],
+        series=expand(RESULT["series"], seed=SERIES_SEEDS),
+        inputs=RESULT["inputs"].format(model=SERIES_MODEL, weights=SERIES_REVISIONS[0]),
     output:
         f"{RESULTS}/rank_collapse_series.nc",
     log:
@@ -35,14 +40,13 @@ rule rank_collapse_series:
         f"{RESULTS}/benchmarks/rank_collapse_series.tsv"
     conda:
         TORCH_ENV
-    threads: compute_threads("rank_collapse")
+    threads: compute_threads("rank_collapse_series")
     resources:
         **resources("rank_collapse_series"),
     params:
         series=config["series"],
         settings={k: v for k, v in config["rank_collapse"].items() if k != "models"},
-        text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
-        compute=compute_params("rank_collapse"),
+        compute=compute_params("rank_collapse_series"),
     script:
         "../../scripts/rank_collapse_series.py"
 
@@ -90,7 +94,7 @@ rule rank_collapse_hub_series:
         f"{RESULTS}/benchmarks/rank_collapse_hub_series/{{model}}.tsv"
     conda:
         TORCH_ENV
-    threads: compute_threads("rank_collapse")
+    threads: compute_threads("rank_collapse_hub_series")
     resources:
         **resources("rank_collapse_hub_series"),
     params:
@@ -98,7 +102,7 @@ rule rank_collapse_hub_series:
         folder=lambda w: f"{RESULTS}/series_hub/{w.model}",
         settings={k: v for k, v in config["rank_collapse"].items() if k != "models"},
         text={k: v for k, v in config["text"].items() if k != "wiki_bio"},
-        compute=compute_params("rank_collapse"),
+        compute=compute_params("rank_collapse_hub_series"),
     script:
         "../../scripts/rank_collapse_hub_series.py"
 
@@ -136,6 +140,9 @@ SERIES = [*OFFLINE_SERIES, *figures("training_dynamics")] if SERIES_SEEDS else [
 for _model in HUB_SERIES:
     SERIES += [RESULT["hub_series"].format(model=_model), *figures(f"training_dynamics_model_{_model}")]
 TARGETS += SERIES
+# What the wing's claims read (san.rank_collapse.series.claims): the offline series' result and its seeds' folders
+# with their loss records.
+SUMMARY_INPUTS.update(series=OFFLINE_SERIES, series_checkpoints=expand(RESULT["series"], seed=SERIES_SEEDS))
 
 
 rule series:

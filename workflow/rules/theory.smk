@@ -5,8 +5,8 @@ THEORY_MODEL = config["theory"]["embedding_model"]
 rule theorem_sweep:
     """Residual per layer vs the paper's bound over the sweep (beta scale x d_qk x LayerNorm x inputs), float64."""
     input:
-        model=f"{RESULTS}/models/{THEORY_MODEL}/init",
-        inputs=f"{RESULTS}/inputs/{THEORY_MODEL}/init.nc",
+        model=RESULT["model"].format(model=THEORY_MODEL, weights="init"),
+        inputs=RESULT["inputs"].format(model=THEORY_MODEL, weights="init"),
     output:
         RESULT["theorem"],
     log:
@@ -51,6 +51,9 @@ rule theorem_bound:
 
 THEOREM = [RESULT["theorem"]] + figures("theorem_bound")
 TARGETS += THEOREM
+# What the wing's claims read (san.theory.claims).
+SUMMARY_INPUTS.update(theorem=rules.theorem_sweep.output[0])
+SUMMARY_PARAMS.update(theory={k: config["theory"][k] for k in ("float_floor", "limit")})
 
 
 rule theorem:

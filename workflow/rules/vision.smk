@@ -14,7 +14,7 @@ rule vision_inputs:
     input:
         model=rules.acquire_model.output[0],
     output:
-        f"{RESULTS}/pixels/{{model}}/{{weights}}.nc",
+        RESULT["pixels"],
     log:
         "logs/vision_inputs/{model}/{weights}.log",
     benchmark:
@@ -30,14 +30,13 @@ rule vision_inputs:
         "../../scripts/vision_inputs.py"
 
 
-rule vision_model:
+# The rank-collapse job shape (rule rank_collapse, its script), on pixel values, with the vision section's settings.
+use rule rank_collapse as vision_model with:
     """Relative residual (all tokens, patch tokens), high-frequency shares and token norms per layer and image for
     each weights x variant of one image encoder."""
     input:
-        models=model_inputs("models"),
-        inputs=lambda w: expand(
-            f"{RESULTS}/pixels/{{model}}/{{weights}}.nc", model=w.model, weights=model_weights(w.model)
-        ),
+        models=model_inputs("model"),
+        inputs=model_inputs("pixels"),
     output:
         RESULT["vision"],
     log:
@@ -46,17 +45,15 @@ rule vision_model:
         f"{RESULTS}/benchmarks/vision_model/{{model}}.tsv"
     wildcard_constraints:
         model="|".join(map(re.escape, VISION_MODELS)) if VISION_MODELS else "^$",
-    conda:
-        TORCH_ENV
-    threads: compute_threads("vision")
+    threads: compute_threads("vision_model")
     resources:
-        **model_resources("vision_model", gpu=compute_gpu("vision")),
+        **model_resources("vision_model", gpu=compute_gpu("vision_model")),
     params:
         weights=lambda w: model_weights(w.model),
         settings=model_settings("vision", drop=("models",)),
-        compute=compute_params("vision"),
-    script:
-        "../../scripts/vision_model.py"
+        compute=compute_params("vision_model"),
+        # the experiment whose `run` the job calls: the image encoders'
+        experiment="san.rank_collapse.vision.experiment",
 
 
 rule vision:
@@ -88,3 +85,6 @@ rule vision:
 
 if VISION_MODELS:
     TARGETS.extend(rules.vision.output)
+# What the wing's claims read (san.rank_collapse.vision.claims).
+SUMMARY_INPUTS.update(vision=expand(RESULT["vision"], model=VISION_MODELS))
+SUMMARY_PARAMS.update(vision_models=VISION_MODELS)

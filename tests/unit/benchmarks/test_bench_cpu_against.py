@@ -1,6 +1,6 @@
 """benchmarks/bench_cpu_against.py: the comparison groups jobs and restricts the per-model ones to the models both
-runs analysed, and both commits are arguments without defaults (its CPU hook, which needs a subprocess:
-tests/integration/test_benchmark_hooks.py)."""
+runs analysed, and both commits are arguments without defaults (its CPU hook in a job's process:
+tests/integration/benchmarks/test_bench_cpu_hook.py)."""
 
 import importlib.util
 import json

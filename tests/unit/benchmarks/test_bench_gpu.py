@@ -2,7 +2,7 @@
 each variable's relative and absolute tolerance from how far a one-ulp perturbation of the CPU computation's inputs
 moves it, so that a sum reordered (what a GPU does) passes and a real difference fails, whatever the variable's
 scale; a variable that the perturbation moves by about its own size is "not compared", with the reason, never a
-match. (The perturbation hook itself, in a fresh interpreter: tests/integration/test_benchmark_hooks.py.)"""
+match. (The perturbation hook itself, in a job's process: tests/integration/benchmarks/test_bench_gpu_hook.py.)"""
 
 import importlib.util
 import json
@@ -249,22 +249,35 @@ def test_the_comparability_bound_on_both_sides_and_on_the_absolute_tolerance():
 
 
 def test_every_gpu_rule_is_checked_in_its_jobs_float_type():
-    """The jobs the default config leaves to a GPU: rank collapse, attention products, propagation sweeps and the
-    image encoders, each result variable in the float type of its variant."""
+    """The jobs the default config leaves to a GPU: rank collapse, attention products, the training series (offline
+    and from the hub), propagation sweeps and the image encoders, each result variable in the float type of its
+    variant."""
     cfg = {
         "models": {"m": {}, "v": {"dtype": "float64"}, "w": {}},
         "rank_collapse": {"models": ["m"], "dtype": {"SAN": "float64", "transformer": "float32"}},
         "attention_products": {"models": None, "dtype": "float64"},
+        "series": {"seeds": [0, 1], "hub_models": ["h"]},
         "propagation": {"sweeps": {"masks": {}}},
         "vision": {"models": ["v", "w"], "dtype": {"SAN": "float64", "SAN+skip": "float32"}},
         "compute": {rule: {"device": "cpu"} for rule in bench.GPU_RULES},
     }
     assert bench.targets(cfg) == [
-        "results/rank_collapse/m.nc", "results/attention_products/m.nc", "results/propagation/masks.nc",
-        "results/vision/v.nc", "results/vision/w.nc",
+        "results/rank_collapse/m.nc", "results/attention_products/m.nc", "results/rank_collapse_series.nc",
+        "results/rank_collapse_series/h.nc", "results/propagation/masks.nc", "results/vision/v.nc",
+        "results/vision/w.nc",
     ]  # fmt: skip
     assert all(c["device"] == "cuda" for c in bench.with_devices(cfg, "cuda")["compute"].values())
     assert bench.job_dtype(cfg, "results/vision/w.nc", "SAN+skip") == "float32"
     assert bench.job_dtype(cfg, "results/vision/v.nc", "SAN+skip") == "float64", "the model's own dtype"
     assert bench.job_dtype(cfg, "results/rank_collapse/m.nc", "transformer") == "float32"
+    assert bench.job_dtype(cfg, "results/rank_collapse_series.nc", "SAN") == "float64"
+    assert bench.job_dtype(cfg, "results/rank_collapse_series/h.nc", "transformer") == "float32"
     assert bench.job_dtype(cfg, "results/propagation/masks.nc", None) == "float64"
+
+
+def test_every_rule_the_default_config_lets_use_a_gpu_is_checked():
+    """The rules whose compute.<rule>.device the default config leaves to a GPU are bench_gpu's rules."""
+    import yaml
+
+    compute = yaml.safe_load((ROOT / "config.yaml").read_text())["compute"]
+    assert {rule for rule, c in compute.items() if c["device"] != "cpu"} == set(bench.GPU_RULES)

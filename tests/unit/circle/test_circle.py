@@ -317,7 +317,8 @@ def test_config_section_equals_the_schema_defaults(config):
 
 def test_config_cross_checks(config):
     c = copy.deepcopy(config["circle"])
-    check_config(c)
+    schemas = ROOT / "workflow" / "schemas"
+    check_config({"circle": c}, schemas)
     for path, value, match in (
         (("hidden_dims",), [8, 33], "circle.hidden_dims.1"),
         (("report", "steps"), [10, 301], "circle.report.steps.1"),
@@ -329,7 +330,7 @@ def test_config_cross_checks(config):
             section = section[key]
         section[path[-1]] = value
         with pytest.raises(ConfigError, match=match):
-            check_config(bad)
+            check_config({"circle": bad}, schemas)
 
 
 def test_schema_rejects_bad_variants(config):

@@ -179,7 +179,7 @@ def test_propagation_sweep():
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
     """A randomly initialised 2-layer BERT folder and tokenised inputs for it."""
-    from san.models.acquire import materialise_init
+    from san.models.store import materialise_init
 
     folder = tmp_path_factory.mktemp("tiny-bert")
     arch = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}

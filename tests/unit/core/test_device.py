@@ -242,7 +242,7 @@ def test_random_init_weights_are_drawn_on_the_cpu(tmp_path):
     saved; the analysis jobs load them onto any device, so every device analyses the same weights."""
     from safetensors.torch import load_file
 
-    from san.models.acquire import materialise_init
+    from san.models.store import materialise_init
 
     arch = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32}
     _, draws = audit(lambda: materialise_init("bert", arch, 0, tmp_path / "a"))

@@ -13,7 +13,7 @@ from san.core.text import (
     read_corpus,
     tokenize_documents,
 )
-from san.models.acquire import bundled_model_dir, load_tokenizer
+from san.models.folders import bundled_model_dir, load_tokenizer
 
 DOC = """Title
 *****

@@ -7,8 +7,8 @@ import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from san.core.text import pydoc_documents, tokenize_documents
-from san.models.acquire import materialise
 from san.models.folders import AcquisitionError, bundled_model_dir, load_tokenizer, verify_folder
+from san.models.store import materialise
 
 TINY_BERT = {"hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16}
 

@@ -12,7 +12,8 @@ import torch
 import xarray as xr
 from safetensors import safe_open
 
-from san.models.acquire import load_model, materialise
+from san.models.load import load_model
+from san.models.store import materialise
 from san.models.stream import plan_blocks
 from san.rank_collapse.experiment import run
 

@@ -9,8 +9,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-import san.models.acquire as models
-from san.models.acquire import AcquisitionError, load_model, materialise, read_manifest
+import san.models.folders as folders
+import san.models.sources.init as init
+from san.models.folders import AcquisitionError, read_manifest
+from san.models.load import load_model
+from san.models.store import materialise
 
 MINILM_SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 TINY_BERT = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32}
@@ -48,14 +51,14 @@ def test_init_rejects_unknown_architecture_keys(tmp_path):
 def test_config_pins_every_file_of_the_bundled_model(default_config):
     """config.yaml pins each file the MiniLM package model is loaded from, with the real hashes of the installed
     package; init models' copied tokenizer uses the same pins."""
-    src = models.bundled_model_dir()
+    src = folders.bundled_model_dir()
     pins = _minilm_pins(default_config)
     assert pins["model.safetensors"] == MINILM_SHA
-    loaded = {"config.json", "model.safetensors"} | {n for n in models.TOKENIZER_FILES if (src / n).is_file()}
+    loaded = {"config.json", "model.safetensors"} | {n for n in folders.TOKENIZER_FILES if (src / n).is_file()}
     assert set(pins) == loaded
     assert pins == {name: _sha(src / name) for name in loaded}
-    assert {n: pins[n] for n in loaded - {"config.json", "model.safetensors"}} == models.BUNDLED_TOKENIZER_SHA256
-    assert pins["config.json"] == models.BUNDLED_CONFIG_SHA256
+    assert {n: pins[n] for n in loaded - {"config.json", "model.safetensors"}} == folders.BUNDLED_TOKENIZER_SHA256
+    assert pins["config.json"] == folders.BUNDLED_CONFIG_SHA256
 
 
 def test_package_source_verifies_the_real_minilm_checksum(tmp_path, default_config):
@@ -76,7 +79,7 @@ def _fake_package(root: Path, name: str, weights: bool = True, init: str = "") -
     folder = root / name / "model"
     folder.mkdir(parents=True)
     (root / name / "__init__.py").write_text(init)
-    src = models.bundled_model_dir()
+    src = folders.bundled_model_dir()
     for f in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json"):
         (folder / f).write_bytes((src / f).read_bytes())
     if weights:
@@ -113,7 +116,7 @@ def test_package_source_pins_every_file_and_runs_no_package_code(tmp_path, monke
 def test_init_refuses_a_tampered_bundled_tokenizer(tmp_path, monkeypatch):
     folder = _fake_package(tmp_path, "fake_pkg_tok", weights=False)
     (folder / "tokenizer.json").write_bytes((folder / "tokenizer.json").read_bytes().replace(b"[UNK]", b"[UNX]", 1))
-    monkeypatch.setattr(models, "bundled_model_dir", lambda *a, **k: folder)
+    monkeypatch.setattr(init, "bundled_model_dir", lambda *a, **k: folder)
     with pytest.raises(AcquisitionError, match="sha256 of tokenizer.json is"):
         materialise("m", "bert", "init", {"seed": 0, "config": TINY_BERT}, tmp_path / "m")
     assert not (tmp_path / "m" / "model.safetensors").exists()
@@ -129,24 +132,24 @@ def _rehash(folder: Path) -> None:
 def test_load_refuses_files_changed_after_acquisition(tmp_path):
     folder = tmp_path / "m"
     materialise("m", "bert", "init", {"seed": 0, "config": TINY_BERT}, folder)
-    models.load_tokenizer(folder)
+    folders.load_tokenizer(folder)
     for name in ("tokenizer.json", "config.json", "model.safetensors"):
         original = (folder / name).read_bytes()
         (folder / name).write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
         with pytest.raises(AcquisitionError, match=f"sha256 of {name} is .* but manifest.json records"):
             load_model(folder, "bert")
         if name == "model.safetensors":  # the tokenizer does not read the weights, so it does not hash them
-            models.load_tokenizer(folder)
+            folders.load_tokenizer(folder)
         else:
             with pytest.raises(AcquisitionError, match=name):
-                models.load_tokenizer(folder)
+                folders.load_tokenizer(folder)
         (folder / name).write_bytes(original)
     (folder / "added_tokens.json").write_text("{}")
     with pytest.raises(AcquisitionError, match="added_tokens.json"):
-        models.load_tokenizer(folder)
+        folders.load_tokenizer(folder)
     (folder / "added_tokens.json").unlink()
     (folder / ".snakemake_timestamp").write_text("")  # Snakemake's mark of a finished directory output
-    models.load_tokenizer(folder)
+    folders.load_tokenizer(folder)
     (folder / "vocab.txt").unlink()
     with pytest.raises(AcquisitionError, match="vocab.txt .* is missing"):
         load_model(folder, "bert")
@@ -183,8 +186,8 @@ def test_load_refuses_weights_that_do_not_fit_the_architecture(tmp_path):
 
 def test_architecture_fields_are_the_config_class_fields():
     """The torch-free reading of transformers' config sources (the workflow's key check) agrees with the classes."""
+    from san.models.entries import architecture_fields
     from san.models.families import FAMILIES
-    from san.models.spec import architecture_fields
 
     for family, entry in FAMILIES.items():
         config_cls = entry.config_cls

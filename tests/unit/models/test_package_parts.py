@@ -8,8 +8,12 @@ from pathlib import Path
 
 import pytest
 
-import san.models.acquire as models
-from san.models.acquire import AcquisitionError, distribution_file, materialise
+import san.models.sources.gguf as gguf_source
+import san.models.sources.package as package
+import san.models.store as store
+from san.models.folders import AcquisitionError
+from san.models.sources.package import distribution_file
+from san.models.store import materialise
 
 from helpers import ROOT, installed
 
@@ -23,8 +27,8 @@ def _sha(data: bytes) -> str:
 
 def _fake_parts(monkeypatch, files: dict[tuple[str, str], Path]) -> None:
     """Make ``distribution_file`` serve local files for fake (distribution, file) parts."""
-    monkeypatch.setattr(models, "distribution_file", lambda d, f: files[(d, f)])
-    monkeypatch.setattr(models.importlib.metadata, "version", lambda d: "9.9")
+    monkeypatch.setattr(package, "distribution_file", lambda d, f: files[(d, f)])
+    monkeypatch.setattr(package.importlib.metadata, "version", lambda d: "9.9")
 
 
 def _split(data: bytes, tmp_path: Path, n: int) -> dict[tuple[str, str], Path]:
@@ -99,7 +103,7 @@ def test_a_damaged_archive_is_refused_before_loading_and_leaves_nothing(tmp_path
         source["archive_sha256"] = _sha(b"other")
     _fake_parts(monkeypatch, parts)
     loaded = []
-    monkeypatch.setattr(models, "sanity_check", lambda *a, **k: loaded.append(a))
+    monkeypatch.setattr(store, "sanity_check", lambda *a, **k: loaded.append(a))
     out = tmp_path / "models" / "m" / "pretrained"
     with pytest.raises((AcquisitionError, zipfile.BadZipFile)) as err:
         materialise("m", "bert", "pretrained", source, out)
@@ -146,41 +150,14 @@ def test_gguf_weights_are_checked_before_transformers_reads_them(tmp_path, monke
         cut = tmp_path / "cut.gguf"
         with real.open("rb") as fh:
             cut.write_bytes(fh.read(1 << 20))
-        monkeypatch.setattr(models, "distribution_file", lambda d, f: cut)
+        monkeypatch.setattr(package, "distribution_file", lambda d, f: cut)
     opened = []
-    monkeypatch.setattr(models, "dequantise_gguf", lambda *a: opened.append(a))
-    monkeypatch.setattr(models, "gguf_tensor_types", lambda *a: opened.append(a))
+    monkeypatch.setattr(gguf_source, "dequantise_gguf", lambda *a: opened.append(a))
+    monkeypatch.setattr(gguf_source, "gguf_tensor_types", lambda *a: opened.append(a))
     out = tmp_path / "models" / "smol" / "pretrained"
     with pytest.raises(AcquisitionError, match=r"sha256 of smol\.gguf"):
         materialise("smol", "llama", "pretrained", source, out)
     assert not opened and not out.exists()
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not installed(SMOL[0]), reason="requirements/weights.txt is not installed")
-def test_one_gguf_parse_serves_every_load_with_the_same_result(tmp_path):
-    """Within ``gguf_parsed_once`` every GGUFReader of a file is its first one (transformers' loader would parse the
-    file again for the tokenizer, the config and the weights), the loader reads the same config and tokenizer from
-    the shared reader as from a fresh one, and the original class is back afterwards, also after an error."""
-    import gguf
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    real = distribution_file(*SMOL)
-    original = gguf.GGUFReader
-    fresh = load_gguf_checkpoint(str(real))
-    with models.gguf_parsed_once():
-        first = gguf.GGUFReader(real)
-        assert gguf.GGUFReader(str(real)) is first
-        shared = [load_gguf_checkpoint(str(real)) for _ in range(2)]
-        assert models.gguf_tensor_types(real) == {"F32": 61, "Q4_1": 210, "Q8_0": 1}
-    assert gguf.GGUFReader is original
-    for got in shared:
-        assert got["config"] == fresh["config"]
-        assert got["tokenizer"] == fresh["tokenizer"] and got["tokenizer_config"] == fresh["tokenizer_config"]
-    with pytest.raises(RuntimeError), models.gguf_parsed_once():
-        raise RuntimeError("a failed load")
-    assert gguf.GGUFReader is original
-    assert gguf.GGUFReader(real) is not gguf.GGUFReader(real)
 
 
 def test_config_pins_match_the_issue_and_the_requirements(default_config):

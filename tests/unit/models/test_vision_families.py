@@ -1,20 +1,21 @@
 """The image-encoder families on tiny random checkpoints built from their config classes: the residual identity of
 every block, every variant recomputed here from the weights with plain torch (layer norm, multi-head attention and
 the MLP written out, DINOv2's LayerScale as the vector it is), the unmodified variant equal to transformers' own
-hidden states, the token roles, and the image inputs (pinned photographs, noise, the model's image processor)."""
-
-import math
+hidden states, the token roles, and the image inputs (pinned photographs, noise, the model's image processor). The
+reference forward is tests/family_blocks.py's :func:`vision_reference`."""
 
 import numpy as np
 import pytest
 import torch
+from family_blocks import vision_blocks, vision_branches, vision_reference
 
 from san.core.images import IMAGES, noise_images, read_images
 from san.models.ablations import variant
-from san.models.acquire import load_model, materialise_init
+from san.models.load import load_model
 from san.models.spec import IMAGE_FAMILIES, VARIANTS
+from san.models.store import materialise_init
 from san.rank_collapse.experiment import residual_stream
-from san.rank_collapse.vision import pixel_inputs, token_roles
+from san.rank_collapse.vision.experiment import pixel_inputs, token_roles
 
 BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "image_size": 224, "patch_size": 56}
 #: tiny architectures: 4 x 4 patches of a 224-pixel image
@@ -36,15 +37,6 @@ EXPECTED_PREFIX = {
     "siglip": [],
     "clip": ["class"],
 }
-#: module names of each family's block, written out here (not read from the family table)
-NAMES = {
-    "vit": ("layernorm_before", "attention", "o_proj", "layernorm_after", None),
-    "deit": ("layernorm_before", "attention", "o_proj", "layernorm_after", None),
-    "dinov2": ("norm1", "attention", "o_proj", "norm2", ("layer_scale1", "layer_scale2")),
-    "dinov2_with_registers": ("norm1", "attention", "o_proj", "norm2", ("layer_scale1", "layer_scale2")),
-    "siglip": ("layer_norm1", "self_attn", "out_proj", "layer_norm2", None),
-    "clip": ("layer_norm1", "self_attn", "out_proj", "layer_norm2", None),
-}
 
 
 def test_the_table_has_the_six_image_families():
@@ -65,86 +57,6 @@ def pixels(folders):
     settings = {"images": ["chelsea"], "noise_images": 1, "noise_size": 64, "seed": 0}
     return {family: torch.as_tensor(pixel_inputs(folder, settings)["pixel_values"].values).double()
             for family, folder in folders.items()}  # fmt: skip
-
-
-#: families whose eager attention takes the softmax in float32 and casts it back (transformers' modelling files)
-FLOAT32_SOFTMAX = {"vit", "deit", "siglip", "clip"}
-
-
-def _activation(name: str):
-    """The MLP's activation, written out from its formula."""
-    if name == "gelu":
-        return lambda x: 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
-    if name == "gelu_pytorch_tanh":
-        return lambda x: 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
-    if name == "quick_gelu":
-        return lambda x: x * torch.sigmoid(1.702 * x)
-    raise AssertionError(name)
-
-
-def _layer_norm(ln, x):
-    mu = x.mean(-1, keepdim=True)
-    var = ((x - mu) ** 2).mean(-1, keepdim=True)
-    return (x - mu) / torch.sqrt(var + ln.eps) * ln.weight + ln.bias
-
-
-def _attention(module, out_name, x, heads, float32_softmax):
-    b, n, d = x.shape
-    hd = d // heads
-
-    def split(t):
-        return t.reshape(b, n, heads, hd).transpose(1, 2)
-
-    q, k, v = (split(x @ getattr(module, p).weight.T + getattr(module, p).bias) for p in ("q_proj", "k_proj", "v_proj"))
-    scores = q @ k.transpose(-1, -2) / math.sqrt(hd)
-    att = torch.softmax(scores.float(), dim=-1).to(scores.dtype) if float32_softmax else torch.softmax(scores, dim=-1)
-    out = (att @ v).transpose(1, 2).reshape(b, n, d)
-    o = getattr(module, out_name)
-    return out @ o.weight.T + o.bias
-
-
-def _branches(family, layer, config):
-    """The attention branch ``a(x)`` and MLP branch ``m(h)`` of one block, from its weights."""
-    norm1, attn, out, norm2, scales = NAMES[family]
-    act = _activation(config.hidden_act)
-    lam1, lam2 = (getattr(layer, s).lambda1 for s in scales) if scales else (1.0, 1.0)
-
-    def a(x):
-        return lam1 * _attention(getattr(layer, attn), out, _layer_norm(getattr(layer, norm1), x),
-                                 config.num_attention_heads, family in FLOAT32_SOFTMAX)  # fmt: skip
-
-    def m(h):
-        z = _layer_norm(getattr(layer, norm2), h)
-        fc1, fc2 = layer.mlp.fc1, layer.mlp.fc2
-        return lam2 * (act(z @ fc1.weight.T + fc1.bias) @ fc2.weight.T + fc2.bias)
-
-    return a, m
-
-
-def _recompute(family, model, x0, name):
-    """Every layer of a variant, recomputed from the weights: SAN ``a(x)``, SAN+MLP ``m(a(x))``, SAN+skip
-    ``x + a(x)``, transformer ``h + m(h)`` with ``h = x + a(x)``."""
-    states = [x0]
-    for layer in _blocks(family, model):
-        a, m = _branches(family, layer, model.config)
-        x = states[-1]
-        if name == "SAN":
-            y = a(x)
-        elif name == "SAN+MLP":
-            y = m(a(x))
-        elif name == "SAN+skip":
-            y = x + a(x)
-        else:
-            h = x + a(x)
-            y = h + m(h)
-        states.append(y)
-    return states
-
-
-def _blocks(family, model):
-    return {"vit": lambda: model.layers, "deit": lambda: model.layers, "dinov2": lambda: model.encoder.layer,
-            "dinov2_with_registers": lambda: model.encoder.layer, "siglip": lambda: model.encoder.layers,
-            "clip": lambda: model.encoder.layers}[family]()  # fmt: skip
 
 
 @pytest.mark.parametrize("family", list(ARCHS))
@@ -172,8 +84,8 @@ def test_residual_identity_in_every_block(family, folders, pixels):
     weights."""
     model = load_model(folders[family], family, torch.float64)
     states = residual_stream(model, family, pixels[family])
-    for i, layer in enumerate(_blocks(family, model)):
-        a, m = _branches(family, layer, model.config)
+    for i, layer in enumerate(vision_blocks(family, model)):
+        a, m = vision_branches(family, layer, model.config)
         with torch.no_grad():
             h = states[i] + a(states[i])
             torch.testing.assert_close(states[i + 1], h + m(h), rtol=1e-10, atol=1e-10)
@@ -186,7 +98,7 @@ def test_every_variant_recomputed_from_the_weights(family, name, folders, pixels
     with variant(model, family, name):
         got = residual_stream(model, family, pixels[family])
     with torch.no_grad():
-        want = _recompute(family, model, got[0], name)
+        want = vision_reference(family, model, got[0], name)
     assert len(got) == ARCHS[family]["num_hidden_layers"] + 1
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-9)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from san.core.attention import MultiHeadSelfAttention
-from san.models.spec import depth_and_heads
+from san.models.entries import depth_and_heads
 from san.paths import evaluate
 from san.paths.evaluate import prefix_tree, sample_path_sets, sample_paths
 from san.paths.model import SAN, SANConfig

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
 import torch
@@ -12,26 +10,9 @@ from san.paths.model import SAN, DropoutMasks, SANConfig
 from san.paths.tasks import chance_accuracy, make_task
 from san.paths.training import lr_factor, make_optimizer, train
 
-torch.set_num_threads(1)
+from helpers import PATHS_SORT, PATHS_TRAIN
 
-TRAIN = {
-    "epochs": 12,
-    "batch_size": 16,
-    "optimizer": "adam",
-    "lr": 3e-3,
-    "betas": [0.9, 0.999],
-    "eps": 1e-8,
-    "weight_decay": 0.0,
-    "schedule": {"kind": "constant"},
-    "max_grad_norm": None,
-    "shuffle": True,
-    "compile": False,
-}
-SORT = {
-    "seed": 0,
-    "data": {"seq_len": 5, "vocab_size": 4, "n_train": 256, "n_eval": 128},
-    "model": {"n_layers": 2, "n_heads": 2, "dim": 16, "dropout": 0.1},
-}
+torch.set_num_threads(1)
 
 
 def test_multistep_schedule_matches_torch_multisteplr():
@@ -60,12 +41,12 @@ def test_linear_schedule_matches_the_transformers_trainer():
 
 def test_optimisers_are_fused_with_the_configured_decay():
     model = torch.nn.Linear(3, 2)
-    adam = make_optimizer(model, {**TRAIN, "weight_decay": 1e-3}, torch.device("cpu"))
+    adam = make_optimizer(model, {**PATHS_TRAIN, "weight_decay": 1e-3}, torch.device("cpu"))
     assert type(adam) is torch.optim.Adam and adam.defaults["fused"] and adam.defaults["weight_decay"] == 1e-3
-    adamw = make_optimizer(model, {**TRAIN, "optimizer": "adamw"}, torch.device("cpu"))
+    adamw = make_optimizer(model, {**PATHS_TRAIN, "optimizer": "adamw"}, torch.device("cpu"))
     assert type(adamw) is torch.optim.AdamW
     with pytest.raises(ValueError):
-        make_optimizer(model, {**TRAIN, "optimizer": "sgd"}, torch.device("cpu"))
+        make_optimizer(model, {**PATHS_TRAIN, "optimizer": "sgd"}, torch.device("cpu"))
 
 
 def test_dropout_masks_have_the_requested_rate_scale_and_seed():
@@ -94,11 +75,11 @@ def test_training_attention_equals_the_attention_module():
 
 @pytest.mark.slow
 def test_training_learns_sorting_well_above_chance():
-    task = make_task("sorting", SORT)
+    task = make_task("sorting", PATHS_SORT)
     model = SAN(task.model_config, [0])
     epochs = []
-    result = train(model, [task.train], TRAIN, on_epoch=lambda *a: epochs.append(a))
-    assert len(result.loss) == len(epochs) == TRAIN["epochs"] and not model.training
+    result = train(model, [task.train], PATHS_TRAIN, on_epoch=lambda *a: epochs.append(a))
+    assert len(result.loss) == len(epochs) == PATHS_TRAIN["epochs"] and not model.training
     loss = np.asarray(result.loss)[:, 0]  # one seed
     assert loss[-1] < 0.7 * loss[0]
     with torch.no_grad():
@@ -108,8 +89,8 @@ def test_training_learns_sorting_well_above_chance():
 
 
 def test_training_is_reproducible_and_seeded():
-    task = make_task("sorting", SORT)
-    cfg = {**TRAIN, "epochs": 2, "max_grad_norm": 1.0, "schedule": {"kind": "linear"}}
+    task = make_task("sorting", PATHS_SORT)
+    cfg = {**PATHS_TRAIN, "epochs": 2, "max_grad_norm": 1.0, "schedule": {"kind": "linear"}}
 
     def run(seed: int) -> list[torch.Tensor]:
         model = SAN(task.model_config, [seed])
@@ -122,33 +103,20 @@ def test_training_is_reproducible_and_seeded():
 
 
 def test_training_ignores_padding_labels():
-    task = make_task("sorting", SORT)
+    task = make_task("sorting", PATHS_SORT)
     data = task.train
     data.labels[:, -1] = -100  # no target at the last position
-    result = train(SAN(task.model_config, [0]), [data], {**TRAIN, "epochs": 1})
+    result = train(SAN(task.model_config, [0]), [data], {**PATHS_TRAIN, "epochs": 1})
     assert np.isfinite(result.loss).all()
 
 
 @pytest.mark.parametrize("seeds", [[1], [1, 2]], ids=["one_seed", "two_seeds"])
 def test_fused_and_autograd_training_reach_the_same_model(seeds):
-    task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
+    task = make_task("sorting", {**PATHS_SORT, "data": {**PATHS_SORT["data"], "n_train": 64}})
     params = []
     for fused in (True, False):
         model = SAN(task.model_config, seeds).double()
-        train(model, [task.train] * len(seeds), {**TRAIN, "epochs": 3, "fused": fused})
+        train(model, [task.train] * len(seeds), {**PATHS_TRAIN, "epochs": 3, "fused": fused})
         params.append([p.detach() for p in model.parameters()])
     for a, b in zip(*params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="inductor needs a C++ compiler")
-def test_compiled_training_runs_the_autograd_formulation():
-    task = make_task("sorting", {**SORT, "data": {**SORT["data"], "n_train": 64}})
-    losses = []
-    for compile_ in (True, False):
-        model = SAN(task.model_config, [1])
-        cfg = {**TRAIN, "epochs": 2, "compile": compile_, "fused": True}
-        losses.append(train(model, [task.train], cfg).loss)
-        assert model.fused == (not compile_)
-    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)  # same masks, same arithmetic up to rounding

@@ -178,7 +178,7 @@ def test_circle_control_is_the_skip_variants_through_the_pure_test():
 
 
 def test_check_config_names_the_keys():
-    from san.report.claims import check_config
+    from san.experiments import check_report as check_config
 
     check_config(REPORT)
     with pytest.raises(ValueError, match="report.circle.skip_fraction_max"):

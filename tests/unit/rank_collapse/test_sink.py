@@ -8,7 +8,8 @@ import torch
 import xarray as xr
 
 from san.models.ablations import variant
-from san.models.acquire import load_model, materialise_init
+from san.models.load import load_model
+from san.models.store import materialise_init
 from san.rank_collapse.claims import first_token_sink_claims
 from san.rank_collapse.experiment import layer_measures, layer_residuals
 from san.rank_collapse.sink import first_token_attention, sink_share

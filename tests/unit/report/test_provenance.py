@@ -43,7 +43,11 @@ def test_a_changed_circle_config_changes_the_runs_config_hash(tmp_path, default_
 
 
 def test_the_summary_rule_reads_the_circles_gathered_result():
-    """The summary job's inputs, whose netCDF files the hash reads, include the circle's gathered result."""
-    text = (ROOT / "workflow" / "rules" / "report.smk").read_text()
-    summary = re.search(r"^rule summary:\n(.*?)^\s+output:", text, re.S | re.M).group(1)
-    assert "rules.circle_gather.output" in summary
+    """The summary job's inputs, whose netCDF files the hash reads, include the circle's gathered result: the circle's
+    rules file registers it among the summary's inputs, which the summary rule takes whole."""
+    report = (ROOT / "workflow" / "rules" / "report.smk").read_text()
+    summary = re.search(r"^rule summary:\n(.*?)^\s+output:", report, re.S | re.M).group(1)
+    assert "**SUMMARY_INPUTS" in summary
+    circle = (ROOT / "workflow" / "rules" / "circle.smk").read_text()
+    registered = re.search(r"^SUMMARY_INPUTS\.update\((.*?)\)$", circle, re.S | re.M).group(1)
+    assert "rules.circle_gather.output" in registered

@@ -141,3 +141,29 @@ def test_propagation_captions_print_each_rows_verdict_and_control(tmp_path):
     assert '"a construction" — **holds** (demonstration, existential' in out["propagation_masks"]
     assert "positive control" not in out["propagation_masks"]
     assert "exact in the limit" not in out["propagation_qk_variance"]
+
+
+def test_a_caption_quotes_a_measured_detail_as_written(tmp_path):
+    """A row's texts go into the caption as reStructuredText that reads as written: ``|measured Y - limit|`` is no
+    substitution, ``*`` no emphasis, ``a_`` no reference; docutils renders the item without a problem and shows
+    the characters (the same row unescaped: an undefined substitution)."""
+    import docutils.core
+
+    from san.core import verdicts as V
+    from san.report.captions import rst_text, verdict_item
+
+    detail = r"mean |measured Y - limit| over *beta*, layer_ 2 \ 3"
+    row = V.row("k", "a claim", kind=V.REGRESSION, form=V.QUANTITATIVE, source="s", holds=True, test=detail)
+    assert rst_text(detail) == r"mean \|measured Y - limit\| over \*beta\*, layer\_ 2 \\ 3"
+
+    def render(text: str) -> tuple[str, str]:
+        stream = tmp_path / "warnings.txt"
+        with stream.open("w") as warnings:
+            html = docutils.core.publish_string(
+                f"- {text}.\n", writer="html", settings_overrides={"warning_stream": warnings, "report_level": 2}
+            ).decode()
+        return html, stream.read_text()
+
+    html, problems = render(verdict_item(row))
+    assert problems == "" and "|measured Y - limit|" in html and "*beta*" in html and "layer_ 2 \\ 3" in html
+    assert "Undefined substitution" in render(f"{row['test']}")[1]

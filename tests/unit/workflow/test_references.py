@@ -1,49 +1,22 @@
-"""What the documentation, the configs and the docstrings name exists: every ``python -m san...`` command they show
-runs (``--help``), every dotted ``san.`` name is a module or a name defined in one, and every file of the workflow
-or the library they name is there. A module moved or renamed leaves no stale name behind."""
+"""What the documentation, the configs and the docstrings name exists: every dotted ``san.`` name is a module or a
+name defined in one, and every file of the workflow or the library they name is there (every ``python -m san...``
+command they show runs: tests/integration/workflow/test_commands.py). A module moved or renamed leaves no stale name
+behind."""
 
 from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 
-import pytest
-
 from san.imports import module_file
 
-from helpers import ROOT
+from helpers import ROOT, documented
 
-#: where users and readers meet names: documentation, configs, packaging, the workflow and the library's docstrings
-SOURCES = sorted(
-    {
-        *(ROOT / name for name in ("README.md", "config.yaml", "pyproject.toml", "CITATION.cff", "Snakefile")),
-        *(ROOT / "docs").rglob("*.md"),
-        *(ROOT / "config").glob("*.yaml"),
-        *(p for p in (ROOT / "workflow").rglob("*") if p.suffix in {".yaml", ".smk", ".rst"}),
-        *(p for p in (ROOT / "profiles").rglob("*") if p.suffix in {".yaml", ".py"}),
-        *(ROOT / "san").rglob("*.py"),
-        *(ROOT / "scripts").glob("*.py"),
-        *(ROOT / "benchmarks").glob("*.py"),
-    }
-)
-COMMAND = re.compile(r"python -m (san(?:\.\w+)+)")
 DOTTED = re.compile(r"(?<![\w./-])san(?:\.[A-Za-z_]\w*)+")
 # files of the workflow and the library (no placeholder such as <wing> or {task} right after the name)
 FILE = re.compile(r"(?<![\w./-])((?:workflow|san|scripts)/[\w./-]*\w)(?![<{*\w])")
-
-
-def found(pattern: re.Pattern[str]) -> dict[str, set[str]]:
-    """Each match of ``pattern`` (its first group, else the whole match) in :data:`SOURCES`, with the files that
-    hold it."""
-    out: dict[str, set[str]] = {}
-    for path in SOURCES:
-        for match in pattern.finditer(path.read_text(encoding="utf-8")):
-            out.setdefault(match.group(match.re.groups and 1), set()).add(str(path.relative_to(ROOT)))
-    return out
 
 
 @cache
@@ -77,36 +50,55 @@ def test_resolves_tells_modules_and_their_names_from_stale_ones():
     assert not resolves("san.fused") and not resolves("san.rank_collapse.hub") and not resolves("san.core.nothing")
 
 
-@pytest.mark.slow
-def test_every_python_m_command_shown_runs():
-    """``python -m <module> --help`` of every module a command shows exits 0 (run side by side)."""
-    modules = found(COMMAND)
-    assert {"san.core.compare", "san.report.readme", "san.models.hub"} <= set(modules)
-    procs = {
-        module: subprocess.Popen(
-            [sys.executable, "-m", module, "--help"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for module in sorted(modules)
-    }
-    failed = {}
-    for module, proc in procs.items():
-        out, _ = proc.communicate(timeout=300)
-        if proc.returncode != 0 or "usage:" not in out:
-            failed[module] = (sorted(modules[module]), out[-500:])
-    assert not failed, failed
-
-
 def test_every_san_name_shown_exists():
-    stale = {name: sorted(where) for name, where in found(DOTTED).items() if not resolves(name)}
+    stale = {name: sorted(where) for name, where in documented(DOTTED).items() if not resolves(name)}
     assert not stale, f"names of no module or definition: {stale}"
 
 
 def test_every_workflow_and_library_file_named_exists():
-    names = found(FILE)
+    names = documented(FILE)
     assert "workflow/schemas/config.schema.yaml" in names
     missing = {name: sorted(where) for name, where in names.items() if not (ROOT / name).exists()}
     assert not missing, f"files named but absent: {missing}"
+
+
+#: a Markdown link to a section of a document (``[text](docs/x.md#section)``, or ``(#section)`` in the same one)
+SECTION_LINK = re.compile(r"\]\(([\w./-]*\.md)?#([\w-]+)\)")
+#: a caption's or document's quote of a README section by its title
+README_SECTION = re.compile(r"the README's \"([^\"]+)\"")
+
+
+def slug(title: str) -> str:
+    """A heading's anchor as GitHub writes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def sections(path: Path) -> set[str]:
+    """The anchors of a Markdown document's headings."""
+    return {slug(m.group(1)) for m in re.finditer(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)}
+
+
+def test_slug_is_githubs_anchor():
+    assert slug("Along training: the offline series") == "along-training-the-offline-series"
+    assert slug("A new family") == "a-new-family" and slug("Results") == "results"
+
+
+def test_every_section_a_document_or_caption_links_exists():
+    """A link to ``doc.md#section`` and a caption's "the README's "Section"" name a heading that is there: a
+    section renamed or removed leaves no stale link."""
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    stale = []
+    for doc in documents:
+        for m in SECTION_LINK.finditer(doc.read_text(encoding="utf-8")):
+            target = (doc.parent / m.group(1)).resolve() if m.group(1) else doc
+            if not target.is_file() or m.group(2) not in sections(target):
+                stale.append(f"{doc.relative_to(ROOT)}: {m.group(0)}")
+    readme = sections(ROOT / "README.md")
+    for path in [*documents, *sorted((ROOT / "workflow" / "report").glob("*.rst"))]:
+        stale += [
+            f"{path.relative_to(ROOT)}: {m.group(0)}"
+            for m in README_SECTION.finditer(path.read_text(encoding="utf-8"))
+            if slug(m.group(1)) not in readme
+        ]
+    assert not stale, stale
+    assert README_SECTION.search('the README\'s "Results"') and SECTION_LINK.search("[a](docs/x.md#b-c)")

@@ -1,0 +1,101 @@
+"""GGUF weights (a quantised single-file format of decoders): one parse per file, the record of its tensor types,
+and the float32 dequantisation that a model folder keeps beside the GGUF file (transformers computes GGUF weights in
+float32 whatever dtype is asked for; the experiment needs float64, so the acquisition dequantises once: the
+``derive`` step of a GGUF source, :func:`dequantised`)."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoTokenizer, PreTrainedModel
+from transformers.initialization import no_init_weights
+
+from san.models.families import family as family_entry
+from san.models.folders import AcquisitionError
+from san.models.sources.fetched import Derived
+
+
+@contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """Within this context every ``gguf.GGUFReader`` of a file returns the first reader of that file.
+
+    transformers' GGUF loader parses the file anew for the tokenizer, for the config and for the weights (each call
+    of ``load_gguf_checkpoint`` constructs a ``GGUFReader``), and a parse walks the whole tokenizer vocabulary element
+    by element, which is slow for a large vocabulary such as Gemma-3's 262,144 tokens. A reader is a read-only
+    memory map with the parsed fields and tensor descriptions, which the loader only reads, so sharing one gives the
+    same results.
+    """
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: str | os.PathLike, mode: str = "r") -> Any:
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = reader
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+        readers.clear()
+
+
+def gguf_tensor_types(path: Path) -> dict[str, int]:
+    """How many tensors of a GGUF file are stored in each type (e.g. ``{"Q4_1": 211, "F32": 61}``): the record of
+    what quantisation the weights went through."""
+    import gguf
+
+    return dict(sorted(Counter(t.tensor_type.name for t in gguf.GGUFReader(path).tensors).items()))
+
+
+def dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedModel:
+    """Load a GGUF file of ``folder`` as the family's causal LM and save its float32 dequantisation (config,
+    model.safetensors, generation config) and its tokenizer beside it; returns the loaded LM (float32). Call it
+    within :func:`gguf_parsed_once` to parse the file once instead of three times."""
+    entry = family_entry(family)
+    if entry.lm_cls is None:
+        raise AcquisitionError(f"family {family!r} has no causal-LM class: GGUF weights are for decoders")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    packed = entry.lm_cls.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+    config = packed.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    with no_init_weights():  # every weight is overwritten next: skip drawing random ones (seconds for Gemma-3)
+        lm = entry.lm_cls(config)
+    lm.load_state_dict(packed.state_dict(), strict=True)
+    lm.tie_weights()  # no_init_weights also skips tying the LM head to the embeddings
+    del packed
+    lm.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    return lm.eval()
+
+
+def dequantised(name: str, family: str | None) -> Callable[[Path], Derived]:
+    """The ``derive`` step of a model folder holding the GGUF file ``name`` (checked against its pin by then): its
+    tensor types and float32 dequantisation (:func:`dequantise_gguf`, the file parsed once), and what the manifest
+    records of them; the loaded LM runs the sanity check."""
+
+    def derive(folder: Path) -> Derived:
+        with gguf_parsed_once():
+            types = gguf_tensor_types(folder / name)
+            lm = dequantise_gguf(folder, name, family)
+        return {
+            "gguf_tensor_types": types,
+            "dequantised": (
+                f"model.safetensors, config.json and the tokenizer files were written from {name} by the "
+                f"acquisition job (transformers' GGUF loader, float32); the weights are a quantisation of the "
+                f"original ones ({types}), not the original weights"
+            ),
+        }, lm
+
+    return derive

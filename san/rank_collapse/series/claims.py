@@ -1,0 +1,102 @@
+"""The ``training_series`` section of summary.json: what the offline training series learned and the rank-collapse
+measures at its first and last checkpoint (torch-free)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from san.core import verdicts as V
+from san.rank_collapse.spec import DRAWN, drawn_layers
+
+
+def _f(x: float) -> float:
+    return float(np.asarray(x))
+
+
+def series_claims(
+    ds: xr.Dataset, losses: Mapping[int, Mapping[str, Any]], *, max_loss_ratio: float, share_threshold: float
+) -> dict[str, Any]:
+    """The offline training series: what each seed's model learned (its loss over the last tenth of the steps
+    against the unigram baseline of the text: the series is a real training run when every seed's ratio is at most
+    ``max_loss_ratio``), and the measures at the first and the last checkpoint, mean over seeds and sequences: the
+    relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, and the share of sink
+    heads (``share_threshold``) over the blocks. ``ds``: :func:`san.rank_collapse.series.experiment.run_series`' result;
+    ``losses``: each seed's loss record (``loss.json`` of :func:`san.rank_collapse.series.train.train`)."""
+    from san.rank_collapse.sink import sink_share  # imports torch: here, so that importing the claims does not
+
+    per_seed = {
+        str(seed): {
+            "final_loss": rec["final_loss"],
+            "unigram_loss": rec["unigram_loss"],
+            "ratio": rec["final_loss"] / rec["unigram_loss"],
+        }
+        for seed, rec in losses.items()
+    }
+    ratios = [e["ratio"] for e in per_seed.values()]
+    learns = V.judged(all(r <= max_loss_ratio for r in ratios), len(ratios))
+    order = np.argsort(ds["step"].values)
+    first, last = ds["revision"].values[order[0]], ds["revision"].values[order[-1]]
+    ratio = ds["residual_ratio"].mean(("seed", "sample"))
+    share = sink_share(ds["first_token_attention"], share_threshold).mean("layer", skipna=True).mean("seed")
+    layers = drawn_layers(int(ds["layer"].max()))
+    variants = [v for v in DRAWN if v in ds["variant"]]
+    at = {
+        str(rev): {
+            "step": _f(ds["step"].sel(revision=rev)),
+            "residual_ratio": {v: {str(la): _f(ratio.sel(revision=rev, variant=v, layer=la)) for la in layers}
+                               for v in variants},
+            "sink_share": {v: _f(share.sel(revision=rev, variant=v)) for v in variants},
+        }
+        for rev in (first, last)
+    }  # fmt: skip
+    return {
+        "seeds": sorted(per_seed),
+        "revisions": int(ds.sizes["revision"]),
+        "layers": layers,
+        "first": str(first),
+        "last": str(last),
+        "max_loss_ratio": max_loss_ratio,
+        "share_threshold": share_threshold,
+        "per_seed": per_seed,
+        "at": at,
+        "learns": learns,
+        "verdicts": [
+            V.row("learns", "the offline series is a real training run: every seed's model beats the unigram baseline",
+                  kind=V.DEMONSTRATION, form=V.EXISTENTIAL, source="the offline training series (Pythia's schedule)",
+                  holds=learns, value=max(ratios) if ratios else None,
+                  margin=max_loss_ratio - max(ratios) if ratios else None,
+                  test=f"every seed's loss over the last tenth of the steps at most {max_loss_ratio:g} x the unigram "
+                  "baseline (margin: required - largest ratio)"),
+        ],
+    }  # fmt: skip
+
+
+def check_config(report: Mapping[str, Any]) -> None:
+    """The series' report keys (``report.training_series``) need no cross-check beyond their schema; the sink
+    threshold the series reads is the rank-collapse wing's (``report.first_token_sink``)."""
+
+
+def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``training_series`` section (None without an offline series in the run): ``inputs["series"]`` is the
+    series' result, ``inputs["series_checkpoints"]`` its seeds' folders with their loss records (``loss.json``);
+    thresholds from ``params["report"]``."""
+    from san.core.storage import read_netcdf
+
+    if not inputs.get("series"):
+        return {"training_series": None}
+    t = params["report"]
+    losses = {}
+    for folder in inputs["series_checkpoints"]:
+        record = json.loads((Path(folder) / "loss.json").read_text())
+        losses[int(record["seed"])] = record
+    section = series_claims(
+        read_netcdf(inputs["series"][0]), losses, max_loss_ratio=t["training_series"]["max_loss_ratio"],
+        share_threshold=t["first_token_sink"]["share_threshold"],
+    )  # fmt: skip
+    return {"training_series": section}

@@ -1,0 +1,49 @@
+"""The rank-collapse wing's tables of README.md and docs/ (Fig. 2 as numbers), from a run's summary.json."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from san.core.markdown import fmt, lookup, markdown
+
+
+def rank_collapse_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
+    """Fig. 2: per model and weights, pure attention at ``report.rank_collapse.layer`` and the variants with skips
+    at the last layer (mean relative residual over sequences)."""
+    name = "rank_collapse"
+    layer = lookup(summary, "rank_collapse.layer", name)
+    rows = []
+    for model, entry in lookup(summary, "rank_collapse.per_model", name).items():
+        for weights in entry:
+            key = f"rank_collapse.per_model.{model}.{weights}"
+            pure = lookup(summary, f"{key}.pure_at_layer", name)
+            skip = lookup(summary, f"{key}.skip_at_last", name)
+            last = lookup(summary, f"{key}.last_layer", name)
+            rows.append([model, weights, last, *(fmt(pure.get(v)) for v in ("SAN", "SAN+MLP"))]
+                        + [fmt(skip.get(v)) for v in ("SAN+skip", "transformer")])  # fmt: skip
+    header = ["model", "weights", "layers", f"SAN, layer {layer}", f"SAN+MLP, layer {layer}", "SAN+skip, last",
+              "transformer, last"]  # fmt: skip
+    return markdown(header, rows)
+
+
+def pretrained_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
+    """Pretrained weights: the first layer where SAN falls below the threshold, SAN and transformer at the last."""
+    name = "pretrained"
+    section = lookup(summary, "pretrained_collapse", name)
+    if section is None:
+        return "No model of this run has pretrained weights.\n"
+    threshold = lookup(summary, "pretrained_collapse.threshold", name)
+    rows = []
+    for model in lookup(summary, "pretrained_collapse.per_model", name):
+        key = f"pretrained_collapse.per_model.{model}"
+        paper = lookup(summary, f"{key}.residual_ratio", name)
+        first = paper.get("san_first_below")
+        rows.append([model, lookup(summary, f"{key}.depth", name), "never" if first is None else first,
+                     fmt(paper.get("san_last")), fmt(paper.get("transformer_last"))])  # fmt: skip
+    return markdown(["model", "layers", f"SAN < {fmt(threshold)} at layer", "SAN, last", "transformer, last"], rows)
+
+
+#: the wing's tables, by block name
+TABLES = {"rank_collapse": rank_collapse_table, "pretrained": pretrained_table}

@@ -1,0 +1,89 @@
+"""The wings' registry (san.experiments): a wing registered there once reaches the config check, summary.json with
+its verdicts, the documents' tables and their data, and the Snakefile's includes; every real wing has its rules
+files (the wings' order and contract: tests/unit/core/test_verdicts.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from san import experiments
+from san.core import verdicts as V
+from san.core.markdown import lookup, markdown
+from san.report import readme
+from san.report.claims import summary
+
+from helpers import ROOT
+
+SCHEMAS = ROOT / "workflow" / "schemas"
+RUN = {"commit": "0123456789abcdef", "config_hash": "abcdef012345", "date": "2026-01-01 00:00 UTC", "machine": "m"}
+
+
+def fake_wing(calls: list) -> experiments.Wing:
+    """A wing of its own modules: its config check records the config it saw, its claims read the one file named
+    ``fake`` among the summary's inputs, its table prints the section's value and reads a data file of its own."""
+
+    def claims(inputs, params):
+        holds = Path(inputs["fake"][0]).read_text() == "ok"
+        row = V.row("works", "the fake wing reads its result", kind=V.REGRESSION, form=V.UNIVERSAL, source="a test",
+                    holds=holds)  # fmt: skip
+        return {"fake": {"value": params["fake_value"], "verdicts": [row]}}
+
+    def table(summary, data):
+        return markdown(["value", "data"], [[lookup(summary, "fake.value", "fake"), Path(data["fake.csv"]).name]])
+
+    return experiments.Wing(
+        "fake",
+        spec=SimpleNamespace(check_config=lambda config, schemas: calls.append(("spec", sorted(config))) or "slices"),
+        claims=SimpleNamespace(check_config=lambda report: calls.append(("report", sorted(report))), claims=claims),
+        tables=SimpleNamespace(TABLES={"fake": table}, DATA={"fake.csv": Path("fake/table.csv")}),
+    )
+
+
+def test_a_wing_registered_once_reaches_checks_claims_tables_and_rules(monkeypatch, default_config, tmp_path):
+    calls: list = []
+    monkeypatch.setattr(experiments, "WINGS", (*experiments.WINGS, fake_wing(calls)))
+    cfg = copy.deepcopy(default_config)
+    derived = experiments.check_config(cfg, SCHEMAS)
+    assert derived["fake"] == "slices" and list(derived)[-1] == "fake"
+    assert calls == [("spec", sorted(cfg)), ("report", sorted(cfg["report"]))]  # after every wing's own check
+    assert experiments.rules_files()[-1] == "rules/fake.smk"
+
+    monkeypatch.setattr(experiments, "WINGS", experiments.WINGS[-1:])  # the fake wing alone for its claims
+    (tmp_path / "fake.nc").write_text("ok")
+    sections = summary({"fake": [str(tmp_path / "fake.nc")]}, {"report": {}, "fake_value": 7})
+    assert sections["fake"]["value"] == 7
+    assert [(r["claim"], r["verdict"]) for r in sections["verdicts"]["regression"]] == [("fake.works", "holds")]
+
+    assert list(readme.tables()) == ["fake", "verdicts"]
+    (tmp_path / "fake").mkdir()
+    (tmp_path / "fake" / "table.csv").write_text("x\n")
+    (tmp_path / "summary.json").write_text(json.dumps({**sections, "provenance": RUN}))
+    assert readme.run_data(tmp_path) == {
+        "summary.json": tmp_path / "summary.json",
+        "fake.csv": tmp_path / "fake/table.csv",
+    }
+    written = readme.write_tables(tmp_path, tmp_path / "out")
+    assert [p.name for p in written] == ["fake.md", "verdicts.md"]
+    assert "| 7 | table.csv |" in written[0].read_text()
+    row = "| the fake wing reads its result (`fake.works`) | regression | a test | holds | - |"
+    assert row in written[1].read_text()
+
+
+def test_two_wings_naming_one_table_are_refused(monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(experiments, "WINGS", (*experiments.WINGS, fake_wing(calls), fake_wing(calls)))
+    with pytest.raises(ValueError, match=r"wing 'fake' names the table\(s\) \['fake'\] of another wing"):
+        experiments.tables()
+
+
+def test_every_wing_has_its_rules_files_and_the_snakefile_includes_them():
+    assert all((ROOT / "workflow" / path).is_file() for path in experiments.rules_files())
+    snakefile = (ROOT / "workflow" / "Snakefile").read_text()
+    assert "for wing_rules in WING_RULES:" in snakefile and "include: wing_rules" in snakefile
+    listed = {p.name for p in (ROOT / "workflow" / "rules").glob("*.smk")} - {"common.smk", "report.smk"}
+    assert listed == {Path(p).name for p in experiments.rules_files()}, "a rules file of no wing"
