@@ -71,8 +71,8 @@ MAX_RTOL = 0.1
 The perturbation moves such a variable by at least ``MAX_RTOL / SAFETY`` (1 %) of its size from a relative change
 of its inputs of about 1e-16 (float64) or 1e-7 (float32): an amplification of 1e5 or more, which a quantity that
 jumps at a threshold or an iteration that multiplies rounding layer after layer reaches. The bound sits in a gap of
-four decades: in the published table (docs/gpu.md) the compared variables move by at most 6e-7 of their size, those
-not compared by 0.02 to 130 times it. Such a variable is reported "not compared", with its move as the reason,
+four decades: in the published table (docs/gpu.md) the compared variables move by at most 6.4e-7 of their size,
+those not compared by 0.018 to 130 times it. Such a variable is reported "not compared", with its move as the reason,
 never as a match."""
 EPS = {"float64": float(np.finfo(np.float64).eps), "float32": float(np.finfo(np.float32).eps),
        "bfloat16": 2.0**-7, "float16": float(np.finfo(np.float16).eps)}  # fmt: skip
