@@ -10,12 +10,14 @@ works; importing it puts the checkout first on ``sys.path`` so the ``san`` of th
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import shlex
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +28,10 @@ from san.core import compare  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "out"
 """Where each benchmark writes its Markdown table (ignored by git)."""
+LOAD_AT_START = os.getloadavg()[0]
+"""The machine's one-minute load average when the benchmark started (this module is imported first)."""
+LOAD_NOTE = " Load average {load_start:.1f} at the start, {load_end:.1f} at the end, on {cpus} CPUs."
+"""What every benchmark's note ends with: the other processes' load beside it, which wall times include."""
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -95,9 +101,16 @@ def ratio_cell(ratio: dict[str, float], digits: int = 2) -> str:
     )
 
 
-def met(ok: bool | None) -> str:
-    """A target's cell: ``met``, ``NOT met`` or ``-`` (no target)."""
-    return "-" if ok is None else "met" if ok else "NOT met"
+def ratio_fields(name: str, ratio: dict[str, float]) -> dict[str, float]:
+    """A ratio of :func:`alternating_ratio` as fields of a benchmark's row: ``<name>_median``, ``_low``, ``_high``,
+    ``_pairs``."""
+    return {f"{name}_{k}": ratio[k] for k in ("median", "low", "high", "pairs")}
+
+
+def ratio_template(name: str, digits: int = 2) -> str:
+    """The cell template of the fields :func:`ratio_fields` wrote: as :func:`ratio_cell` prints them."""
+    d = f".{digits}f"
+    return f"{{{name}_median:{d}}} ({{{name}_low:{d}}}-{{{name}_high:{d}}}, {{{name}_pairs}} pairs)"
 
 
 def last_logged(path: Path, label: str) -> float | None:
@@ -134,26 +147,51 @@ def command(argv: Sequence[str] | None = None, script: str | None = None) -> str
     return shlex.join(["python", f"benchmarks/{script}", *args])
 
 
+def measured(value: object) -> object:
+    """``value`` as a benchmark's data stores it: a JSON number (numpy scalars and arrays unwrapped), a boolean, a
+    label or null (for NaN: a quantity not measured); mappings and lists element by element."""
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        value = value.tolist()
+    if isinstance(value, dict):
+        return {str(k): measured(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [measured(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a benchmark measurement must be a number, boolean, label or null, got {type(value).__name__}")
+
+
 def write_table(
     name: str,
-    header: Sequence[str],
-    rows: Sequence[Sequence[object]],
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[Mapping[str, object]],
+    values: Mapping[str, object] | None = None,
     note: str = "",
     cmd: str | None = None,
 ) -> Path:
-    """Write a benchmark's result to ``benchmarks/out/``: its data ``<name>.json`` (header, rows as printed,
-    ``note``: one line under the table, and the record naming the command ``cmd`` (default :func:`command`),
-    commit, date and machine) and the table ``<name>.md`` rendered from it
-    (:func:`san.report.readme.benchmark_table`); return the table's path. The README and ``docs/`` quote the
-    table from its committed copy (``python -m san.report.readme publish``), whose ``verify`` renders it again from
-    the committed data."""
+    """Write a benchmark's result to ``benchmarks/out/``: its data ``<name>.json`` and the table ``<name>.md``
+    rendered from it (:func:`san.report.readme.benchmark_table`); return the table's path. The data are the
+    measurements, not their printed form: ``rows``, one mapping per row of numbers (each key names its unit:
+    ``_s`` seconds, ``_bytes`` bytes, ``_ratio`` or none a pure number), booleans, labels and nulls (not measured);
+    ``values``, the numbers every row shares (settings, targets) and the machine's load average at the start and the
+    end (:data:`LOAD_NOTE`); ``columns``, a (title, cell template) per column
+    (:class:`san.report.readme.BenchmarkCells`: ``{wall_s:.1f} s``, ``{peak_rss_bytes:.2f@GiB} GiB``,
+    ``{ratio:<={target}?met|NOT met}``); ``note``, one line under the table (a template of ``values``, ending with
+    the load); and the record naming the command ``cmd`` (default :func:`command`), commit, date and machine. The
+    README and ``docs/`` quote the table from its committed copy (``python -m san.report.readme publish``), whose
+    ``verify`` renders it again from the committed data."""
     from san.report.provenance import benchmark_record
     from san.report.readme import benchmark_table
 
     data = {
-        "header": [str(h) for h in header],
-        "rows": [[str(cell) for cell in row] for row in rows],
-        "note": note,
+        "columns": [{"title": title, "cell": cell} for title, cell in columns],
+        "rows": [measured(dict(row)) for row in rows],
+        "values": measured(
+            {**(values or {}), "load_start": LOAD_AT_START, "load_end": os.getloadavg()[0], "cpus": os.cpu_count()}
+        ),
+        "note": (note + LOAD_NOTE).strip(),
         "record": benchmark_record(command() if cmd is None else cmd),
     }
     text = benchmark_table(data)  # a table that cannot be rendered fails before anything is written
@@ -161,5 +199,6 @@ def write_table(
     path = OUT / f"{name}.md"
     path.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     path.write_text(text)
+    print(text)
     print(f"wrote {path} and its data {path.with_suffix('.json').name}")
     return path

@@ -107,15 +107,25 @@ def by_group(jobs: list[tuple[str, dict, float]], models: set[str]) -> dict[str,
     return {g: (count[g], cpu[g]) for g in GROUPS}
 
 
-def comparison_rows(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]) -> list[list[str]]:
-    """Table rows: per group jobs and CPU s of both runs and the change, then both together."""
+def comparison_rows(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]) -> list[dict]:
+    """Table rows: per group the jobs and CPU seconds of both runs and the relative change (None without a CPU time
+    in the first run), then both together."""
     rows = []
     for g in GROUPS:
         (n0, c0), (n1, c1) = before[g], after[g]
-        rows.append([g, n0, f"{c0:.1f}", n1, f"{c1:.1f}", f"{100 * (c1 / c0 - 1):+.1f}%" if c0 else "-"])
-    total0, total1 = sum(c for _, c in before.values()), sum(c for _, c in after.values())
-    change = f"{100 * (total1 / total0 - 1):+.1f}%" if total0 else "-"
-    return [*rows, ["together", "", f"{total0:.1f}", "", f"{total1:.1f}", change]]
+        rows.append({"group": g, "jobs_a": n0, "cpu_a_s": c0, "jobs_b": n1, "cpu_b_s": c1,
+                     "change": c1 / c0 - 1 if c0 else None})  # fmt: skip
+    n0, c0 = (sum(x) for x in zip(*before.values(), strict=True))
+    n1, c1 = (sum(x) for x in zip(*after.values(), strict=True))
+    return [*rows, {"group": "together", "jobs_a": n0, "cpu_a_s": c0, "jobs_b": n1, "cpu_b_s": c1,
+                    "change": c1 / c0 - 1 if c0 else None}]  # fmt: skip
+
+
+COLUMNS = [
+    ("group", "{group}"), ("jobs {commit_a}", "{jobs_a}"), ("CPU s {commit_a}", "{cpu_a_s:.1f}"),
+    ("jobs {commit_b}", "{jobs_b}"), ("CPU s {commit_b}", "{cpu_b_s:.1f}"), ("change", "{change:+.1%}"),
+]  # fmt: skip
+"""The comparison's table: (title, cell template) per column (``_common.write_table``)."""
 
 
 def main() -> None:
@@ -132,13 +142,10 @@ def main() -> None:
         runs.append(hooked_jobs(wf))
     models = analysed_models(runs[0]) & analysed_models(runs[1])
     before, after = by_group(runs[0], models), by_group(runs[1], models)
-    header = ["group", f"jobs {args.commit_a}", f"CPU s {args.commit_a}", f"jobs {args.commit_b}",
-              f"CPU s {args.commit_b}", "change"]  # fmt: skip
-    rows = comparison_rows(before, after)
     print(f"jobs both runs have (per-model jobs: {sorted(models)})")
-    for row in [header, *rows]:
-        print("  ".join(f"{str(c):>14}" if i else f"{str(c):42}" for i, c in enumerate(row)))
-    write_table("bench_cpu_against", header, rows, note=f"Per-model jobs of: {', '.join(sorted(models))}")
+    values = {"commit_a": args.commit_a, "commit_b": args.commit_b, "models": ", ".join(sorted(models))}
+    write_table("bench_cpu_against", COLUMNS, comparison_rows(before, after), values=values,
+                note="Per-model jobs of: {models}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -209,12 +209,20 @@ def share_range(macs: float, rates: list[float], measured: float) -> str:
     return f"{shares[0]:.2f} ({shares[0]:.2f}-{shares[-1]:.2f})"
 
 
+RUN_COLUMNS = [
+    ("jobs", "{jobs}"), ("cores", "{cores}"), ("wall time", "{wall_s:.0f@min} min ({wall_s:.0f} s)"),
+    ("job CPU", "{cpu_s:.0f} s"), ("longest chain", "{chain_s:.0f} s"), ("packing bound", "{bound_s:.0f} s"),
+    ("wall / bound", "{wall_over_bound:.2f}"),
+]  # fmt: skip
+"""The run's table: (title, cell template) per column (``_common.write_table``); a run without a wall time of one
+invocation shows '-' there."""
+
+
 def write_run_table(n_jobs: int, cores: int, cpu: float, chain: float, bound: float, achieved: float | None) -> None:
-    """The run's numbers as the table the README quotes (``benchmarks/out/bench_run.md``)."""
-    rows = [[n_jobs, cores, f"{achieved / 60:.0f} min ({achieved:.0f} s)" if achieved else "-", f"{cpu:.0f} s",
-             f"{chain:.0f} s", f"{bound:.0f} s", f"{achieved / bound:.2f}" if achieved else "-"]]  # fmt: skip
-    header = ["jobs", "cores", "wall time", "job CPU", "longest chain", "packing bound", "wall / bound"]
-    write_table("bench_run", header, rows, note=f"After a default run on {cores} cores.")
+    """The run's numbers as the table the README quotes (``benchmarks/out/bench_run.md``), with its data."""
+    row = {"jobs": n_jobs, "cores": cores, "wall_s": achieved, "cpu_s": cpu, "chain_s": chain, "bound_s": bound,
+           "wall_over_bound": achieved / bound if achieved else None}  # fmt: skip
+    write_table("bench_run", RUN_COLUMNS, [row], values={"cores": cores}, note="After a default run on {cores} cores.")
 
 
 def evaluation_arithmetic(task: dict, evaluation: dict) -> tuple[int, float]:

@@ -72,9 +72,15 @@ def test_groups_restrict_per_model_rules_to_the_models_of_both_runs(tmp_path):
         "acquisition, tokenisation, path products": (1, 0.5),
     }
     rows = bench.comparison_rows(before, after)
-    assert rows[0] == ["path-effectiveness training", 1, "10.0", 1, "9.0", "-10.0%"]
-    assert rows[1][-1] == "-"  # no evaluation in run A: no change to state
-    assert rows[-1] == ["together", "", "18.0", "", "18.5", "+2.8%"]
+    assert rows[0] == {"group": "path-effectiveness training", "jobs_a": 1, "cpu_a_s": 10.0, "jobs_b": 1,
+                       "cpu_b_s": 9.0, "change": pytest.approx(-0.1)}  # fmt: skip
+    assert rows[1]["change"] is None  # no evaluation in run A: no change to state
+    assert rows[-1]["group"] == "together" and (rows[-1]["cpu_a_s"], rows[-1]["cpu_b_s"]) == (18.0, 18.5)
+    from san.report.readme import BenchmarkCells
+
+    cells = [BenchmarkCells().cell(c, {"commit_a": "A", "commit_b": "B", **row}) for _, c in bench.COLUMNS for row in
+             (rows[0], rows[1], rows[-1])]  # fmt: skip
+    assert cells[-3:] == ["-10.0%", "-", "+2.8%"]
 
 
 def test_both_commits_are_required_arguments(monkeypatch, capsys):
