@@ -68,7 +68,13 @@ def test_a_series_is_pinned_deduplicated_and_analysed(tmp_path, series_repo):
     folders = {0: {r: root / r for r in ("step0", "step2", "step4")}}
     ids = tokenize_documents(load_tokenizer(root / "step0"), pydoc_documents(), 16, 2, 0)
     inputs = xr.Dataset({"input_ids": (("sample", "token"), ids)}, attrs={"input_sha256": content_hash(ids)})
-    settings = {"variants": ["SAN"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    settings = {
+        "variants": ["SAN"],
+        "dtype": "float64",
+        "batch_size": 2,
+        "albert_no_mlp": "remove",
+        "massive_token_factor": 10.0,
+    }
     ds = run_series("gpt_neox", folders, inputs, settings)
     assert list(ds["revision"].values) == ["step0", "step2", "step4"] and list(ds["step"].values) == [0, 2, 4]
     assert np.isfinite(ds["residual_ratio"]).all()
@@ -79,7 +85,13 @@ def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, serie
 
     source = {"source": "hub", "repo_id": REPO, "revisions": ["step0", "step2", "step4", "step8"]}
     text = {"seq_len": 16, "n_sequences": 2, "seed": 0}
-    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    settings = {
+        "variants": ["SAN", "transformer"],
+        "dtype": "float64",
+        "batch_size": 2,
+        "albert_no_mlp": "remove",
+        "massive_token_factor": 10.0,
+    }
     ds = run_hub_series("neox", source, tmp_path / "s", pydoc_documents(), text, settings)
     assert list(ds["revision"].values) == source["revisions"] and list(ds["step"].values) == [0, 2, 4, 8]
     assert list(ds["duplicate_of"].values) == ["", "", "", "step4"]
@@ -111,7 +123,13 @@ def test_a_series_of_separate_repositories_is_pinned_and_acquired(tmp_path, sepa
     source = {"source": "hub", "repo_id": REPO, "revisions": list(repos), "repos": repos}
     root = tmp_path / "series"
     text = {"seq_len": 16, "n_sequences": 2, "seed": 0}
-    settings = {"variants": ["SAN"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    settings = {
+        "variants": ["SAN"],
+        "dtype": "float64",
+        "batch_size": 2,
+        "albert_no_mlp": "remove",
+        "massive_token_factor": 10.0,
+    }
     ds = run_hub_series("neox", source, root, pydoc_documents(), text, settings)
     pins = json.loads((root / "pins.json").read_text())
     assert pins["repos"] == repos

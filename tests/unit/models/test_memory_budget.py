@@ -65,7 +65,13 @@ def _inputs() -> dict[str, xr.Dataset]:
 @pytest.mark.parametrize("held", [0, 2])
 def test_streamed_model_gives_the_numbers_of_the_model_in_memory(model_folder, dtype, held):
     family, folder = model_folder
-    settings = {"variants": VARIANTS, "dtype": dtype, "batch_size": 2, "albert_no_mlp": "identity_linears"}
+    settings = {
+        "variants": VARIANTS,
+        "dtype": dtype,
+        "batch_size": 2,
+        "albert_no_mlp": "identity_linears",
+        "massive_token_factor": 10.0,
+    }
     outside, block = _sizes_mb(folder, 8 if dtype == "float64" else 4)
     budget = outside + (held + 1) * block  # the held blocks and room for one streamed block
     torch_dtype = getattr(torch, dtype)

@@ -106,7 +106,13 @@ def test_rank_collapse_along_the_series_matches_the_hidden_states(series, docume
     tokenizer = load_tokenizer(folders[0]["step0"])
     ids = tokenize_documents(tokenizer, documents, 16, 3, 0)
     inputs = xr.Dataset({"input_ids": (("sample", "token"), ids)}, attrs={"input_sha256": content_hash(ids)})
-    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove"}
+    settings = {
+        "variants": ["SAN", "transformer"],
+        "dtype": "float64",
+        "batch_size": 2,
+        "albert_no_mlp": "remove",
+        "massive_token_factor": 10.0,
+    }
     ds = run_series("gpt_neox", folders, inputs, settings)
     assert ds["residual_ratio"].dims == ("seed", "revision", "variant", "layer", "sample")
     assert list(ds["step"].values) == STEPS and list(ds["tokens_seen"].values) == [s * 64 for s in STEPS]
