@@ -18,11 +18,11 @@ __all__ = [
 
 def numpy_phenomena(x: np.ndarray, factor: float) -> dict[str, float]:
     """Every measure of :data:`san.core.phenomena.PHENOMENA` of one token matrix ``x`` (T x d): the spectrum from
-    the Gram matrix's eigenvalues (not the singular values), the composite norm as sums."""
+    the singular values (the library takes the Gram matrix's eigenvalues), the composite norm as sums."""
     mags = np.abs(x)
     token, dim = np.unravel_index(np.argmax(mags), mags.shape)
     norms = np.sqrt((x**2).sum(axis=1))
-    lam = np.sort(np.linalg.eigvalsh(x @ x.T))[::-1].clip(min=0)[: min(x.shape)]
+    lam = np.linalg.svd(x, compute_uv=False) ** 2  # descending, min(T, d) of them
     p = lam / lam.sum()
     nz = p[p > 0]
 

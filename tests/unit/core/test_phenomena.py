@@ -1,7 +1,7 @@
 """The per-layer measures of massive activations, high-norm tokens and spectral compression against plain numpy on
 a tiny model's ``output_hidden_states`` (a post-norm BERT, whose hidden states are the residual stream): the
 functions of :mod:`san.core.phenomena` and the rank-collapse job's variables, each written out here once more
-(the spectrum from the Gram matrix's eigenvalues, not the singular values; the residual's norms as sums)."""
+(the spectrum from the singular values, not the Gram matrix's eigenvalues; the residual's norms as sums)."""
 
 import numpy as np
 import pytest
@@ -59,6 +59,16 @@ def test_residual_without_massive_tokens_is_the_whole_where_none_exceeds(hidden)
     assert exceeds[-1, 1] and not exceeds[0].any()
     np.testing.assert_array_equal(got[~exceeds], whole.numpy()[~exceeds])  # to the bit
     assert got[-1, 1] != whole[-1, 1]
+
+
+def test_spectral_measures_of_a_tall_matrix_count_min_t_d_values():
+    """More tokens than dimensions: the ``d`` eigenvalues of ``X^T X``, the entropy normalised by ``log d``."""
+    x = torch.randn(1, 40, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    got = dict(zip(PHENOMENA, layer_phenomena([x], FACTOR)[:, 0, 0], strict=True))
+    s2 = np.linalg.svd(x[0].numpy(), compute_uv=False) ** 2
+    p = s2 / s2.sum()
+    assert got["sigma1_share"] == pytest.approx(p[0], rel=1e-12)
+    assert got["matrix_entropy"] == pytest.approx(-(p * np.log(p)).sum() / np.log(6), rel=1e-12)
 
 
 def test_spectral_measures_of_rank_one_and_flat_matrices():
