@@ -66,7 +66,7 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
     from san.core.device import resolve_dtype
     from san.core.storage import read_netcdf
     from san.models.load import load_model
-    from san.rank_collapse.experiment import residuals_by_variant
+    from san.rank_collapse.experiment import control_tokens, residuals_by_variant
     from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
 
     rc = cfg["rank_collapse"]
@@ -80,7 +80,10 @@ def multiply_adds(wf: Path, cfg: dict) -> pd.DataFrame:
             for dtype_name, own in variants_by_dtype(dtypes).items():
                 model = load_model(wf / f"results/models/{name}/{weights}", spec["family"], resolve_dtype(dtype_name))
                 with FlopCounterMode(display=False) as counter:
-                    residuals_by_variant(model, spec["family"], ids[:1], own, 1, rc["albert_no_mlp"])
+                    control = control_tokens(1, ids.shape[1], rc["control_token_seed"])
+                    residuals_by_variant(
+                        model, spec["family"], ids[:1], own, 1, rc["albert_no_mlp"], control_token=control
+                    )
                 macs[dtype_name] += counter.get_total_flops() / 2 * ids.shape[0]
         rows.append({"model": name, "GMAC f32": macs["float32"] / 1e9, "GMAC f64": macs["float64"] / 1e9})
     return pd.DataFrame(rows).set_index("model")
@@ -156,7 +159,7 @@ start = status_mb("VmRSS")
 ids = torch.randint(5, 30000, (int(sequences), int(tokens)), generator=torch.Generator().manual_seed(0))
 inputs = {"init": xr.Dataset({"input_ids": (("sample", "token"), ids.numpy())}, attrs={"input_sha256": "bench"})}
 settings = {"variants": variants.split(","), "dtype": dtype, "batch_size": int(sequences),
-            "albert_no_mlp": "identity_linears", "massive_token_factor": 10.0}
+            "albert_no_mlp": "identity_linears", "control_token_seed": 0, "massive_token_factor": 10.0}
 t = time.perf_counter()
 ds = run("llama", {"init": folder}, inputs, settings, budget_mb=None if budget == "none" else float(budget))
 wall = time.perf_counter() - t

@@ -32,6 +32,14 @@ def relative_residual(x: torch.Tensor) -> torch.Tensor:
     return norm_1inf(mean_residual(x)) / norm_1inf(x)
 
 
+def without_token(x: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
+    """``x`` ``(sequences, tokens, dim)`` without the token at ``position[i]`` of each sequence ``i``:
+    ``(sequences, tokens - 1, dim)``, the other tokens in order."""
+    tokens = x.shape[-2]
+    keep = torch.arange(tokens, device=x.device)[None, :] != position.to(x.device)[:, None]
+    return x[keep].reshape(x.shape[0], tokens - 1, x.shape[-1])
+
+
 def relative_residual_frobenius(x: torch.Tensor) -> torch.Tensor:
     """``||res(X)||_F / ||X||_F``: the Frobenius-norm companion of :func:`relative_residual` (every entry counts by
     its square, so a few very large rows, e.g. a decoder's first token, weigh less than in the composite norm)."""

@@ -1,7 +1,10 @@
 """Fig. 2 and appendix claims of the rank-collapse experiment checked against this run's results (torch-free).
 
-Each function reads result datasets (never recomputes them) and returns plain numbers plus a yes/no verdict, so a
-caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2e-07".
+Each function reads result datasets (never recomputes them) and returns plain numbers plus its verdict rows, so a
+caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2e-07". Every scientific row is built
+by :func:`san.core.verdicts.check`: the claim's test, and the same test on what a near-miss wrong theory predicts
+from the same data (its setting from ``report:``), whose failure gives the row its power. The pretrained rows are
+:mod:`san.rank_collapse.pretrained_claims`', the first-token sink's :mod:`san.rank_collapse.sink_claims`'.
 """
 
 from __future__ import annotations
@@ -15,11 +18,19 @@ import xarray as xr
 from san.core import verdicts as V
 from san.core.config import ConfigError
 from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
-from san.rank_collapse.spec import METRICS, result_family
+from san.rank_collapse.pretrained_claims import f_, moved, pretrained_collapse_claims, pretrained_slower_claims
+from san.rank_collapse.sink_claims import first_token_sink_claims
+from san.rank_collapse.spec import result_family
 
-
-def _f(x: float) -> float:
-    return float(np.asarray(x))
+__all__ = [
+    "attention_product_claims",
+    "check_config",
+    "claims",
+    "first_token_sink_claims",
+    "pretrained_collapse_claims",
+    "pretrained_slower_claims",
+    "rank_collapse_claims",
+]
 
 
 def _at_init(m: xr.DataArray, layer: int) -> dict[str, Any]:
@@ -28,9 +39,9 @@ def _at_init(m: xr.DataArray, layer: int) -> dict[str, Any]:
     at the last layer and at ``layer``."""
     at = min(layer, int(m["layer"].max()))
     return {
-        "pure_at_layer": {v: _f(m.sel(variant=v, layer=at)) for v in PURE_ATTENTION if v in m["variant"]},
-        "skip_at_last": {v: _f(m.sel(variant=v).isel(layer=-1)) for v in WITH_SKIP if v in m["variant"]},
-        "skip_at_layer": {v: _f(m.sel(variant=v, layer=at)) for v in WITH_SKIP if v in m["variant"]},
+        "pure_at_layer": {v: f_(m.sel(variant=v, layer=at)) for v in PURE_ATTENTION if v in m["variant"]},
+        "skip_at_last": {v: f_(m.sel(variant=v).isel(layer=-1)) for v in WITH_SKIP if v in m["variant"]},
+        "skip_at_layer": {v: f_(m.sel(variant=v, layer=at)) for v in WITH_SKIP if v in m["variant"]},
         "last_layer": int(m["layer"].max()),
     }
 
@@ -52,204 +63,149 @@ def _init_values(per_model: Mapping[str, Any], causal: tuple[str, ...], key: str
     return [x for name, e in per_model.items() if "init" in e and name not in causal for x in e["init"][key].values()]
 
 
-def _rank_collapse_verdicts(
-    pure: list[float], skip: list[float], skip_early: list[float], *, layer: int, threshold: float, floor: float
-) -> list[dict[str, Any]]:
-    """The verdict rows of :func:`rank_collapse_claims` from the pure variants' ratios at ``layer``, the skip
-    variants' at the last layer and at ``layer`` (``skip_early``, the positive control: the variants with skip
-    connections through the same test, "below the threshold by the layer", must fail)."""
-    collapses = V.judged(bool(pure) and max(pure) < threshold, len(pure))
-    survives = V.judged(bool(skip) and min(skip) > floor, len(skip))
-    control = V.control(
-        "the variants with skip connections in place of pure attention",
-        None,
-        V.judged(bool(skip_early) and max(skip_early) < threshold, len(skip_early)),
-        value=max(skip_early) if skip_early else None,
+def exponential_items(results: Mapping[str, xr.Dataset], layer: int, causal: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Per bidirectional model and pure variant at initialisation: the mean ratio at layers 0 and 1 and at ``layer``
+    (the last where the model is shallower), and what an exponential decay continuing the first block's rate
+    predicts there, ``r_1 (r_1 / r_0)^(layer - 1)``."""
+    items = []
+    for name, ds in results.items():
+        if name in causal or "init" not in set(map(str, ds["weights"].values)):
+            continue
+        m = ds["residual_ratio"].sel(weights="init").mean("sample")
+        at = min(layer, int(m["layer"].max()))
+        for v in (v for v in PURE_ATTENTION if v in m["variant"]):
+            r0, r1, r_at = (f_(m.sel(variant=v, layer=la)) for la in (0, 1, at))
+            predicted = r1 * (r1 / r0) ** (at - 1) if r0 > 0 else float("nan")
+            items.append({"item": f"{name} {v}", "r0": r0, "r1": r1, "r_layer": r_at, "exponential": predicted})
+    return items
+
+
+def _pure_collapses_row(items: list[dict[str, Any]], report: Mapping[str, Any], skip_early: list[float]) -> dict:
+    """Fig. 2's scientific row: every pure variant below the threshold by the layer (in decades), against an
+    exponential decay at the first block's rate moved ``s`` of the way in (:func:`exponential_items`)."""
+    threshold = V.Threshold(report["threshold"], above=False, key="report.rank_collapse.threshold", log=True)
+
+    def statistic(s: float) -> V.Measure:
+        return V.worst([V.Measure(moved(i["r_layer"], i["exponential"], s, log=True), item=i["item"]) for i in items],
+                       threshold)  # fmt: skip
+
+    detail = "; ".join(
+        f"{i['item']}: r_0 {i['r0']:.2g}, r_1 {i['r1']:.2g}, r_{report['layer']} {i['r_layer']:.2g} (exponential "
+        f"{i['exponential']:.2g})"
+        for i in items
     )
-    pure_max = max(pure) if pure else float("nan")
-    return [
-        V.row("pure_collapses", "pure attention loses rank doubly exponentially with depth", kind=V.SCIENTIFIC,
-              form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=collapses, value=pure_max,
-              margin=np.log10(threshold / pure_max) if pure and pure_max > 0 else None,
-              test=f"pure attention at initialisation below {threshold:g} by layer {layer} in every bidirectional "
-              "model (margin in decades)",
-              detail=f"largest {pure_max:.1e}; the skip variants at that layer: "
-              + (f"smallest {min(skip_early):.2f}" if skip_early else "none"),
-              positive_control=control),
-        V.row("skip_survives",
-              f"the skip control: variants with skip connections stay above {floor:g} at the last layer",
-              kind=V.REGRESSION, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2", holds=survives,
-              value=min(skip) if skip else None, margin=min(skip) - floor if skip else None,
-              test=f"every skip variant's last-layer ratio above {floor:g}"),
-    ]  # fmt: skip
+    skips = f"smallest {min(skip_early):.2f}" if skip_early else "none"
+    return V.check(
+        "pure_collapses", "pure attention loses rank doubly exponentially with depth", form=V.UNIVERSAL,
+        source="Dong et al. 2021, Fig. 2",
+        test=f"pure attention at initialisation below {report['threshold']:g} by layer {report['layer']} in every "
+        "bidirectional model (margin in decades)",
+        statistic=statistic, threshold=threshold,
+        wrong=V.Wrong.toward("an exponential decay at the first block's rate (the data moved {s:g} of the way "
+                             "to it)", report["exponential_control"], "report.rank_collapse.exponential_control"),
+        detail=f"{detail}; the skip variants at that layer: {skips}",
+    )  # fmt: skip
 
 
 def rank_collapse_claims(
-    results: Mapping[str, xr.Dataset], *, layer: int, threshold: float, floor: float, causal: tuple[str, ...] = ()
+    results: Mapping[str, xr.Dataset],
+    *,
+    layer: int,
+    threshold: float,
+    floor: float,
+    exponential_control: float,
+    causal: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """Fig. 2 claims: at init, SAN and SAN+MLP fall below ``threshold`` by ``layer``; skip variants stay > ``floor``.
+    """Fig. 2 claims (the keys of ``report.rank_collapse``): at init, SAN and SAN+MLP fall below ``threshold`` by
+    ``layer`` (the positive control: an exponential decay continuing the first block's rate, moved
+    ``exponential_control`` of the way in, which a test at an early layer may not tell from a doubly exponential
+    one); skip variants stay above ``floor`` (a regression row).
 
     Pretrained weights are reported separately (:func:`pretrained_slower_claims`: the paper shows slower, but still
-    fast, collapse there). The models
-    named in ``causal`` (decoders with causal masks, outside the paper's bidirectional setting: a causal SAN keeps
-    its first token's direction and collapses only exponentially) get their rows but stay out of the verdicts.
+    fast, collapse there). The models named in ``causal`` (decoders with causal masks, outside the paper's
+    bidirectional setting: a causal SAN keeps its first token's direction and collapses only exponentially) get their
+    rows but stay out of the verdicts.
     """
+    report = {"layer": layer, "threshold": threshold, "exponential_control": exponential_control}
     per_model: dict[str, Any] = {}
     for name, ds in results.items():
         mean = ds["residual_ratio"].mean("sample")
         per_model[name] = {str(w): _at_init(mean.sel(weights=w), layer) for w in mean["weights"].values}
     pure = _init_values(per_model, causal, "pure_at_layer")
     skip = _init_values(per_model, causal, "skip_at_last")
-    verdicts = _rank_collapse_verdicts(
-        pure, skip, _init_values(per_model, causal, "skip_at_layer"), layer=layer, threshold=threshold, floor=floor
+    collapses = _pure_collapses_row(
+        exponential_items(results, layer, causal), report, _init_values(per_model, causal, "skip_at_layer")
     )
+    survives = V.row("skip_survives",
+                     f"the skip control: variants with skip connections stay above {floor:g} at the last layer",
+                     kind=V.REGRESSION, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2",
+                     holds=V.judged(bool(skip) and min(skip) > floor, len(skip)),
+                     value=min(skip) if skip else None, margin=min(skip) - floor if skip else None,
+                     test=f"every skip variant's last-layer ratio above {floor:g}")  # fmt: skip
     return {
         "layer": layer,
         "threshold": threshold,
         "floor": floor,
-        "pure_collapses": verdicts[0]["holds"],
+        "pure_collapses": collapses["holds"],
         "pure_max": max(pure) if pure else float("nan"),
-        "skip_survives": verdicts[1]["holds"],
+        "skip_survives": survives["holds"],
         "skip_min": min(skip) if skip else float("nan"),
         "judged": [name for name in per_model if name not in causal],
         "causal": [name for name in per_model if name in causal],
         "per_model": per_model,
         "caption_rows": {name: _collapse_caption_row(entry, layer) for name, entry in per_model.items()},
-        "verdicts": verdicts,
+        "verdicts": [collapses, survives],
     }
 
 
-def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:
-    """The first layer (dim ``layer``) at which ``curve`` is below ``threshold``; None if it never is."""
-    below = np.flatnonzero(np.asarray(curve) < threshold)
-    return int(curve["layer"].values[below[0]]) if below.size else None
-
-
-def _pretrained_row(e: Mapping[str, Any]) -> str:
-    """One model's caption row of :func:`pretrained_collapse_claims`: per measure, SAN's first layer below the
-    threshold, its last value and the transformer's."""
-    return (
-        "; ".join(
-            f"{metric.removeprefix('residual_ratio').strip('_') or 'paper'}: SAN below at layer "
-            f"{e[metric]['san_first_below'] if e[metric]['san_first_below'] is not None else 'never'} of "
-            f"{e['depth']} (last {e[metric]['san_last']:.1e}), transformer last {e[metric]['transformer_last']:.2f}"
-            for metric in METRICS
-            if metric in e and e[metric]["san_last"] is not None and e[metric]["transformer_last"] is not None
-        )
-        + "."
-    )
-
-
-def _pretrained_entry(sel: xr.Dataset, threshold: float) -> dict[str, Any]:
-    """One model's numbers of :func:`pretrained_collapse_claims` from its pretrained results ``sel``: its depth and,
-    per measure of :data:`METRICS`, SAN's first layer below ``threshold``, SAN's and the transformer's last value."""
-    entry: dict[str, Any] = {"depth": int(sel["layer"].max())}
-    for metric in (m for m in METRICS if m in sel):
-        mean = sel[metric].mean("sample")
-        san = "SAN" in mean["variant"]
-        entry[metric] = {
-            "san_first_below": first_layer_below(mean.sel(variant="SAN"), threshold) if san else None,
-            "san_last": _f(mean.sel(variant="SAN").isel(layer=-1)) if san else None,
-            "transformer_last": _f(mean.sel(variant="transformer").isel(layer=-1))
-            if "transformer" in mean["variant"]
-            else None,
-        }
-    return entry
-
-
-def _fast(firsts: list[int | None], depths: list[int], max_layer_fraction: float) -> V.Verdict:
-    """Whether every first layer below the threshold is at most ``max_layer_fraction`` of its model's depth (a
-    model that never falls below fails); not judged without a model."""
-    return V.judged(
-        all(f is not None and f <= max_layer_fraction * d for f, d in zip(firsts, depths, strict=True)), len(firsts)
-    )
-
-
-def _transformer_fast(
-    results: Mapping[str, xr.Dataset], judged: Mapping[str, Any], threshold: float, max_layer_fraction: float
-) -> V.Verdict:
-    """The positive control of :func:`pretrained_collapse_claims`: the full transformer (the variant with skip
-    connections and MLPs) of every ``judged`` model through the same test (:func:`_fast`)."""
-    with_transformer = [n for n in judged if "transformer" in results[n]["variant"]]
-    firsts = [
-        first_layer_below(
-            results[n].sel(weights="pretrained")["residual_ratio"].mean("sample").sel(variant="transformer"), threshold
-        )
-        for n in with_transformer
-    ]
-    return _fast(firsts, [judged[n]["depth"] for n in with_transformer], max_layer_fraction)
-
-
-def pretrained_collapse_claims(
-    results: Mapping[str, xr.Dataset],
-    *,
-    threshold: float,
-    max_layer_fraction: float,
-    causal: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """Today's architectures: in every model with pretrained weights, does pure attention (the SAN variant, mean
-    over sequences) fall below ``threshold``, and within how many layers (of how many), by each measure of
-    :data:`METRICS`; and does the full transformer stay above it at the last layer. The claim "pure attention
-    collapses below the threshold within N layers in every pretrained model" holds with N the largest of the
-    per-model first layers (by the paper's measure) and, to count as fast, every model's first layer at most
-    ``max_layer_fraction`` of its depth. The models named in ``causal`` get their rows but stay out of the verdict,
-    as in :func:`rank_collapse_claims` and :func:`pretrained_slower_claims` (one rule for causal decoders); without a
-    judged model the verdict is not judged."""
-    per_model: dict[str, Any] = {
-        name: {**_pretrained_entry(ds.sel(weights="pretrained"), threshold), "causal": name in causal}
-        for name, ds in results.items()
-        if "pretrained" in set(map(str, ds["weights"].values))
-    }
-    judged = {n: e for n, e in per_model.items() if "residual_ratio" in e and not e["causal"]}
-    firsts = [e["residual_ratio"]["san_first_below"] for e in judged.values()]
-    depths = [e["depth"] for e in judged.values()]
-    collapses = _fast(firsts, depths, max_layer_fraction)
-    control = V.control(
-        "the full transformer in place of pure attention",
-        None,
-        _transformer_fast(results, judged, threshold, max_layer_fraction),
-    )
-    return {
-        "threshold": threshold,
-        "max_layer_fraction": max_layer_fraction,
-        "pure_collapses_in_every_model": collapses,
-        "within_layers": max(firsts) if collapses else None,
-        "judged": list(judged),
-        "causal": [n for n, e in per_model.items() if e["causal"]],
-        "per_model": per_model,
-        "caption_rows": {name: _pretrained_row(e) for name, e in per_model.items()},
-        "verdicts": [
-            V.row("pure_collapses_in_every_model", "with pretrained weights pure attention collapses slower, but still "
-                  "fast", kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)",
-                  holds=collapses, value=max((f for f in firsts if f is not None), default=None),
-                  test=f"pretrained pure attention falls below {threshold:g} within {max_layer_fraction:g} of the "
-                  "depth in every bidirectional model",
-                  detail="first layer below / depth: " + ", ".join(
-                      f"{n} {'never' if f is None else f} / {d}" for n, f, d in zip(judged, firsts, depths, strict=True)
-                  ), positive_control=control),
-        ],
-    }  # fmt: skip
-
-
-def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: float) -> dict[str, Any]:
-    """Appendix claim: products along longer paths are closer to rank 1: for every model and weights, the median
-    residual of the longest paths is at most ``max_ratio`` times that of the shortest."""
+def product_items(results: Mapping[str, xr.Dataset]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per model and weights, from the rank-1 residuals of the sampled paths: the shortest and the longest paths'
+    medians, the longest depth ``D``, and what "a product is only as close to rank 1 as its best factor" predicts
+    for the longest paths: the ``1 / (D + 1)`` quantile of the single matrices' residuals (the expected best of ``D``
+    of them)."""
     per_model = {}
     for name, ds in results.items():
         med = ds["rank1_residual"].median("path")
+        depth = int(ds["depth"].max())
         per_model[name] = {
             str(w): {
-                "shortest": _f(med.sel(weights=w).isel(depth=0)),
-                "longest": _f(med.sel(weights=w).isel(depth=-1)),
-                "depth": int(ds["depth"].max()),
+                "shortest": f_(med.sel(weights=w).isel(depth=0)),
+                "longest": f_(med.sel(weights=w).isel(depth=-1)),
+                "depth": depth,
+                "best_factor": float(np.quantile(ds["rank1_residual"].sel(weights=w).isel(depth=0), 1 / (depth + 1))),
             }
             for w in ds["weights"].values
         }
-    pairs = [v for e in per_model.values() for v in e.values()]
-    closer = V.judged(all(v["longest"] <= max_ratio * v["shortest"] for v in pairs), len(pairs))
-    # positive control: the path lengths exchanged (the shortest paths judged as if they were the longest) must fail
-    swapped = V.judged(all(v["shortest"] <= max_ratio * v["longest"] for v in pairs), len(pairs))
-    worst = max((v["longest"] / v["shortest"] for v in pairs if v["shortest"] > 0), default=float("nan"))
+    return per_model
+
+
+def attention_product_claims(
+    results: Mapping[str, xr.Dataset], *, max_ratio: float, best_factor_control: float
+) -> dict[str, Any]:
+    """Appendix claim: products along longer paths are closer to rank 1: for every model and weights, the median
+    residual of the longest paths is at most ``max_ratio`` times that of the shortest (in decades). Positive
+    control: the longest paths moved ``best_factor_control`` of the way toward what a product without compounding
+    predicts (:func:`product_items`)."""
+    per_model = product_items(results)
+    pairs = [(f"{n} {w}", v) for n, e in per_model.items() for w, v in e.items()]
+    threshold = V.Threshold(max_ratio, above=False, key="report.attention_products.max_ratio", log=True)
+
+    def statistic(s: float) -> V.Measure:
+        ratios = [moved(v["longest"], v["best_factor"], s, log=True) / v["shortest"] for _, v in pairs]
+        return V.worst([V.Measure(x, item=n) for (n, _), x in zip(pairs, ratios, strict=True)], threshold)
+
+    row = V.check(
+        "longer_paths_closer_to_rank1", "products along longer attention paths are closer to rank 1",
+        form=V.UNIVERSAL, source="Dong et al. 2021, appendix (path products)",
+        test=f"the longest paths' median rank-1 residual at most {max_ratio:g} of the shortest's, for every "
+        "model and weights (margin in decades)",
+        statistic=statistic, threshold=threshold,
+        wrong=V.Wrong.toward("no compounding: the longest paths as close to rank 1 as the best of their factors "
+                             "(the data moved {s:g} of the way to it)", best_factor_control,
+                             "report.attention_products.best_factor_control"),
+        detail="; ".join(f"{n}: shortest {v['shortest']:.2g}, longest {v['longest']:.2g} (depth {v['depth']}), best "
+                         f"of {v['depth']} single matrices {v['best_factor']:.2g}" for n, v in pairs),
+    )  # fmt: skip
     rows = {
         name: "; ".join(
             f"{w}: {v['shortest']:.1e} → {v['longest']:.1e} (length 1 → {v['depth']})" for w, v in e.items()
@@ -258,172 +214,40 @@ def attention_product_claims(results: Mapping[str, xr.Dataset], *, max_ratio: fl
     }
     return {
         "max_ratio": max_ratio,
-        "longer_paths_closer_to_rank1": closer,
+        "longer_paths_closer_to_rank1": row["holds"],
         "per_model": per_model,
-        "caption_rows": {name: row + "." for name, row in rows.items()},
-        "verdicts": [
-            V.row("longer_paths_closer_to_rank1", "products along longer attention paths are closer to rank 1",
-                  kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, appendix (path products)",
-                  holds=closer, value=worst, margin=max_ratio - worst,
-                  test=f"the longest paths' median rank-1 residual at most {max_ratio:g} of the shortest's, for every "
-                  "model and weights",
-                  positive_control=V.control("the shortest and longest paths exchanged", None, swapped)),
-        ],
-    }  # fmt: skip
+        "caption_rows": {name: r + "." for name, r in rows.items()},
+        "verdicts": [row],
+    }
 
 
-def pretrained_slower_claims(
-    results: Mapping[str, xr.Dataset], *, layer: int, min_factor: float, causal: tuple[str, ...] = ()
-) -> dict[str, Any]:
-    """The paper's "slower, but still fast" collapse of pretrained weights: in every (non-causal) model with both
-    weights, the SAN variant's mean ratio at ``layer`` is at least ``min_factor`` times larger pretrained than at
-    initialisation (a decrease, or a smaller increase, fails)."""
-    per_model: dict[str, Any] = {}
-    for name, ds in results.items():
-        weights = set(map(str, ds["weights"].values))
-        if name in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
-            continue
-        m = ds["residual_ratio"].mean("sample").sel(variant="SAN")
-        at = min(layer, int(m["layer"].max()))
-        init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
-        per_model[name] = {"init": init, "pretrained": pre, "factor": pre / init if init > 0 else float("inf")}
-    factors = [e["factor"] for e in per_model.values()]
-    slower = V.judged(all(f >= min_factor for f in factors), len(factors))
-    # positive control: the full transformer's pretrained / init ratio through the same test must fail
-    t_factors = []
-    for name in per_model:
-        ds = results[name]
-        if "transformer" in ds["variant"]:
-            m = ds["residual_ratio"].mean("sample").sel(variant="transformer")
-            at = min(layer, int(m["layer"].max()))
-            init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
-            t_factors.append(pre / init if init > 0 else float("inf"))
-    control = V.control(
-        "the full transformer in place of pure attention",
-        None,
-        V.judged(all(f >= min_factor for f in t_factors), len(t_factors)),
-        value=min(t_factors) if t_factors else None,
-    )
-    return {
-        "layer": layer,
-        "min_factor": min_factor,
-        "slower_in_every_model": slower,
-        "smallest_factor": min(factors) if factors else float("nan"),
-        "judged": list(per_model),
-        "causal": [n for n in results if n in causal],
-        "per_model": per_model,
-        "verdicts": [
-            V.row("slower_in_every_model", "pretrained pure attention collapses slower than at initialisation",
-                  kind=V.SCIENTIFIC, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)", holds=slower,
-                  value=min(factors) if factors else None,
-                  margin=min(factors) / min_factor if factors else None,
-                  test=f"pretrained pure attention at layer {layer} at least {min_factor:g}x above init in every "
-                  "bidirectional model (margin: smallest factor / required)",
-                  positive_control=control),
-        ],
-    }  # fmt: skip
-
-
-def _factor(ds: xr.Dataset, measure: str, variant: str, layer: int) -> float:
-    """Pretrained / init mean ratio of ``measure`` for ``variant`` at ``layer`` (the last layer if fewer)."""
-    m = ds[measure].mean("sample").sel(variant=variant)
-    at = min(layer, int(m["layer"].max()))
-    init, pre = _f(m.sel(weights="init", layer=at)), _f(m.sel(weights="pretrained", layer=at))
-    return pre / init if init > 0 else float("inf")
-
-
-def carried_share(factor_all: float, factor_excluded: float) -> float:
-    """The share of a faster collapse (``factor_all`` < 1: pretrained / init ratio with every token) that the first
-    token carries: the part of its log-decrease that is gone once the first token is excluded (``factor_excluded``:
-    the same ratio without it). 1: all of it (no faster collapse without the first token), 0: none of it, above 1:
-    without the first token the pretrained model collapses slower than at initialisation."""
-    return 1.0 - float(np.log(factor_excluded) / np.log(factor_all))
-
-
-def _sink_entry(ds: xr.Dataset, layer: int, share_threshold: float) -> dict[str, Any]:
-    """One decoder's evidence for :func:`first_token_sink_claims`: the SAN's pretrained / init factor at ``layer``
-    with every token and without the first, whether it collapses faster, the share the first token carries, and the
-    share of SAN sink heads (``share_threshold``) at ``layer`` and over all layers of each weight set."""
-    from san.rank_collapse.sink import sink_share
-
-    entry: dict[str, Any] = {"factor": _factor(ds, "residual_ratio", "SAN", layer)}
-    entry["factor_without_first"] = _factor(ds, "residual_ratio_no_first", "SAN", layer)
-    entry["faster"] = bool(entry["factor"] < 1)
-    entry["carried"] = carried_share(entry["factor"], entry["factor_without_first"]) if entry["faster"] else None
-    if "first_token_attention" in ds:
-        share = sink_share(ds["first_token_attention"].sel(variant="SAN"), share_threshold)
-        at = min(layer, int(share["layer"].max()))
-        entry["sink_share"] = {str(w): _f(share.sel(weights=w, layer=at)) for w in share["weights"].values}
-        entry["sink_share_all_layers"] = {
-            str(w): _f(share.sel(weights=w).mean("layer", skipna=True)) for w in share["weights"].values
-        }
-    return entry
-
-
-def first_token_sink_claims(
-    results: Mapping[str, xr.Dataset],
-    *,
-    layer: int,
-    share_threshold: float,
-    min_carried: float,
-    causal: tuple[str, ...] = (),
-) -> dict[str, Any]:
-    """Whether the pure-attention path's faster collapse in the pretrained decoders is carried by the first token.
-
-    A causal model with both weights whose SAN ratio at ``layer`` is lower pretrained than at initialisation (a
-    faster collapse) is judged: the first token carries the collapse when at least ``min_carried`` of its
-    log-decrease is gone without the first token (:func:`carried_share`, from the ``residual_ratio_no_first``
-    measure). Holds when it does in every judged decoder; not judged without one. Also recorded per model: the share
-    of sink heads (mean attention on the first token above ``share_threshold``, Gu et al. 2025) at ``layer`` and
-    over all layers, with each weight set. Positive control: the same test with no token excluded (the full ratio in
-    place of the one without the first token) carries nothing and must fail."""
-    per_model: dict[str, Any] = {}
-    for name, ds in results.items():
-        weights = set(map(str, ds["weights"].values))
-        if name not in causal or not {"init", "pretrained"} <= weights or "SAN" not in ds["variant"]:
-            continue
-        per_model[name] = _sink_entry(ds, layer, share_threshold)
-    judged = {n: e for n, e in per_model.items() if e["faster"]}
-    carried = [e["carried"] for e in judged.values()]
-    holds = V.judged(all(c >= min_carried for c in carried), len(carried))
-    wrong = [carried_share(e["factor"], e["factor"]) if e["factor"] != 1 else 0.0 for e in judged.values()]
-    control = V.control(
-        "no token excluded (the full ratio in place of the one without the first token)",
-        None,
-        V.judged(all(c >= min_carried for c in wrong), len(wrong)),
-        value=max(wrong) if wrong else None,
-    )
-    smallest = min(carried) if carried else None
-    return {
-        "layer": layer,
-        "share_threshold": share_threshold,
-        "min_carried": min_carried,
-        "carried_in_every_decoder": holds,
-        "smallest_carried": smallest if smallest is not None else float("nan"),
-        "judged": list(judged),
-        "per_model": per_model,
-        "verdicts": [
-            V.row("carried_in_every_decoder", "in the pretrained decoders the pure-attention path's faster collapse "
-                  "is carried by the first token", kind=V.SCIENTIFIC, form=V.UNIVERSAL,
-                  source="Gu et al. 2025 (attention sinks); Dong et al. 2021, Fig. 2", holds=holds,
-                  value=smallest, margin=smallest - min_carried if smallest is not None else None,
-                  test=f"in every causal model whose pretrained SAN ratio at layer {layer} is below its init one, at "
-                  f"least {min_carried:g} of the log-decrease is gone without the first token (margin: smallest "
-                  "share - required)",
-                  positive_control=control),
-        ],
-    }  # fmt: skip
+#: every control setting of the wing's report keys (section, key): a near-miss wrong theory reached by moving the
+#: data ``s`` of the way towards it, meaningless at ``s <= 0``
+CONTROLS = (
+    ("rank_collapse", "exponential_control"),
+    ("pretrained_collapse", "plateau_control"),
+    ("pretrained_collapse", "init_rate_control"),
+    ("attention_products", "best_factor_control"),
+    ("first_token_sink", "random_token_control"),
+)
 
 
 def check_config(report: Mapping[str, Any]) -> None:
     """Cross-checks of the rank-collapse wing's report keys the schema cannot express: the skip variants' floor
-    above the collapse threshold (else one ratio could count as collapsed and as surviving); raises
+    above the collapse threshold (else one ratio could count as collapsed and as surviving), and every control
+    setting positive (at 0 the control is the claim's own test, below it a theory on the claim's far side); raises
     :class:`~san.core.config.ConfigError` naming the keys."""
     if report["rank_collapse"]["floor"] <= report["rank_collapse"]["threshold"]:
         raise ConfigError(
             f"report.rank_collapse.floor = {report['rank_collapse']['floor']} must exceed "
             f"report.rank_collapse.threshold = {report['rank_collapse']['threshold']}"
         )
+    for section, key in CONTROLS:
+        if not report[section][key] > 0:
+            raise ConfigError(
+                f"report.{section}.{key} = {report[section][key]} must be positive: it moves the data towards the "
+                "control's wrong theory (1: all the way)"
+            )
 
 
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -448,19 +272,14 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     return {
         "rank_collapse": rank_collapse_claims(results, **t["rank_collapse"], causal=causal) if results else None,
         "pretrained_collapse": pretrained_collapse_claims(
-            results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"], causal=causal
-        )
-        if pretrained
-        else None,
+            results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"],
+            plateau_control=p["plateau_control"], causal=causal,
+        ) if pretrained else None,
         "pretrained_slower": pretrained_slower_claims(
-            results, layer=t["rank_collapse"]["layer"], min_factor=p["slower_factor"], causal=causal
-        )
-        if pretrained
-        else None,
+            results, layer=t["rank_collapse"]["layer"], min_factor=p["slower_factor"],
+            init_rate_control=p["init_rate_control"], causal=causal,
+        ) if pretrained else None,
         "attention_products": attention_product_claims(products, **t["attention_products"]) if products else None,
-        "first_token_sink": first_token_sink_claims(
-            results, layer=t["rank_collapse"]["layer"], **t["first_token_sink"], causal=causal
-        )
-        if pretrained
-        else None,
-    }
+        "first_token_sink": first_token_sink_claims(results, **t["first_token_sink"], causal=causal)
+        if pretrained else None,
+    }  # fmt: skip

@@ -6,10 +6,12 @@ the ``hidden_states`` of the post-norm encoders, but not of the decoders, whose 
 hidden state by the output of the final norm: here no final norm is ever applied, so every layer of every family is
 the raw residual stream (a test checks both conventions). Per layer and sequence three token-uniformity measures are
 recorded (:data:`san.rank_collapse.spec.METRICS`): the paper's ``||res(X_l)||_{1,inf} / ||X_l||_{1,inf}``, the same
-without the first token, and the Frobenius-norm ratio. The same forward passes return the attention matrices, whose
-mean attention on the first token per layer and head is recorded too (the first-token sink,
-:mod:`san.rank_collapse.sink`), and from the same residual stream the measures of what pretraining does to it
-(massive activations, high-norm tokens, spectral compression: :mod:`san.core.phenomena`).
+without the first token, and the Frobenius-norm ratio; and the placebo of the second (:data:`~san.rank_collapse.spec.
+PLACEBO`): the paper's ratio without one token drawn at random among the others, per sequence, from the seed
+``rank_collapse.control_token_seed``. The same forward passes return the attention matrices, whose mean attention on
+the first token per layer and head is recorded too (the first-token sink, :mod:`san.rank_collapse.sink`), and from
+the same residual stream the measures of what pretraining does to it (massive activations, high-norm tokens,
+spectral compression: :mod:`san.core.phenomena`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from san.core.device import resolve_dtype
-from san.core.metrics import relative_residual, relative_residual_frobenius
+from san.core.metrics import relative_residual, relative_residual_frobenius, without_token
 from san.core.phenomena import PHENOMENA, layer_phenomena
+from san.core.rng import cpu_generator
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
 from san.models.families import family as family_entry
@@ -35,9 +38,11 @@ from san.models.families import of_model
 from san.models.folders import read_manifest
 from san.models.load import load_model
 from san.rank_collapse.sink import first_token_attention, sink_layers
-from san.rank_collapse.spec import METRICS, variant_dtypes, variants_by_dtype
+from san.rank_collapse.spec import METRICS, PLACEBO, variant_dtypes, variants_by_dtype
 
-#: what the three measures of :data:`METRICS` share: the residual and the layers they are taken at
+#: the measures stored per layer, in the order of the rows :func:`layer_measures` returns
+MEASURES = (*METRICS, *PLACEBO)
+#: what the measures of :data:`MEASURES` share: the residual and the layers they are taken at
 _STREAM = (
     "res(X) = X - 1 mean_tokens(X); layer 0 is the input of the first block, layer l the output of block l "
     "(the residual stream; a decoder's final norm is not applied)"
@@ -46,6 +51,16 @@ _STREAM = (
 #: per layer, and the attention products along paths of :mod:`san.rank_collapse.attention_products`)
 VARIABLES = {
     **{name: Variable(long_name, "1", _STREAM) for name, long_name in METRICS.items()},
+    **{
+        name: Variable(long_name, "1", f"{_STREAM}; the token each sequence leaves out is its coordinate control_token")
+        for name, long_name in PLACEBO.items()
+    },
+    "control_token": Variable(
+        "position of the token residual_ratio_no_random excludes",
+        "1",
+        "one per input sequence, drawn uniformly among the positions 1 .. tokens - 1 (never the first) by a CPU "
+        "generator seeded with rank_collapse.control_token_seed: the placebo of residual_ratio_no_first",
+    ),
     "weights": Variable("weights of the model", "1"),
     "variant": Variable("architecture variant", "1"),
     "dtype": Variable("floating point type of the variant's forward passes", "1"),
@@ -140,6 +155,21 @@ def uniformity(states: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([torch.stack([measures[m](h) for h in states]) for m in METRICS])
 
 
+def control_tokens(sequences: int, tokens: int, seed: int) -> torch.Tensor:
+    """The token each sequence's placebo measure leaves out (:data:`PLACEBO`): one position per sequence, uniform
+    among ``1 .. tokens - 1`` (never the first token, whose exclusion it is the placebo of), from a CPU generator
+    seeded with ``seed`` (``rank_collapse.control_token_seed``)."""
+    if tokens < 2:
+        raise ValueError(f"rank_collapse.control_token_seed: a sequence of {tokens} token(s) has none but the first")
+    return torch.randint(1, tokens, (sequences,), generator=cpu_generator(seed))
+
+
+def placebo(states: list[torch.Tensor], control_token: torch.Tensor) -> torch.Tensor:
+    """The measures of :data:`PLACEBO` for every state and sequence: tensor ``(placebos, layers + 1, sequences)`` in
+    float64, the paper's ratio without the token ``control_token[i]`` of sequence ``i``."""
+    return torch.stack([torch.stack([relative_residual(without_token(h.double(), control_token)) for h in states])])
+
+
 def layer_residuals(model: PreTrainedModel, family: str, input_ids: torch.Tensor, batch_size: int) -> np.ndarray:
     """The measures of :data:`METRICS` for every layer of every sequence: array ``(metrics, layers + 1, sequences)``
     (full-length sequences, no padding)."""
@@ -152,18 +182,26 @@ def layer_residuals(model: PreTrainedModel, family: str, input_ids: torch.Tensor
 
 
 def layer_measures(
-    model: PreTrainedModel, family: str, input_ids: torch.Tensor, batch_size: int, factor: float | None = None
+    model: PreTrainedModel,
+    family: str,
+    input_ids: torch.Tensor,
+    batch_size: int,
+    *,
+    control_token: torch.Tensor,
+    factor: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """:func:`layer_residuals` and, from the same forward passes, the first-token attention of every block, head
-    and sequence: arrays ``(metrics, layers + 1, sequences)`` and ``(layers, sequences, heads)``; with a ``factor``
+    """:func:`layer_residuals` followed by the placebo without ``control_token`` (:func:`placebo`) and, from the same
+    forward passes, the first-token attention of every block, head and sequence: arrays ``(measures, layers + 1,
+    sequences)`` (:data:`MEASURES`) and ``(layers, sequences, heads)``; with a ``factor``
     (``rank_collapse.massive_token_factor``) also the measures of :data:`san.core.phenomena.PHENOMENA`, array
     ``(measures, layers + 1, sequences)`` (else None)."""
     device = next(model.parameters()).device
     chunks, sinks, phenomena = [], [], []
-    whole = list(METRICS).index("residual_ratio")
+    whole = MEASURES.index("residual_ratio")
     for start in range(0, input_ids.shape[0], batch_size):
         states = residual_stream(model, family, input_ids[start : start + batch_size].to(device), sinks)
-        chunks.append(uniformity(states).cpu())
+        own = control_token[start : start + batch_size]
+        chunks.append(torch.cat([uniformity(states).cpu(), placebo(states, own).cpu()]))
         if factor is not None:
             phenomena.append(layer_phenomena(states, factor, chunks[-1][whole]))
     found = np.concatenate(phenomena, axis=2) if phenomena else None
@@ -177,18 +215,23 @@ def residuals_by_variant(
     variants: Sequence[str],
     batch_size: int,
     albert_no_mlp: str = "identity_linears",
+    *,
+    control_token: torch.Tensor,
     factor: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """Relative residuals for each variant: array ``(variants, metrics, layers + 1, sequences)`` (Fig. 2's data),
-    and the first-token attention of each variant, block and head averaged over the sequences: array ``(variants,
-    layers + 1, heads)``, NaN at layer 0 (:func:`san.rank_collapse.sink.sink_layers`); with a ``factor`` the
-    measures of :data:`san.core.phenomena.PHENOMENA` of each variant, array ``(variants, measures, layers + 1,
-    sequences)`` (else None)."""
+    """Relative residuals for each variant: array ``(variants, measures, layers + 1, sequences)`` (Fig. 2's data and
+    the placebo without ``control_token``, :func:`layer_measures`), and the first-token attention of each variant,
+    block and head averaged over the sequences: array ``(variants, layers + 1, heads)``, NaN at layer 0
+    (:func:`san.rank_collapse.sink.sink_layers`); with a ``factor`` the measures of
+    :data:`san.core.phenomena.PHENOMENA` of each variant, array ``(variants, measures, layers + 1, sequences)`` (else
+    None)."""
     out, sinks, phenomena = [], [], []
     # disable=None: no bar unless stderr is a terminal (a job's log file gets no carriage-return updates)
     for name in tqdm(variants, desc="variants", leave=False, disable=None):
         with variant(model, family, name, albert_no_mlp):
-            residuals, alpha, found = layer_measures(model, family, input_ids, batch_size, factor)
+            residuals, alpha, found = layer_measures(
+                model, family, input_ids, batch_size, control_token=control_token, factor=factor
+            )
         out.append(residuals)
         sinks.append(sink_layers(alpha.mean(axis=1), alpha.shape[0]))
         phenomena.append(found)
@@ -256,15 +299,21 @@ def run(
     ``models`` maps each weight set (``init``, ``pretrained``) to its model folder and ``inputs`` to its tokenised
     input (``input_ids``, with the ``input_sha256`` attribute); ``settings`` is the ``rank_collapse`` config slice
     (``variants``, ``dtype``: one for all variants or one per variant, ``batch_size``, ``albert_no_mlp``,
-    ``massive_token_factor``: the measures of :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight
-    set is loaded once per dtype, and the dtype of each variant is the coordinate ``dtype``. The models' manifests
-    and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``. With ``budget_mb`` (the job's
-    ``compute.rank_collapse.memory_budget_mb``, named by ``budget_key`` in errors) the blocks of a model whose weights
-    exceed it are streamed from the checkpoint as each forward pass reaches them (:mod:`san.models.stream`): the hooks
-    see the same residual stream, the numbers are those of the model held in memory.
+    ``control_token_seed``: the seed of the placebo's excluded tokens, :func:`control_tokens`, the same for every
+    weight set, stored as the coordinate ``control_token``; ``massive_token_factor``: the measures of
+    :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype, and the dtype
+    of each variant is the coordinate ``dtype``. The models' manifests and the inputs' hashes go into the attributes
+    ``manifests`` and ``input_sha256``. With ``budget_mb`` (the job's ``compute.rank_collapse.memory_budget_mb``, named
+    by ``budget_key`` in errors) the blocks of a model whose weights exceed it are streamed from the checkpoint as each
+    forward pass reaches them (:mod:`san.models.stream`): the hooks see the same residual stream, the numbers are those
+    of the model held in memory.
     """
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
+    if "control_token_seed" not in settings:
+        raise KeyError("the rank_collapse settings lack config key rank_collapse.control_token_seed")
+    shape = torch.as_tensor(inputs[next(iter(models))]["input_ids"].values).shape
+    control = control_tokens(shape[0], shape[1], settings["control_token_seed"])
     data, sinks, phenomena, manifests, hashes = [], [], [], {}, {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
@@ -273,8 +322,8 @@ def run(
             model = load_weight_set(folder, family, dtype_name, device, budget_mb, budget_key, log,
                                     f"{weights} weights ({own})")  # fmt: skip
             got, alpha, found = residuals_by_variant(
-                model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"],
-                settings["massive_token_factor"],
+                model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"], control_token=control,
+                factor=settings["massive_token_factor"],
             )  # fmt: skip
             by_variant.update(zip(own, got, strict=True))
             sink_by_variant.update(zip(own, alpha, strict=True))
@@ -285,7 +334,7 @@ def run(
         phenomena.append(np.stack([phenomena_by_variant[v] for v in variants]))
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
-    ds = _dataset(np.stack(data), np.stack(sinks), list(models), variants, dtypes, manifests, hashes)
+    ds = _dataset(np.stack(data), np.stack(sinks), list(models), variants, dtypes, manifests, hashes, control.numpy())
     return with_phenomena(ds, np.stack(phenomena), ("weights", "variant", "layer", "sample"))
 
 
@@ -297,13 +346,15 @@ def _dataset(
     dtypes: Mapping[str, str],
     manifests: dict[str, Any],
     hashes: dict[str, str],
+    control: np.ndarray,
 ) -> xr.Dataset:
-    """The result of :func:`run`: the metrics ``arr`` (weights, variants, metrics, layers + 1, sequences) and the
-    first-token attention ``alpha`` (weights, variants, layers + 1, heads), labelled and described."""
+    """The result of :func:`run`: the measures ``arr`` (weights, variants, measures, layers + 1, sequences) and the
+    first-token attention ``alpha`` (weights, variants, layers + 1, heads), labelled and described; ``control``: the
+    placebo's excluded token per sequence (the coordinate ``control_token``)."""
     dims = ("weights", "variant", "layer", "sample")
     ds = xr.Dataset(
         {
-            **{name: (dims, arr[:, :, i]) for i, name in enumerate(METRICS)},
+            **{name: (dims, arr[:, :, i]) for i, name in enumerate(MEASURES)},
             "first_token_attention": (("weights", "variant", "layer", "head"), alpha),
         },
         coords={
@@ -312,6 +363,7 @@ def _dataset(
             "dtype": ("variant", [dtypes[v] for v in variants]),
             "layer": ("layer", np.arange(arr.shape[3])),
             "sample": ("sample", np.arange(arr.shape[4])),
+            "control_token": ("sample", control),
             "head": ("head", np.arange(alpha.shape[3])),
         },
         attrs={

@@ -12,10 +12,13 @@ records ``alpha`` per weights, variant, layer and head, averaged over the input 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 import xarray as xr
+
+if TYPE_CHECKING:  # torch only where the attention matrices are measured: the claims read sink_share without it
+    import torch
 
 
 def first_token_attention(attentions: Sequence[torch.Tensor | None]) -> torch.Tensor:
@@ -23,6 +26,8 @@ def first_token_attention(attentions: Sequence[torch.Tensor | None]) -> torch.Te
     the attention matrices ``(sequences, heads, queries, keys)`` of each layer (rows sum to one), averaged over all
     queries (Gu et al. 2025's ``alpha``; in a causal model the first query attends only to the first token). A
     layer whose matrices the model did not return is NaN."""
+    import torch
+
     shapes = [a.shape for a in attentions if a is not None]
     if not shapes:
         raise ValueError("no attention matrices to measure the first-token sink on")

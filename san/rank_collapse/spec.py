@@ -92,6 +92,14 @@ METRICS = {
     "residual_ratio_no_first": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf} without the first token",
     "residual_ratio_frobenius": "relative residual ||res(X_l)||_F / ||X_l||_F",
 }
+#: the placebo of ``residual_ratio_no_first``, stored beside :data:`METRICS` (``results/rank_collapse/{model}.nc``)
+#: but neither drawn nor tabled: the paper's ratio without one token drawn at random among the others (per sequence,
+#: from ``rank_collapse.control_token_seed``), the control of the first-token sink claim (an exclusion that removes a
+#: faster collapse only because any one token's removal does is no evidence about the first token)
+PLACEBO = {
+    "residual_ratio_no_random": "relative residual ||res(X_l)||_{1,inf} / ||X_l||_{1,inf} without one random token "
+    "(not the first)",
+}
 
 
 def check_config(config: dict[str, Any], schemas: Path) -> None:

@@ -73,6 +73,7 @@ def test_a_series_is_pinned_deduplicated_and_analysed(tmp_path, series_repo):
         "dtype": "float64",
         "batch_size": 2,
         "albert_no_mlp": "remove",
+        "control_token_seed": 0,
         "massive_token_factor": 10.0,
     }
     ds = run_series("gpt_neox", folders, inputs, settings)
@@ -90,6 +91,7 @@ def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, serie
         "dtype": "float64",
         "batch_size": 2,
         "albert_no_mlp": "remove",
+        "control_token_seed": 0,
         "massive_token_factor": 10.0,
     }
     ds = run_hub_series("neox", source, tmp_path / "s", pydoc_documents(), text, settings)
@@ -128,6 +130,7 @@ def test_a_series_of_separate_repositories_is_pinned_and_acquired(tmp_path, sepa
         "dtype": "float64",
         "batch_size": 2,
         "albert_no_mlp": "remove",
+        "control_token_seed": 0,
         "massive_token_factor": 10.0,
     }
     ds = run_hub_series("neox", source, root, pydoc_documents(), text, settings)

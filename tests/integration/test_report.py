@@ -75,9 +75,10 @@ def verdict_rows(summary: dict) -> list[dict]:
 
 
 def table_rows(text: str) -> list[list[str]]:
-    """The cells of a Markdown table's rows (header and separator left out); fails unless ``text`` opens with one
-    whose every row has the header's number of cells."""
-    lines = [line for line in text.splitlines() if line.startswith("|")]
+    """The cells of the first Markdown table's rows (header and separator left out); fails unless ``text`` opens with
+    one whose every row has the header's number of cells."""
+    first = text.split("\n\n")[0]  # the first table (the verdict table has a second, of other widths)
+    lines = [line for line in first.splitlines() if line.startswith("|")]
     assert len(lines) >= 2 and re.fullmatch(r"\|( --- \|)+", lines[1]), f"not a Markdown table:\n{text}"
     width = lines[1].count("---")
     rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines[2:]]
@@ -195,7 +196,9 @@ def test_the_run_writes_the_documents_tables(built, summary, config):
     rows = {name: table_rows(tables[name]) for name in ("rank_collapse", "paths", "verdicts")}
     assert {r[0] for r in rows["rank_collapse"]} == set(config["rank_collapse"]["models"])
     assert {r[0] for r in rows["paths"] if r[0]} == set(config["paths"]["tasks"])  # a task's first row names it
-    assert len(rows["verdicts"]) == len(verdict_rows(summary)), "one verdicts row per verdict"
+    assert len(rows["verdicts"]) == len(summary["verdicts"]["scientific"]), "one row per scientific verdict"
+    checks = table_rows(tables["verdicts"].split("\n\n", 1)[1])  # then the regression checks and demonstrations
+    assert len(rows["verdicts"]) + len(checks) == len(verdict_rows(summary)), "one verdicts row per verdict"
     commit = summary["provenance"]["commit"][:12]
     assert all(f"<sub>Source run: commit {commit}" in text for text in tables.values()), "every table names its run"
 

@@ -175,9 +175,10 @@ rule circle_loss:
 FIG3 = [f"{RESULTS}/circle.nc", RESULT["circle_collapse"]]
 FIG3 += figures("circle") + figures("circle_distance") + figures("circle_loss")
 TARGETS += FIG3
-# What the wing's claims read (san.circle.claims): the collapse table, and the gathered result for the run's config
-# hash only (the collapse table carries no config).
+# What the wing's claims read (san.circle.claims): the collapse table, the gathered result (the token distance of
+# every run and step, for the claim's control; the run's config hash) and the table's collapse threshold.
 SUMMARY_INPUTS.update(circle=RESULT["circle_collapse"], circle_result=rules.circle_gather.output[0])
+SUMMARY_PARAMS.update(circle_collapse_threshold=CIRCLE["report"]["collapse_threshold"])
 
 
 rule fig3:

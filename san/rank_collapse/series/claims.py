@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.rank_collapse.sink import sink_share
 from san.rank_collapse.spec import DRAWN, drawn_layers
 
 
@@ -28,8 +29,6 @@ def series_claims(
     relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, and the share of sink
     heads (``share_threshold``) over the blocks. ``ds``: :func:`san.rank_collapse.series.experiment.run_series`' result;
     ``losses``: each seed's loss record (``loss.json`` of :func:`san.rank_collapse.series.train.train`)."""
-    from san.rank_collapse.sink import sink_share  # imports torch: here, so that importing the claims does not
-
     per_seed = {
         str(seed): {
             "final_loss": rec["final_loss"],

@@ -109,8 +109,8 @@ def test_the_rank_collapse_job_records_the_measures_of_the_hidden_states(bert, h
     with torch.inference_mode():
         states = [s.numpy() for s in model(input_ids=ids, output_hidden_states=True).hidden_states]
     inputs = {"init": xr.Dataset({"input_ids": (("sample", "token"), ids.numpy())}, attrs={"input_sha256": "x"})}
-    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2,
-                "albert_no_mlp": "identity_linears", "massive_token_factor": FACTOR}  # fmt: skip
+    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2, "albert_no_mlp": "remove",
+                "control_token_seed": 0, "massive_token_factor": FACTOR}  # fmt: skip
     ds = run("bert", {"init": bert}, inputs, settings)
     got = {name: ds[name].sel(weights="init", variant="transformer").values for name in PHENOMENA}
     assert_phenomena(got, states, FACTOR)

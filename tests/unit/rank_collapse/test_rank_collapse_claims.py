@@ -1,12 +1,14 @@
-"""Rank-collapse, attention-product and circle claims: each verdict once passing, once failing, with the config's
-thresholds (and one edited threshold flipping a verdict)."""
+"""The rank-collapse wing's Fig. 2 and appendix rows, each on data built here: where the claim holds and its
+near-miss control fails (a numeric power), where the control holds too ("no power"), and where the claim fails;
+the causal decoders left out alike, zero evidence not judged, and every row re-derived from its own numbers."""
+
+import json
 
 import numpy as np
-import pandas as pd
 import pytest
 import xarray as xr
 
-from san.circle.claims import circle_claims
+from san.core import verdicts as V
 from san.rank_collapse.claims import (
     attention_product_claims,
     pretrained_collapse_claims,
@@ -14,167 +16,253 @@ from san.rank_collapse.claims import (
     rank_collapse_claims,
 )
 
-from helpers import default_config, synthetic_pretrained, synthetic_rank_collapse
+from helpers import default_config
 
 REPORT = default_config()["report"]
+RC = REPORT["rank_collapse"]
+P = REPORT["pretrained_collapse"]
+VARIANTS = ["SAN", "SAN+MLP", "SAN+skip", "transformer"]
+
+
+def _model(curves: dict[str, list[float]], other: float = 0.6) -> xr.Dataset:
+    """One model's ``residual_ratio`` (two identical samples): the SAN curve of each weight set in ``curves``
+    (SAN+MLP follows SAN at init), every other variant at ``other``."""
+    weights = list(curves)
+    layers = len(next(iter(curves.values())))
+    data = np.full((len(weights), 4, layers, 2), other)
+    for i, w in enumerate(weights):
+        data[i, 0] = np.asarray(curves[w])[:, None]
+        if w == "init":
+            data[i, 1] = data[i, 0]
+    return xr.Dataset(
+        {"residual_ratio": (("weights", "variant", "layer", "sample"), data)},
+        coords={"weights": weights, "variant": VARIANTS, "layer": range(layers)},
+    )
+
+
+def _row(out: dict) -> dict:
+    return out["verdicts"][0]
+
+
+def _init_row(*curves: list[float], causal: tuple[str, ...] = (), **report) -> dict:
+    results = {f"m{i}": _model({"init": c}) for i, c in enumerate(curves)}
+    return rank_collapse_claims(results, **{**RC, **report}, causal=causal)
+
+
+# ------------------------------------------------------------------------------------------ Fig. 2 at initialisation
+
+
+def test_pure_collapse_holds_where_an_exponential_decay_would_not_reach_the_threshold():
+    # r_0 0.6, r_1 0.1, r_2 1e-7: the exponential continuation predicts 0.1 x (0.1 / 0.6) = 1.7e-2 at layer 2
+    out = _init_row([0.6, 0.1, 1e-7, 1e-16])
+    row = _row(out)
+    assert row["verdict"] == "holds" and row["positive_control"]["verdict"] == "fails"
+    assert row["positive_control"]["key"] == "report.rank_collapse.exponential_control"
+    assert row["positive_control"]["measured_value"] == pytest.approx(0.1 * 0.1 / 0.6)
+    # log10 moved: -7 (1 - s) + log10(1.7e-2) s < -3 up to s = 0.766: the power is the last scanned value below it
+    power = row["positive_control"]["power"]
+    assert power == pytest.approx(0.75)
+    print(f"pure_collapses: power {power}")
+    assert row["margin"] == pytest.approx(np.log10(RC["threshold"] / 1e-7))
+    assert "exponential 0.017" in row["detail"]
+
+
+def test_a_plain_exponential_decay_passes_the_fig2_test_without_power():
+    """The old reading of Fig. 2 ("below 1e-3 by layer 2") passes a decay by a constant factor per layer: the test
+    cannot tell it from a doubly exponential one, so a row that holds on such data says "no power"."""
+    exponential = [0.6 * 0.03**layer for layer in range(4)]  # 0.6, 1.8e-2, 5.4e-4, 1.6e-5
+    row = _row(_init_row(exponential))
+    assert row["holds"] is True and row["positive_control"]["verdict"] == "holds"
+    assert row["verdict"] == "no power"
+
+
+def test_one_block_that_collapses_most_of_the_way_leaves_the_test_without_power():
+    # r_1 1e-2: the exponential continuation already reaches 1.7e-4 < 1e-3 by layer 2
+    row = _row(_init_row([0.6, 1e-2, 2e-7, 1e-16]))
+    assert row["holds"] is True and row["verdict"] == "no power"
+
+
+def test_pure_collapse_fails_above_the_threshold_in_one_model():
+    out = _init_row([0.6, 0.1, 1e-7, 1e-16], [0.6, 0.1, 5e-3, 1e-4])
+    row = _row(out)
+    assert row["verdict"] == "fails" and row["item"] == "m1 SAN" and row["positive_control"]["power"] is None
+    assert out["pure_max"] == pytest.approx(5e-3)
 
 
 def test_causal_models_stay_out_of_the_rank_collapse_verdict():
-    results = {"enc": synthetic_rank_collapse(2e-7, 0.3), "dec": synthetic_rank_collapse(5e-2, 0.3)}
-    assert not rank_collapse_claims(results, **REPORT["rank_collapse"])["pure_collapses"]
-    out = rank_collapse_claims(results, **REPORT["rank_collapse"], causal=("dec",))
-    assert out["pure_collapses"] and out["judged"] == ["enc"] and out["causal"] == ["dec"]
+    enc, dec = [0.6, 0.1, 1e-7, 1e-16], [0.6, 0.5, 0.4, 0.3]
+    assert _row(_init_row(enc, dec))["verdict"] == "fails"
+    out = _init_row(enc, dec, causal=("m1",))
+    assert _row(out)["verdict"] == "holds" and out["judged"] == ["m0"] and out["causal"] == ["m1"]
 
 
-def test_pretrained_collapse_must_be_fast():
-    cfg = REPORT["pretrained_collapse"]
-    fast = {"m": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
-    slow = {"m": synthetic_pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4])}  # below 1e-3 only at layer 5 of 5
-    kw = {"threshold": cfg["threshold"], "max_layer_fraction": cfg["max_layer_fraction"]}
-    assert pretrained_collapse_claims(fast, **kw)["pure_collapses_in_every_model"]
-    assert not pretrained_collapse_claims(slow, **kw)["pure_collapses_in_every_model"]
-    assert pretrained_collapse_claims(slow, **{**kw, "max_layer_fraction": 1.0})["pure_collapses_in_every_model"]
+def test_the_skip_variants_stay_above_the_floor_or_fail_the_regression_row():
+    assert _init_row([0.6, 0.1, 1e-7, 1e-16])["verdicts"][1]["verdict"] == "holds"
+    low = rank_collapse_claims({"m": _model({"init": [0.6, 0.1, 1e-7, 1e-16]}, other=0.01)}, **RC)
+    assert low["skip_survives"] is False and low["verdicts"][1]["kind"] == V.REGRESSION
 
 
-def test_pretrained_collapse_is_slower_than_init_only_by_the_configured_factor():
-    kw = {"layer": REPORT["rank_collapse"]["layer"], "min_factor": REPORT["pretrained_collapse"]["slower_factor"]}
-    ds = synthetic_pretrained([0.9, 0.5, 0.3, 0.1])  # init: 0.6 everywhere
-    ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 1e-3
-    out = pretrained_slower_claims({"m": ds}, **kw)
-    assert out["slower_in_every_model"] and np.isclose(out["smallest_factor"], 300)
-    ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 0.1  # pretrained only 3x above: not slower
-    assert not pretrained_slower_claims({"m": ds}, **kw)["slower_in_every_model"]
-    assert pretrained_slower_claims({"m": ds}, **kw, causal=("m",))["slower_in_every_model"] is None, "nothing judged"
+# -------------------------------------------------------------------------------------------- pretrained weights
 
 
-def _products(longest: float) -> xr.Dataset:
-    rank1 = np.array([[0.5, 0.5], [1e-2, 1e-2], [longest, longest]])[None]
-    return xr.Dataset(
+def _pretrained(curve: list[float]) -> dict[str, xr.Dataset]:
+    return {"m": _model({"init": [0.6] * len(curve), "pretrained": curve})}
+
+
+def _fast(results, **kw) -> dict:
+    kw = {"threshold": P["threshold"], "max_layer_fraction": P["max_layer_fraction"],
+          "plateau_control": P["plateau_control"], **kw}  # fmt: skip
+    return pretrained_collapse_claims(results, **kw)
+
+
+def test_still_fast_holds_where_a_plateau_after_the_first_block_never_collapses():
+    # below 1e-3 first at layer 2 of 5, crossing it 2/3 of the way from layer 1 (log 0.1 -> log 1e-4): at 1.67 / 5;
+    # a plateau at r_1 = 0.1 never falls below it
+    out = _fast(_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9]))
+    row = _row(out)
+    assert row["verdict"] == "holds" and row["value"] == pytest.approx((1 + 2 / 3) / 5) and out["within_layers"] == 2
+    assert row["positive_control"]["measured_value"] == pytest.approx(6 / 5), "never: counted at depth + 1"
+    # moved toward the plateau the crossing passes layer 2 at s = 1/3 and 2.5 (half the depth) at s = 7/11
+    power = row["positive_control"]["power"]
+    assert power == pytest.approx(0.6)
+    print(f"pure_collapses_in_every_model: power {power}")
+
+
+def test_still_fast_has_no_power_where_the_first_block_already_collapses():
+    row = _row(_fast(_pretrained([0.9, 1e-4, 1e-9, 1e-9, 1e-9, 1e-9])))
+    assert row["holds"] is True and row["verdict"] == "no power"
+
+
+@pytest.mark.parametrize("depth", [4, 6, 12])
+def test_the_interpolated_crossing_judges_as_the_first_layer_below_a_whole_number_of_layers(depth):
+    """Below half of an even depth the crossing lies within it exactly when the first layer below does."""
+    from san.rank_collapse.pretrained_claims import crossing
+
+    rng = np.random.default_rng(depth)
+    for _ in range(200):
+        curve = np.cumprod(rng.uniform(0.01, 1.0, depth + 1))
+        first = np.flatnonzero(curve < 1e-3)
+        old = bool(first.size) and first[0] <= depth // 2
+        at = crossing(curve, 1e-3)
+        assert old == (at is not None and at < depth // 2), curve
+
+
+def test_still_fast_fails_for_a_slow_or_never_collapsing_model():
+    slow = _row(_fast(_pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4])))  # crossing half way through block 5 of 5
+    assert slow["verdict"] == "fails" and slow["value"] == pytest.approx(4.5 / 5)
+    assert _row(_fast(_pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]), max_layer_fraction=1.0))["holds"] is True
+    never = _fast(_pretrained([0.9, 0.5, 0.4]))
+    assert _row(never)["verdict"] == "fails" and never["within_layers"] is None
+
+
+def _slower(init: list[float], pre: list[float], **kw) -> dict:
+    kw = {"layer": RC["layer"], "min_factor": P["slower_factor"], "init_rate_control": P["init_rate_control"], **kw}
+    return pretrained_slower_claims({"m": _model({"init": init, "pretrained": pre})}, **kw)
+
+
+def test_slower_holds_where_the_init_rate_from_the_pretrained_start_is_not_slower():
+    # factor 0.3 / 1e-3 = 300 at layer 2; at the init rate from the pretrained layer 0 (both 0.6): factor 1
+    out = _slower([0.6, 1e-2, 1e-3], [0.6, 0.4, 0.3])
+    row = _row(out)
+    assert row["verdict"] == "holds" and out["smallest_factor"] == pytest.approx(300)
+    assert row["positive_control"]["measured_value"] == pytest.approx(1.0)
+    # log10 300 (1 - s) > 1 up to s = 0.596
+    power = row["positive_control"]["power"]
+    assert power == pytest.approx(0.55)
+    print(f"slower_in_every_model: power {power}")
+
+
+def test_slower_has_no_power_where_the_embedding_output_alone_explains_the_factor():
+    # the pretrained layer 0 is already 200x the init one: the init rate from there gives a factor of 200
+    row = _row(_slower([3e-3, 2e-3, 1e-3], [0.6, 0.4, 0.3]))
+    assert row["holds"] is True and row["verdict"] == "no power"
+
+
+def test_slower_fails_below_the_factor_and_is_not_judged_for_decoders():
+    assert _row(_slower([0.6, 0.3, 0.1], [0.6, 0.4, 0.3]))["verdict"] == "fails"
+    kw = {"layer": RC["layer"], "min_factor": P["slower_factor"], "init_rate_control": P["init_rate_control"]}
+    causal = pretrained_slower_claims({"m": _model({"init": [0.6] * 3, "pretrained": [0.6] * 3})}, **kw, causal=("m",))
+    assert _row(causal)["verdict"] == "not judged" and causal["judged"] == []
+
+
+def test_the_pretrained_verdicts_leave_causal_decoders_out_alike():
+    """One rule for causal decoders: a causal model that would fail each verdict changes none of them."""
+    enc = _model({"init": [0.6, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6], "pretrained": [0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9]})
+    dec = _model({"init": [0.9] * 6, "pretrained": [0.9] * 6})
+    results, causal = {"enc": enc, "dec": dec}, ("dec",)
+    fast = _fast(results, causal=causal)
+    slower = pretrained_slower_claims(results, layer=RC["layer"], min_factor=P["slower_factor"],
+                                      init_rate_control=P["init_rate_control"], causal=causal)  # fmt: skip
+    assert fast["causal"] == slower["causal"] == ["dec"] and fast["judged"] == slower["judged"] == ["enc"]
+    assert fast["pure_collapses_in_every_model"] is True
+    assert _fast(results)["pure_collapses_in_every_model"] is False, "the decoder alone fails it when counted"
+
+
+# --------------------------------------------------------------------------------------------- attention products
+
+
+def _products(single: list[float], longest: float) -> dict[str, xr.Dataset]:
+    """Rank-1 residuals of paths of depth 1 (``single``), 2 and 3 (``longest``, every path)."""
+    n = len(single)
+    rank1 = np.array([single, [1e-2] * n, [longest] * n])[None]
+    ds = xr.Dataset(
         {"rank1_residual": (("weights", "depth", "path"), rank1)}, coords={"weights": ["init"], "depth": [1, 2, 3]}
     )
+    return {"m": ds}
 
 
-def test_attention_products_must_shrink_by_the_configured_ratio():
-    assert attention_product_claims({"m": _products(1e-6)}, **REPORT["attention_products"])[
-        "longer_paths_closer_to_rank1"
-    ]
-    # a decrease, but by less than max_ratio: fails
-    assert not attention_product_claims({"m": _products(0.4)}, **REPORT["attention_products"])[
-        "longer_paths_closer_to_rank1"
-    ]
-    assert attention_product_claims({"m": _products(0.4)}, max_ratio=0.9)["longer_paths_closer_to_rank1"]
+def test_longer_paths_hold_where_the_best_single_factor_is_far_from_rank_one():
+    out = attention_product_claims(_products([0.5] * 8, 1e-6), **REPORT["attention_products"])
+    row = _row(out)
+    assert row["verdict"] == "holds" and row["value"] == pytest.approx(2e-6)
+    assert row["positive_control"]["measured_value"] == pytest.approx(1.0), "the best of 3 factors is 0.5 too"
+    # log10(1e-6 (1 - s) ... ): ratio below 0.1 up to s = 0.8245
+    power = row["positive_control"]["power"]
+    assert power == pytest.approx(0.8)
+    print(f"longer_paths_closer_to_rank1: power {power}")
 
 
-def _circle(pure: int, skip: int) -> pd.DataFrame:
-    return pd.DataFrame(
-        {"variant": ["SAN", "SAN+skip"], "hidden_dim": [8, 8], "n_seeds": [10, 10], "n_collapsed": [pure, skip]}
-    )
+def test_longer_paths_have_no_power_where_some_single_matrices_are_rank_one_already():
+    # a quarter of the single matrices at 1e-4: the best of 3 factors (the 1/4 quantile) is 0.1 % of the median
+    out = attention_product_claims(_products([1e-4] * 3 + [0.5] * 5, 1e-6), **REPORT["attention_products"])
+    assert _row(out)["holds"] is True and _row(out)["verdict"] == "no power"
 
 
-def test_circle_claim_needs_pure_collapse_in_most_runs_and_few_with_skips():
-    assert circle_claims(_circle(9, 1), **REPORT["circle"])["pure_collapses_more"]
-    assert not circle_claims(_circle(3, 1), **REPORT["circle"])["pure_collapses_more"], "pure collapses too rarely"
-    assert not circle_claims(_circle(9, 8), **REPORT["circle"])["pure_collapses_more"], "skips collapse too"
+def test_longer_paths_fail_by_less_than_the_ratio():
+    assert _row(attention_product_claims(_products([0.5] * 8, 0.4), **REPORT["attention_products"]))["holds"] is False
+    loose = attention_product_claims(_products([0.5] * 8, 0.4), max_ratio=0.9, best_factor_control=1.0)
+    assert _row(loose)["holds"] is True
 
 
-def test_the_three_rank_collapse_verdicts_leave_causal_decoders_out_alike():
-    """One rule for causal decoders: a causal model that would fail each verdict changes none of them."""
-    enc = synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])
-    enc["residual_ratio"].loc[{"weights": "init", "variant": ["SAN", "SAN+MLP"]}] = 1e-8
-    enc["residual_ratio"].loc[{"weights": "init", "variant": "SAN", "layer": 0}] = 0.9
-    dec = synthetic_pretrained([0.9, 0.9, 0.9, 0.9, 0.9, 0.9])  # never collapses, not slower than init by 10x
-    results, causal = {"enc": enc, "dec": dec}, ("dec",)
-    p = REPORT["pretrained_collapse"]
-    layer = REPORT["rank_collapse"]["layer"]
-    init = rank_collapse_claims(results, **REPORT["rank_collapse"], causal=causal)
-    fast = pretrained_collapse_claims(
-        results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"], causal=causal
-    )
-    slower = pretrained_slower_claims(results, layer=layer, min_factor=p["slower_factor"], causal=causal)
-    assert init["causal"] == fast["causal"] == slower["causal"] == ["dec"]
-    assert init["judged"] == fast["judged"] == slower["judged"] == ["enc"]
-    assert fast["pure_collapses_in_every_model"] is True
-    counted = pretrained_collapse_claims(results, threshold=p["threshold"], max_layer_fraction=p["max_layer_fraction"])
-    assert counted["pure_collapses_in_every_model"] is False, "the decoder alone fails it when counted"
+# ------------------------------------------------------------------------------------------- evidence, config
 
 
 def test_claims_on_zero_evidence_are_not_judged():
-    """No model, no product, no run: every verdict says "not judged" (None), never a pass or a fail."""
-    assert rank_collapse_claims({}, **REPORT["rank_collapse"])["pure_collapses"] is None
-    assert rank_collapse_claims({}, **REPORT["rank_collapse"])["skip_survives"] is None
-    kw = {"threshold": 1e-3, "max_layer_fraction": 0.5}
-    assert pretrained_collapse_claims({}, **kw)["pure_collapses_in_every_model"] is None
+    """No model, no product: every verdict says "not judged" (None), never a pass or a fail."""
+    assert rank_collapse_claims({}, **RC)["pure_collapses"] is None
+    assert rank_collapse_claims({}, **RC)["skip_survives"] is None
+    assert _fast({})["pure_collapses_in_every_model"] is None
     assert attention_product_claims({}, **REPORT["attention_products"])["longer_paths_closer_to_rank1"] is None
-    empty = pd.DataFrame({"variant": ["SAN"], "hidden_dim": [8], "n_seeds": [0], "n_collapsed": [0]})
-    out = circle_claims(empty, **REPORT["circle"])
-    assert out["pure_collapses_more"] is None and out["verdicts"][0]["verdict"] == "not judged"
 
 
-def test_circle_claim_needs_a_margin_beyond_the_seed_spread():
-    """9/10 against 1/10 clears a margin of 0.2 after two binomial standard errors; 6/10 against 4/10 (a 0.2 lead,
-    within the spread) does not, though both fractions meet their thresholds."""
-    cfg = REPORT["circle"]
-    assert circle_claims(_circle(9, 1), **cfg)["pure_collapses_more"] is True
-    close = circle_claims(_circle(6, 4), **cfg)
-    assert close["pure_collapses_more"] is False and close["difference"] == pytest.approx(0.2)
-    assert circle_claims(_circle(6, 4), **{**cfg, "margin": 0.0, "sigmas": 0.0})["pure_collapses_more"] is True
-
-
-def _rows(out: dict) -> dict[str, dict]:
-    return {r["key"]: r for r in out["verdicts"]}
-
-
-def test_rank_collapse_control_is_the_skip_variants():
-    """Pure attention below the threshold by the layer; the skip variants (0.4 at layer 2) through the same test
-    fail, so the row holds; skip variants that collapse as fast leave the test without power."""
-    row = _rows(rank_collapse_claims({"m": synthetic_rank_collapse(2e-7, 0.3)}, **REPORT["rank_collapse"]))[
-        "pure_collapses"
+def test_every_row_is_rederived_from_its_own_numbers():
+    rows = [
+        *_init_row([0.6, 0.1, 1e-7, 1e-16])["verdicts"],
+        _row(_init_row([0.6, 1e-2, 2e-7, 1e-16])),
+        _row(_init_row([0.6, 0.1, 5e-3, 1e-4])),
+        _row(_fast(_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9]))),
+        _row(_fast(_pretrained([0.9, 0.5, 0.4]))),
+        _row(_slower([0.6, 1e-2, 1e-3], [0.6, 0.4, 0.3])),
+        _row(_slower([3e-3, 2e-3, 1e-3], [0.6, 0.4, 0.3])),
+        _row(attention_product_claims(_products([0.5] * 8, 1e-6), **REPORT["attention_products"])),
+        _row(rank_collapse_claims({}, **RC)),
     ]
-    assert row["kind"] == "scientific" and row["form"] == "universal"
-    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    assert row["margin"] == pytest.approx(np.log10(REPORT["rank_collapse"]["threshold"] / 2e-7))
-    fast = synthetic_rank_collapse(2e-7, 0.3)
-    fast["residual_ratio"].loc[{"variant": ["SAN+skip", "transformer"], "layer": 2}] = 1e-8
-    row = _rows(rank_collapse_claims({"m": fast}, **REPORT["rank_collapse"]))["pure_collapses"]
-    assert row["holds"] is True and row["verdict"] == "no power"
-
-
-def test_pretrained_controls_are_the_full_transformer():
-    p = REPORT["pretrained_collapse"]
-    kw = {"threshold": p["threshold"], "max_layer_fraction": p["max_layer_fraction"]}
-    fast = {"m": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}  # the transformer stays at 0.6 / 0.5
-    row = _rows(pretrained_collapse_claims(fast, **kw))["pure_collapses_in_every_model"]
-    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    both = {"m": synthetic_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])}
-    both["m"]["residual_ratio"].loc[{"weights": "pretrained", "variant": "transformer", "layer": [2, 3, 4, 5]}] = 1e-9
-    assert _rows(pretrained_collapse_claims(both, **kw))["pure_collapses_in_every_model"]["verdict"] == "no power"
-
-    slow_kw = {"layer": REPORT["rank_collapse"]["layer"], "min_factor": p["slower_factor"]}
-    ds = synthetic_pretrained([0.9, 0.5, 0.3, 0.1])
-    ds["residual_ratio"].loc[{"weights": "init", "variant": "SAN"}] = 1e-3
-    row = _rows(pretrained_slower_claims({"m": ds}, **slow_kw))["slower_in_every_model"]
-    # the transformer: 0.6 pretrained against 0.6 at init, a factor 1
-    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    ds["residual_ratio"].loc[{"weights": "init", "variant": "transformer"}] = 1e-3
-    assert _rows(pretrained_slower_claims({"m": ds}, **slow_kw))["slower_in_every_model"]["verdict"] == "no power"
-
-
-def test_attention_products_control_exchanges_the_path_lengths():
-    row = _rows(attention_product_claims({"m": _products(1e-6)}, **REPORT["attention_products"]))
-    row = row["longer_paths_closer_to_rank1"]
-    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    # residuals that do not depend on the length pass in either order with a ratio of 1: no power
-    flat = attention_product_claims({"m": _products(0.5)}, max_ratio=1.0)
-    assert _rows(flat)["longer_paths_closer_to_rank1"]["verdict"] == "no power"
-
-
-def test_circle_control_is_the_skip_variants_through_the_pure_test():
-    row = _rows(circle_claims(_circle(9, 1), **REPORT["circle"]))["pure_collapses_more"]
-    assert row["positive_control"]["fails_as_it_must"] is True and row["verdict"] == "holds"
-    # skip variants collapsing in half their runs pass pure attention's "at least half" as well
-    loose = {**REPORT["circle"], "margin": 0.0}
-    row = _rows(circle_claims(_circle(10, 5), **loose))["pure_collapses_more"]
-    assert row["holds"] is True and row["verdict"] == "no power"
+    for r in rows:
+        r = json.loads(json.dumps(r))
+        assert V.rederive(r) == [], r["key"]
+        if r["kind"] == V.SCIENTIFIC:
+            assert r["positive_control"]["key"].startswith("report.") and r["threshold"]["key"].startswith("report.")
+            assert V.rederive({**r, "verdict": "holds" if r["verdict"] != "holds" else "fails"})
 
 
 def test_check_config_names_the_keys():
@@ -184,7 +272,12 @@ def test_check_config_names_the_keys():
     with pytest.raises(ValueError, match="report.circle.skip_fraction_max"):
         check_config({**REPORT, "circle": {**REPORT["circle"], "skip_fraction_max": 0.6}})
     with pytest.raises(ValueError, match="report.rank_collapse.floor"):
-        check_config({**REPORT, "rank_collapse": {**REPORT["rank_collapse"], "floor": 1e-4}})
+        check_config({**REPORT, "rank_collapse": {**RC, "floor": 1e-4}})
+    for section, key in (("rank_collapse", "exponential_control"), ("pretrained_collapse", "plateau_control"),
+                         ("pretrained_collapse", "init_rate_control"), ("attention_products", "best_factor_control"),
+                         ("first_token_sink", "random_token_control")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"report.{section}.{key} = 0"):
+            check_config({**REPORT, section: {**REPORT[section], key: 0}})
     with pytest.raises(ValueError, match="report.paths.seeds.min_share"):
         check_config({**REPORT, "paths": {**REPORT["paths"], "seeds": {"rule": "every_seed", "min_share": 0.5}}})
     with pytest.raises(ValueError, match="report.theorem.negative_control_log10_gamma"):

@@ -1,23 +1,25 @@
 """The first-token sink: its measure against a loop over heads and queries, its recording in every variant's
 forward pass (the residuals unchanged), and the claim that the decoders' faster collapse is carried by the first token,
-once holding and once failing."""
+judged where the unmodified model has sinks: holding with its random-token placebo failing, holding with the placebo
+holding too ("no power"), failing, and not judged."""
 
 import numpy as np
 import pytest
 import torch
 import xarray as xr
 
+from san.core import verdicts as V
 from san.models.ablations import variant
 from san.models.load import load_model
 from san.models.store import materialise_init
 from san.rank_collapse.claims import first_token_sink_claims
-from san.rank_collapse.experiment import layer_measures, layer_residuals
+from san.rank_collapse.experiment import control_tokens, layer_measures, layer_residuals
 from san.rank_collapse.sink import first_token_attention, sink_share
+from san.rank_collapse.spec import METRICS
 
 from helpers import default_config
 
 SINK = default_config()["report"]["first_token_sink"]
-LAYER = default_config()["report"]["rank_collapse"]["layer"]
 
 
 def test_first_token_attention_is_the_mean_over_queries_of_the_first_column():
@@ -52,68 +54,105 @@ def gpt2(tmp_path_factory):
 def test_every_variant_records_its_sink_and_keeps_its_residuals(gpt2, name):
     ids = torch.randint(0, 1000, (4, 12), generator=torch.Generator().manual_seed(1))
     with variant(gpt2, "gpt2", name):
-        residuals, alpha, _ = layer_measures(gpt2, "gpt2", ids, batch_size=3)
+        residuals, alpha, _ = layer_measures(gpt2, "gpt2", ids, batch_size=3, control_token=control_tokens(4, 12, 0))
         alone = layer_residuals(gpt2, "gpt2", ids, batch_size=3)
         with torch.inference_mode():
             att = gpt2(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True).attentions
-    np.testing.assert_array_equal(residuals, alone)
+    np.testing.assert_array_equal(residuals[: len(METRICS)], alone)
     want = np.stack([a[:, :, :, 0].sum(-1).numpy() / ids.shape[1] for a in att])  # (layers, sequences, heads)
     np.testing.assert_allclose(alpha, want, rtol=1e-12)
     # causal: the first query attends only to the first token, so alpha >= 1 / tokens
     assert (alpha >= 1 / ids.shape[1] - 1e-12).all()
 
 
-def _decoder(init: float, pre: float, pre_without_first: float) -> xr.Dataset:
-    """A causal model's SAN ratios: ``init`` everywhere at init; pretrained ``pre`` with every token and
-    ``pre_without_first`` without the first one (the other variants at 0.6); heads with alpha 0.9 and 0.1."""
-    data = np.full((2, 4, 4, 2), 0.6)
-    data[0, 0] = init
-    no_first = data.copy()
-    data[1, 0], no_first[1, 0] = pre, pre_without_first
+def _decoder(
+    pre_without_first: float, pre_without_random: float, *, layer1_without_first: float = 0.4, sinks: bool = True
+) -> xr.Dataset:
+    """A causal model with four layers: the SAN ratio 0.5 at init and 0.05 pretrained (a faster collapse) at every
+    layer, without the first token ``pre_without_first`` pretrained at layers 2 and 3 (``layer1_without_first`` at
+    layer 1) and without a random one ``pre_without_random``; the other variants at 0.6. The unmodified pretrained
+    model's heads (alpha 0.9 or 0.1): one of two sinks at layer 1 (a share of 0.5, not above the rule's 0.5), both
+    at layers 2 and 3 (none with ``sinks`` False); the SAN variant has none."""
     dims = ("weights", "variant", "layer", "sample")
-    alpha = np.tile(np.array([0.9, 0.1]), (2, 4, 4, 1))
+    data = np.full((2, 4, 4, 2), 0.6)
+    data[:, 0] = 0.5
+    no_first, no_random = data.copy(), data.copy()
+    data[1, 0] = 0.05
+    no_first[1, 0, 1:] = np.array([layer1_without_first, pre_without_first, pre_without_first])[:, None]
+    no_random[1, 0, 1:] = pre_without_random
+    alpha = np.full((2, 4, 4, 2), 0.1)
+    if sinks:
+        alpha[1, 3, 1] = [0.9, 0.1]
+        alpha[1, 3, 2:] = 0.9
     alpha[:, :, 0] = np.nan
     return xr.Dataset(
         {
             "residual_ratio": (dims, data),
             "residual_ratio_no_first": (dims, no_first),
+            "residual_ratio_no_random": (dims, no_random),
             "first_token_attention": (("weights", "variant", "layer", "head"), alpha),
         },
         coords={"weights": ["init", "pretrained"], "variant": ["SAN", "SAN+MLP", "SAN+skip", "transformer"]},
     )
 
 
-def _rows(out):
-    return {r["key"]: r for r in out["verdicts"]}
+def _sink(results, causal=("dec",), **kw):
+    return first_token_sink_claims(results, **{**SINK, **kw}, causal=causal)
 
 
-def test_the_first_token_carries_the_faster_collapse_or_not():
-    # init 0.5, pretrained 0.05 (10x faster); without the first token 0.4: 1 - log(0.8)/log(0.1) = 0.903 carried
-    carried = {"dec": _decoder(0.5, 0.05, 0.4)}
-    out = first_token_sink_claims(carried, layer=LAYER, **SINK, causal=("dec",))
-    assert out["carried_in_every_decoder"] is True
-    assert out["smallest_carried"] == pytest.approx(1 - np.log(0.4 / 0.5) / np.log(0.05 / 0.5))
-    assert out["per_model"]["dec"]["sink_share"] == {"init": 0.5, "pretrained": 0.5}
-    row = _rows(out)["carried_in_every_decoder"]
-    assert row["verdict"] == "holds" and row["positive_control"]["fails_as_it_must"]
-    # without the first token still 0.06: almost all of the decrease stays, the first token does not carry it
-    kept = {"dec": _decoder(0.5, 0.05, 0.06)}
-    out = first_token_sink_claims(kept, layer=LAYER, **SINK, causal=("dec",))
-    assert out["carried_in_every_decoder"] is False and _rows(out)["carried_in_every_decoder"]["verdict"] == "fails"
-    # one decoder that fails makes the claim fail
-    both = {**carried, "other": _decoder(0.5, 0.05, 0.06)}
-    assert first_token_sink_claims(both, layer=LAYER, **SINK, causal=("dec", "other"))["judged"] == ["dec", "other"]
+def _row(out):
+    return out["verdicts"][0]
+
+
+def _carried(without: float) -> float:
+    return 1 - np.log(without / 0.5) / np.log(0.05 / 0.5)
+
+
+def test_the_first_token_carries_the_faster_collapse_where_the_sinks_are_and_a_random_token_does_not():
+    # without the first token 0.4 (0.903 carried), without a random one still 0.05 (nothing carried)
+    out = _sink({"dec": _decoder(0.4, 0.05, layer1_without_first=0.06)})
+    row = _row(out)
+    assert out["per_model"]["dec"]["sink_layers"] == [2, 3], "layer 1 (one sink head of two) is not above the rule"
+    assert row["verdict"] == "holds" and out["smallest_carried"] == pytest.approx(_carried(0.4))
+    assert row["positive_control"]["measured_value"] == pytest.approx(0.0)
+    assert row["positive_control"]["key"] == "report.first_token_sink.random_token_control"
+    # 0.903 (1 - s) > 0.5 up to s = 0.446
+    power = row["positive_control"]["power"]
+    assert power == pytest.approx(0.4)
+    print(f"carried_in_every_decoder: power {power}")
+    assert "2: 1.00 / 0.00" in row["detail"], "the unmodified model's sink share beside the SAN variant's"
+
+
+def test_a_random_token_that_carries_as_much_leaves_the_test_without_power():
+    row = _row(_sink({"dec": _decoder(0.4, 0.4)}))
+    assert row["holds"] is True and row["positive_control"]["verdict"] == "holds" and row["verdict"] == "no power"
+
+
+def test_the_first_token_carries_too_little_at_a_sink_layer():
+    out = _sink({"dec": _decoder(0.06, 0.05)})
+    assert _row(out)["verdict"] == "fails" and out["smallest_carried"] == pytest.approx(_carried(0.06))
+    both = _sink({"dec": _decoder(0.4, 0.05), "other": _decoder(0.06, 0.05)}, causal=("dec", "other"))
     assert (
-        first_token_sink_claims(both, layer=LAYER, **SINK, causal=("dec", "other"))["carried_in_every_decoder"] is False
+        _row(both)["verdict"] == "fails"
+        and both["judged"] == ["dec", "other"]
+        and _row(both)["item"].startswith("other")
     )
 
 
-def test_nothing_to_carry_is_not_judged():
-    slower = {"dec": _decoder(0.05, 0.5, 0.5)}  # pretrained collapses slower: no faster collapse to explain
-    out = first_token_sink_claims(slower, layer=LAYER, **SINK, causal=("dec",))
-    assert out["carried_in_every_decoder"] is None and out["judged"] == []
-    encoder = {"enc": _decoder(0.5, 0.05, 0.4)}  # not causal: outside the claim
-    assert first_token_sink_claims(encoder, layer=LAYER, **SINK)["carried_in_every_decoder"] is None
-    assert _rows(first_token_sink_claims(encoder, layer=LAYER, **SINK))["carried_in_every_decoder"]["verdict"] == (
-        "not judged"
-    )
+def test_without_sinks_a_faster_collapse_or_a_placebo_it_is_not_judged():
+    assert _row(_sink({"dec": _decoder(0.4, 0.05, sinks=False)}))["verdict"] == "not judged"
+    assert _row(_sink({"enc": _decoder(0.4, 0.05)}, causal=()))["verdict"] == "not judged", "not causal"
+    slower = _decoder(0.4, 0.05)
+    slower["residual_ratio"].loc[{"weights": "pretrained", "variant": "SAN"}] = 0.9
+    assert _row(_sink({"dec": slower}))["verdict"] == "not judged", "no faster collapse to carry"
+    old = _decoder(0.4, 0.05).drop_vars("residual_ratio_no_random")
+    row = _row(_sink({"dec": old}))
+    assert row["holds"] is True and row["verdict"] == "not judged", "a result without the placebo measure"
+
+
+def test_every_sink_row_is_rederived_from_its_own_numbers():
+    import json
+
+    for data in (_decoder(0.4, 0.05), _decoder(0.4, 0.4), _decoder(0.06, 0.05), _decoder(0.4, 0.05, sinks=False)):
+        r = json.loads(json.dumps(_row(_sink({"dec": data}))))
+        assert V.rederive(r) == []

@@ -1,11 +1,9 @@
 """The report's claim checks and caption rendering, on hand-made results."""
 
 import numpy as np
-import pandas as pd
 import pytest
 import xarray as xr
 
-from san.circle.claims import circle_claims
 from san.paths.claims import path_effectiveness_claims
 from san.rank_collapse.claims import attention_product_claims, rank_collapse_claims
 from san.report.captions import render_captions
@@ -39,20 +37,6 @@ def test_attention_product_claims():
         {"m": ds.isel(depth=[2, 1, 0]).assign_coords(depth=[1, 2, 3])}, **REPORT["attention_products"]
     )
     assert not c["longer_paths_closer_to_rank1"]
-
-
-def test_circle_claims_counts_collapsed_runs():
-    table = pd.DataFrame(
-        {
-            "variant": ["SAN", "SAN", "SAN+skip", "transformer"],
-            "hidden_dim": [8, 32, 8, 8],
-            "n_seeds": [5, 5, 5, 5],
-            "n_collapsed": [5, 3, 0, 1],
-        }
-    )
-    c = circle_claims(table, **REPORT["circle"])
-    assert (c["pure_collapsed"], c["pure_runs"], c["skip_collapsed"], c["skip_runs"]) == (8, 10, 1, 10)
-    assert c["pure_collapses_more"] and "SAN: 8/10 runs collapsed" in c["caption"]
 
 
 def test_path_effectiveness_claims():
@@ -96,18 +80,20 @@ def test_pretrained_collapse_claims_find_the_first_layer_below_the_threshold():
         "slow": synthetic_pretrained([0.9, 0.5, 0.1, 0.05, 2e-3, 5e-4]),
         "init-only": synthetic_pretrained([0.9, 0.1]).sel(weights=["init"]),
     }
-    out = pretrained_collapse_claims(results, threshold=1e-3, max_layer_fraction=1.0)
+    out = pretrained_collapse_claims(results, threshold=1e-3, max_layer_fraction=1.0, plateau_control=1.0)
     assert set(out["per_model"]) == {"fast", "slow"}, "models without pretrained weights are left out"
     assert out["per_model"]["fast"]["residual_ratio"]["san_first_below"] == 2
     assert out["per_model"]["slow"]["residual_ratio"]["san_first_below"] == 5
     assert out["per_model"]["slow"]["residual_ratio_frobenius"]["san_first_below"] == 4
     assert out["pure_collapses_in_every_model"] and out["within_layers"] == 5
-    causal = pretrained_collapse_claims(results, threshold=1e-3, max_layer_fraction=1.0, causal=("slow",))
+    causal = pretrained_collapse_claims(
+        results, threshold=1e-3, max_layer_fraction=1.0, plateau_control=1.0, causal=("slow",)
+    )
     assert causal["per_model"]["slow"]["causal"] and not causal["per_model"]["fast"]["causal"]
     assert causal["judged"] == ["fast"] and causal["within_layers"] == 2, "causal decoders stay out of the verdict"
     assert "SAN below at layer 5 of 5" in out["caption_rows"]["slow"]
     never = pretrained_collapse_claims(
-        {"flat": synthetic_pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0
+        {"flat": synthetic_pretrained([0.9, 0.5, 0.4])}, threshold=1e-3, max_layer_fraction=1.0, plateau_control=1.0
     )
     assert never["pure_collapses_in_every_model"] is False and never["within_layers"] is None
     assert "never" in never["caption_rows"]["flat"]
