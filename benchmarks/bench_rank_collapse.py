@@ -170,7 +170,7 @@ start = status_bytes("VmRSS")
 ids = torch.randint(5, 30000, (int(sequences), int(tokens)), generator=torch.Generator().manual_seed(0))
 inputs = {"init": xr.Dataset({"input_ids": (("sample", "token"), ids.numpy())}, attrs={"input_sha256": "bench"})}
 settings = {"variants": variants.split(","), "dtype": dtype, "batch_size": int(sequences),
-            "albert_no_mlp": "identity_linears", "control_token_seed": 0}
+            "albert_no_mlp": "identity_linears", "control_token_seed": 0, "massive_token_factor": 10.0}
 t = time.perf_counter()
 ds = run("llama", {"init": folder}, inputs, settings, budget_mb=None if budget == "none" else float(budget))
 wall = time.perf_counter() - t

@@ -72,7 +72,14 @@ class Wing:
 
 #: every wing, in the order of summary.json's verdict lists
 WINGS: tuple[Wing, ...] = (
-    Wing("rank_collapse", rank_collapse_spec, rank_collapse_claims, rank_collapse_tables),
+    # phenomena.smk: the unmodified decoders at several context lengths (rule sink_context, san.rank_collapse.context)
+    Wing(
+        "rank_collapse",
+        rank_collapse_spec,
+        rank_collapse_claims,
+        rank_collapse_tables,
+        rules=("rank_collapse", "phenomena"),
+    ),
     Wing("series", series_spec, series_claims, series_tables),
     Wing("circle", circle_spec, circle_claims, circle_tables),
     Wing("paths", paths_spec, paths_claims, paths_tables, rules=("paths", "paths_decomposition")),

@@ -16,23 +16,27 @@ from san.core.provenance import provenance_attrs
 
 class Variable(NamedTuple):
     """How a result variable or coordinate is described: its CF ``long_name`` and ``units`` (``"1"`` for a
-    dimensionless number, ``"s"`` for seconds) and, where a label is not enough, a longer ``description``."""
+    dimensionless number, ``"s"`` for seconds) and, where a label is not enough, a longer ``description``; a
+    measure with one exact definition also states its ``formula`` and the papers it follows (CF ``references``)."""
 
     long_name: str
     units: str
     description: str | None = None
+    formula: str | None = None
+    references: str | None = None
 
 
 def describe(ds: Any, table: Mapping[str, Variable]) -> Any:
-    """Set ``long_name``, ``units`` and ``description`` (when the table gives one) of the variables and coordinates
-    of ``ds`` named in ``table`` (an experiment's one table of its variables, ``name -> Variable``); names that
-    ``ds`` does not hold are skipped. Returns ``ds`` (changed in place)."""
+    """Set ``long_name``, ``units`` and ``description``, ``formula`` and ``references`` (when the table gives them)
+    of the variables and coordinates of ``ds`` named in ``table`` (an experiment's one table of its variables,
+    ``name -> Variable``); names that ``ds`` does not hold are skipped. Returns ``ds`` (changed in place)."""
     for name, entry in table.items():
         if name in ds.variables:
             var = Variable(*entry)
             ds[name].attrs.update(long_name=var.long_name, units=var.units)
-            if var.description is not None:
-                ds[name].attrs["description"] = var.description
+            for key in ("description", "formula", "references"):
+                if getattr(var, key) is not None:
+                    ds[name].attrs[key] = getattr(var, key)
     return ds
 
 

@@ -21,8 +21,8 @@ MB = 1_000_000
 #: local folder's files are copied into the model folder (and their temporary copy), a zip archive of package parts
 #: is reassembled and extracted, and a GGUF file (4-bit quantised in the default's packages) is reassembled and
 #: dequantised to float32 beside itself (san.models.sources.gguf): 8 bytes for each byte of 4-bit weights, plus
-#: the file.
-FOOTPRINT = {"package": 2, "local": 2, "zip": 3, "gguf": 10}
+#: the file; an ONNX graph is read in place and its backbone written as float32 safetensors (at most the file's size).
+FOOTPRINT = {"package": 2, "local": 2, "zip": 3, "gguf": 10, "onnx": 1}
 
 
 def files_mb(paths: Iterable[str | Path]) -> float | None:
@@ -42,7 +42,8 @@ def files_mb(paths: Iterable[str | Path]) -> float | None:
 def pinned_files(source: Mapping[str, Any]) -> list[Path] | None:
     """The files a pretrained ``source`` (``models.<name>.pretrained``) loads its model from, where they are on this
     host: a package's model folder and a local folder (the files its ``sha256`` pins), the parts of installed
-    distributions; None for a hub source (downloaded by the job) or a package that is not installed here."""
+    distributions, an installed distribution's ONNX file; None for a hub source (downloaded by the job) or a package
+    that is not installed here."""
     kind = source["source"]
     try:
         if kind == "package":
@@ -54,6 +55,8 @@ def pinned_files(source: Mapping[str, Any]) -> list[Path] | None:
             return [
                 Path(importlib.metadata.distribution(p["distribution"]).locate_file(p["file"])) for p in source["parts"]
             ]
+        if kind == "onnx":
+            return [Path(importlib.metadata.distribution(source["distribution"]).locate_file(source["file"]))]
     except (AcquisitionError, importlib.metadata.PackageNotFoundError):
         return None
     return None

@@ -262,6 +262,7 @@ def check_models(config: dict[str, Any]) -> None:
             check_architecture(name, *explicit)
             _check_positions(name, *explicit, text.get("seq_len"))
         _check_decoder_only(name, spec)
+        _check_onnx(name, spec)
 
 
 def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any) -> None:
@@ -273,6 +274,29 @@ def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any)
         raise ConfigError(
             f"config key 'text.seq_len': {seq_len} tokens exceed the {positions - offset} usable position "
             f"embeddings of model {name!r} (models.{name}.init.config.{position_key})"
+        )
+
+
+#: the family of the model folder that an ``onnx`` source writes (a ``Dinov2Model``: san.models.sources.onnx)
+ONNX_FAMILY = "dinov2"
+
+
+def _check_onnx(name: str, spec: dict[str, Any]) -> None:
+    """An ``onnx`` source writes a DINOv2 model (its family, when given, is that) and pins its file by the file's
+    name."""
+    pretrained = spec.get("pretrained") or {}
+    if pretrained.get("source") != "onnx":
+        return
+    if spec.get("family") not in (None, ONNX_FAMILY):
+        raise ConfigError(
+            f"config key 'models.{name}.family': an onnx source writes a {ONNX_FAMILY!r} model (a transformers "
+            f"Dinov2Model), but the family is {spec['family']!r}"
+        )
+    file_name = Path(pretrained["file"]).name
+    if file_name not in pretrained["sha256"]:
+        raise ConfigError(
+            f"config key 'models.{name}.pretrained.sha256': no pin for the ONNX file {file_name!r} "
+            f"(pinned: {sorted(pretrained['sha256'])})"
         )
 
 

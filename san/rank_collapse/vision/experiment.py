@@ -10,7 +10,10 @@ feature maps over the patch grid: :func:`log_amplitude_difference` is their ``Δ
 frequency) and :func:`high_frequency_share` the share of the states' energy outside the low-frequency band.
 
 Each variant (:mod:`san.models.ablations`) runs on the image's ``pixel_values`` while the residual-stream hooks of
-:mod:`san.rank_collapse.experiment` record every layer.
+:mod:`san.rank_collapse.experiment` record every layer; the same states give the measures of massive activations,
+high-norm tokens and spectral compression (:mod:`san.core.phenomena`), the first token being the class token, and the
+embedding output the redundancy of each patch with its neighbours (Darcet et al.'s high-norm tokens sit in redundant
+patches).
 """
 
 from __future__ import annotations
@@ -26,11 +29,12 @@ from transformers import PretrainedConfig, PreTrainedModel
 
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
+from san.core.phenomena import PATCH_NEIGHBOUR_SIMILARITY, PHENOMENA, layer_phenomena, patch_neighbour_similarity
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
 from san.models.folders import read_manifest
 from san.models.spec import row as family_row
-from san.rank_collapse.experiment import load_weight_set, residual_stream
+from san.rank_collapse.experiment import load_weight_set, residual_stream, with_phenomena
 from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
 
 #: the token roles, in the order of their flag values
@@ -55,6 +59,8 @@ VARIABLES = {
     "layer": Variable("layer index", "1"),
     "image": Variable("input image", "1"),
     "token": Variable("token position", "1"),
+    **PHENOMENA,
+    "patch_neighbour_similarity": PATCH_NEIGHBOUR_SIMILARITY,
 }
 
 
@@ -160,16 +166,33 @@ def pixel_inputs(folder: str | Path, settings: Mapping[str, Any]) -> xr.Dataset:
 
 def variant_measures(
     model: PreTrainedModel, family: str, pixels: torch.Tensor, grid: tuple[int, int] | None, settings: Mapping
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """:func:`layer_measures` of the model as it is (a variant applied) on ``pixels`` in batches of
     ``settings["batch_size"]``: measures ``(measures, layers + 1, images)``, token norms ``(layers + 1, images,
-    tokens)`` and the token roles."""
-    chunks, roles = [], []
+    tokens)``, the measures of :data:`san.core.phenomena.PHENOMENA` ``(measures, layers + 1, images)`` (with
+    ``settings["massive_token_factor"]``), the patch-neighbour similarity of the layer-0 tokens ``(images, tokens)``
+    (:func:`neighbour_similarity`) and the token roles."""
+    chunks, phenomena, similarity, roles = [], [], [], []
     for start in range(0, pixels.shape[0], settings["batch_size"]):
         states = residual_stream(model, family, pixels[start : start + settings["batch_size"]])
         roles = token_roles(family, model.config, states[0].shape[1])
         chunks.append(layer_measures(states, roles, grid, settings["high_frequency_cutoff"]))
-    return np.concatenate([c[0] for c in chunks], axis=2), np.concatenate([c[1] for c in chunks], axis=1), roles
+        whole = torch.from_numpy(chunks[-1][0][list(MEASURES).index("residual_ratio")])
+        phenomena.append(layer_phenomena(states, settings["massive_token_factor"], whole))
+        similarity.append(neighbour_similarity(states[0], roles, grid))
+    return (np.concatenate([c[0] for c in chunks], axis=2), np.concatenate([c[1] for c in chunks], axis=1),
+            np.concatenate(phenomena, axis=2), np.concatenate(similarity), roles)  # fmt: skip
+
+
+def neighbour_similarity(state: torch.Tensor, roles: Sequence[str], grid: tuple[int, int] | None) -> np.ndarray:
+    """:func:`san.core.phenomena.patch_neighbour_similarity` of the patch tokens of ``state`` ``(images, tokens,
+    width)`` placed on the token axis ``(images, tokens)``, NaN at the other tokens (and everywhere without a patch
+    grid)."""
+    out = torch.full(state.shape[:2], float("nan"), dtype=torch.float64)
+    if grid is not None:
+        patch = torch.tensor([r == "patch" for r in roles])
+        out[:, patch] = patch_neighbour_similarity(state[:, patch], grid)
+    return out.numpy()
 
 
 def run(
@@ -189,13 +212,14 @@ def run(
 
     ``models`` maps each weight set to its model folder and ``inputs`` to its images' ``pixel_values`` (with the
     ``input_sha256`` attribute); ``settings`` holds ``variants``, ``dtype`` (one, or one per variant),
-    ``batch_size`` and ``high_frequency_cutoff`` (:func:`high_frequency_share`).
+    ``batch_size``, ``high_frequency_cutoff`` (:func:`high_frequency_share`) and ``massive_token_factor``
+    (:data:`san.core.phenomena.PHENOMENA`, recorded beside, with each patch's similarity to its neighbours).
     """
     if family_row(family).modality != "image":
         raise ValueError(f"family {family!r} reads text, not images: list its model under rank_collapse.models")
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
-    measures, norms, manifests, hashes, roles = [], [], {}, {}, None
+    measures, norms, phenomena, similarity, manifests, hashes, roles = [], [], [], [], {}, {}, None
     for weights, folder in models.items():
         pixels = torch.as_tensor(inputs[weights]["pixel_values"].values)
         by_variant = {}
@@ -215,12 +239,17 @@ def run(
             del model
         measures.append(np.stack([by_variant[v][0] for v in variants]))
         norms.append(np.stack([by_variant[v][1] for v in variants]))
+        phenomena.append(np.stack([by_variant[v][2] for v in variants]))
+        similarity.append(by_variant[variants[0]][3])  # the embedding output: the same in every variant
         manifests[weights] = read_manifest(folder)
         hashes[weights] = inputs[weights].attrs["input_sha256"]
     images = [str(v) for v in next(iter(inputs.values()))["image"].values]
     coords = {"weights": list(models), "variant": variants, "dtype": [dtypes[v] for v in variants], "image": images}
     attrs = {"manifests": manifests, "input_sha256": hashes}
-    return _dataset(np.stack(measures), np.stack(norms), coords, roles, attrs)
+    ds = _dataset(np.stack(measures), np.stack(norms), coords, roles, attrs)
+    ds = with_phenomena(ds, np.stack(phenomena), ("weights", "variant", "layer", "image"))
+    similar = xr.DataArray(np.stack(similarity), dims=("weights", "image", "token"))
+    return describe(ds.assign(patch_neighbour_similarity=similar), VARIABLES)
 
 
 def _dataset(

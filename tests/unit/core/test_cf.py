@@ -194,7 +194,7 @@ def test_rank_collapse(tiny_bert):
 
     models, inputs = tiny_bert
     settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2}
-    settings |= {"albert_no_mlp": "identity_linears", "control_token_seed": 0}
+    settings |= {"albert_no_mlp": "identity_linears", "control_token_seed": 0, "massive_token_factor": 10.0}
     _assert_cf(run("bert", models, inputs, settings))
 
 

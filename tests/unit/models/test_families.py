@@ -350,7 +350,7 @@ def test_a_rank_collapse_job_holds_one_copy_of_the_weights(tmp_path, monkeypatch
     monkeypatch.setattr(experiment, "load_model", counting_load)
     settings = {
         "variants": list(VARIANT_NAMES), "dtype": {"SAN": "float32", "SAN+MLP": "float32"}, "batch_size": 1,
-        "albert_no_mlp": "identity_linears", "control_token_seed": 0,
+        "albert_no_mlp": "identity_linears", "control_token_seed": 0, "massive_token_factor": 10.0,
     }  # fmt: skip
     ds = experiment.run("llama", folders, inputs, settings)
     assert len(loaded) == 4  # two weight sets x two dtypes

@@ -71,6 +71,7 @@ def test_streamed_model_gives_the_numbers_of_the_model_in_memory(model_folder, d
         "batch_size": 2,
         "albert_no_mlp": "identity_linears",
         "control_token_seed": 0,
+        "massive_token_factor": 10.0,
     }
     outside, block = _sizes_mb(folder, 8 if dtype == "float64" else 4)
     budget = outside + (held + 1) * block  # the held blocks and room for one streamed block

@@ -307,3 +307,28 @@ def test_tensors_outside_the_file_are_refused(tmp_path):
     onnx.save(model, tmp_path / "split.onnx", save_as_external_data=True, size_threshold=0)
     with pytest.raises(AcquisitionError, match="outside the pinned file"):
         source.read_onnx(tmp_path / "split.onnx", "split.onnx")
+
+
+def test_the_store_acquires_the_graph_as_an_onnx_source(tmp_path, monkeypatch):
+    """``source: onnx`` through :func:`san.models.store.materialise`: the file's pin in the store's one check, the
+    folder derived by ``convert``, recognised as DINOv2, recorded (lineage, file, pin) and loaded by the library
+    computing what the graph computes; a file off its pin is refused before it is read, leaving no folder."""
+    from san.models.load import load_model
+    from san.models.store import materialise
+
+    model, built = export()
+    entry = {"source": "onnx", **installed_onnx(tmp_path, monkeypatch, model)}
+    manifest = materialise("m", "dinov2", "pretrained", entry, tmp_path / "pretrained")
+    assert (manifest["source"], manifest["family"], manifest["lineage"]) == ("onnx", "dinov2", entry["lineage"])
+    assert manifest["file_sha256"] == entry["sha256"]["tiny.onnx"] and "check" not in manifest
+    assert manifest["architecture"]["num_hidden_layers"] == 2
+    loaded = load_model(tmp_path / "pretrained", "dinov2", torch.float32)
+    pixels = np.random.default_rng(2).standard_normal((1, CHANNELS, SIDE, SIDE)).astype(np.float32)
+    (want,) = ReferenceEvaluator(model).run([built.states[-2]], {"input_image": pixels})
+    with torch.no_grad():
+        got = loaded(pixel_values=torch.from_numpy(pixels), output_hidden_states=True).hidden_states[-1]
+    np.testing.assert_allclose(got.numpy(), want, atol=1e-5, rtol=1e-5)
+    monkeypatch.setattr(source, "read_onnx", lambda *a: pytest.fail("the file was read before its pin was checked"))
+    with pytest.raises(AcquisitionError, match="sha256 of tiny.onnx"):
+        materialise("m", "dinov2", "pretrained", {**entry, "sha256": {"tiny.onnx": "0" * 64}}, tmp_path / "off")
+    assert not (tmp_path / "off").exists()

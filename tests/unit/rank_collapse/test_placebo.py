@@ -14,7 +14,7 @@ from san.rank_collapse.experiment import control_tokens, layer_residuals, run
 from san.rank_collapse.spec import METRICS, PLACEBO
 
 SETTINGS = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 2,
-            "albert_no_mlp": "identity_linears", "control_token_seed": 3}  # fmt: skip
+            "albert_no_mlp": "identity_linears", "control_token_seed": 3, "massive_token_factor": 10.0}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

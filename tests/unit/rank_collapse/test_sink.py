@@ -54,7 +54,7 @@ def gpt2(tmp_path_factory):
 def test_every_variant_records_its_sink_and_keeps_its_residuals(gpt2, name):
     ids = torch.randint(0, 1000, (4, 12), generator=torch.Generator().manual_seed(1))
     with variant(gpt2, "gpt2", name):
-        residuals, alpha = layer_measures(gpt2, "gpt2", ids, batch_size=3, control_token=control_tokens(4, 12, 0))
+        residuals, alpha, _ = layer_measures(gpt2, "gpt2", ids, batch_size=3, control_token=control_tokens(4, 12, 0))
         alone = layer_residuals(gpt2, "gpt2", ids, batch_size=3)
         with torch.inference_mode():
             att = gpt2(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True).attentions

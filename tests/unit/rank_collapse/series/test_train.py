@@ -112,6 +112,7 @@ def test_rank_collapse_along_the_series_matches_the_hidden_states(series, docume
         "batch_size": 2,
         "albert_no_mlp": "remove",
         "control_token_seed": 0,
+        "massive_token_factor": 10.0,
     }
     ds = run_series("gpt_neox", folders, inputs, settings)
     assert ds["residual_ratio"].dims == ("seed", "revision", "variant", "layer", "sample")

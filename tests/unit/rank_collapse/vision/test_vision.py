@@ -19,6 +19,7 @@ from san.rank_collapse.vision.experiment import (
 )
 
 from helpers import ROOT
+from reference import assert_phenomena
 
 GRID = (4, 6)
 REPORT = {
@@ -71,7 +72,7 @@ ARCH = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "im
         "mlp_ratio": 2, "layerscale_value": 1.0, "num_register_tokens": 2}  # fmt: skip
 SETTINGS = {"variants": ["SAN", "SAN+MLP", "SAN+skip", "transformer"], "dtype": "float64", "batch_size": 2,
             "high_frequency_cutoff": 0.25, "images": ["astronaut", "rocket"], "noise_images": 1, "noise_size": 32,
-            "seed": 0}  # fmt: skip
+            "seed": 0, "massive_token_factor": 10.0}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +100,30 @@ def test_run_measures_lie_in_range_and_the_patch_only_ones_differ(result):
         values = result[name].values
         assert np.all((values >= 0) & (values <= 1 + 1e-12))
     assert not np.allclose(result["residual_ratio"].values, result["residual_ratio_patches"].values)
+
+
+@pytest.mark.slow
+def test_run_records_the_phenomena_of_the_hidden_states(result, tmp_path):
+    """The unmodified model's measures (the class token first) and every patch's similarity to its grid neighbours,
+    against numpy on the model's own hidden states (the encoder's outputs, no final norm)."""
+    from san.core.phenomena import PHENOMENA
+    from san.models.load import load_model
+
+    folder = tmp_path / "init"
+    materialise_init("dinov2_with_registers", ARCH, 0, folder)
+    pixels = torch.as_tensor(pixel_inputs(folder, SETTINGS)["pixel_values"].values)
+    with torch.inference_mode():
+        model = load_model(folder, "dinov2_with_registers", torch.float64)
+        states = [h.numpy() for h in model(pixel_values=pixels.double(), output_hidden_states=True).hidden_states]
+    got = {name: result[name].sel(weights="init", variant="transformer").values for name in PHENOMENA}
+    assert_phenomena(got, states, SETTINGS["massive_token_factor"])
+    similarity = result["patch_neighbour_similarity"].sel(weights="init")
+    assert similarity.dims == ("image", "token") and similarity.isel(token=slice(0, 3)).isnull().all()
+    patches = states[0][:, 3:].reshape(3, 4, 4, -1)
+    unit = patches / np.linalg.norm(patches, axis=-1, keepdims=True)
+    r, c = 1, 2  # an inner patch: four neighbours
+    want = np.mean([(unit[:, r, c] * unit[:, rr, cc]).sum(-1) for rr, cc in ((0, 2), (2, 2), (1, 1), (1, 3))], axis=0)
+    np.testing.assert_allclose(similarity.isel(token=3 + 4 * r + c).values, want, rtol=1e-12)
 
 
 def _smoothing(san_decay: float, skip_curve: list[float]) -> xr.Dataset:

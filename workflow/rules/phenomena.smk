@@ -1,0 +1,46 @@
+# What pretraining does to the residual stream (massive activations, attention sinks, compression). The per-layer
+# measures are the rank_collapse and vision jobs' (san.core.phenomena); this file adds the unmodified decoders at
+# several context lengths (Barbero et al. 2025: sinks grow with the context).
+from san.rank_collapse.spec import context_models
+
+# Models measured along the context (phenomena.context.models; null: the causal decoders with pretrained weights).
+SINK_CONTEXT_MODELS = context_models(config)
+# The context job's slice: the lengths and the rank-collapse batch (and, per model, its dtype: the transformer
+# variant's is used).
+SINK_CONTEXT = {
+    "seq_lens": config["phenomena"]["context"]["seq_lens"],
+    "batch_size": config["rank_collapse"]["batch_size"],
+}
+
+
+rule sink_context:
+    """The attention on the first token per layer and head, and the first token's norm and the massive-activation
+    ratio per layer and sequence, of one decoder's unmodified model (transformer variant) on the first seq_len tokens
+    of its input sequences, for each length of phenomena.context.seq_lens and each weight set."""
+    input:
+        models=model_inputs("model"),
+        inputs=model_inputs("inputs"),
+    output:
+        RESULT["sink_context"],
+    log:
+        "logs/sink_context/{model}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/sink_context/{{model}}.tsv"
+    priority: model_priority
+    conda:
+        TORCH_ENV
+    threads: compute_threads("sink_context")
+    resources:
+        **analysis_resources("sink_context", "rank_collapse"),
+    params:
+        weights=lambda w: model_weights(w.model),
+        settings=lambda w: {
+            **SINK_CONTEXT,
+            "dtype": config["models"][w.model].get("dtype", config["rank_collapse"]["dtype"]),
+        },
+        compute=compute_params("sink_context"),
+    script:
+        "../../scripts/sink_context.py"
+
+
+TARGETS.extend(expand(RESULT["sink_context"], model=SINK_CONTEXT_MODELS))
