@@ -110,6 +110,11 @@ def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], 
     return {"row": claim.check(statistic, full), "cells": cells}
 
 
+def about(key: str, kinds: Mapping[str, str]) -> list[str]:
+    """The models of ``kinds`` (model -> kind) that claim ``key`` is about (:data:`~san.phenomena.spec.CLAIMS`)."""
+    return [name for name, kind in kinds.items() if kind in CLAIMS[key][1]]
+
+
 def layers_text(layers: Iterable[int]) -> str:
     """Layer indices as a detail prints them."""
     items = [str(int(la)) for la in layers]

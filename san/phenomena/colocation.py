@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, judge, moved
+from san.phenomena.checks import Claim, Judged, about, judge, moved
 from san.phenomena.data import curve, lacks, sink_curve
 from san.phenomena.spec import DECODER, INIT, PRETRAINED
 
@@ -86,7 +86,6 @@ def colocation_claims(
         V.Wrong.toward("the random-init twin's three curves, moved {s:g} of the way", r["init_control"],
                        "report.phenomena.colocation.init_control"),
     )  # fmt: skip
-    decoders = [name for name, kind in kinds.items() if kind == DECODER and name in results]
-    judged = {name: _model(results[name], share_threshold) for name in decoders}
+    judged = {name: _model(results[name], share_threshold) for name in about(claim.key, kinds) if name in results}
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
     return {claim.key: judge(claim, judged, kinds, detail)}

@@ -20,11 +20,14 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, judge, layers_text, moved
+from san.phenomena.checks import Claim, Judged, about, judge, layers_text, moved
 from san.phenomena.data import curve, lacks, variants
-from san.phenomena.spec import DECODER, ENCODER, PRETRAINED, PURE
+from san.phenomena.spec import PRETRAINED, PURE
 
-SOURCE = "Queipo-de-Llano et al. 2025 (arXiv 2510.06477), Sec. 3; Dong et al. 2021, Sec. 2"
+SOURCE = (
+    "this workbench's reading of Queipo-de-Llano et al. 2025 (arXiv 2510.06477), abstract (massive activations "
+    "necessarily compress) against Dong et al. 2021, Sec. 2 (rank collapse to 1 x^T)"
+)
 
 
 def compressed_layers(share: np.ndarray, compressed: float) -> list[int]:
@@ -68,8 +71,8 @@ def compression_claims(
     ``row`` and models x claims ``cells`` by claim key."""
     r = report["compression"]
     claim = Claim(
-        "compression_is_not_collapse", "a representation compressed to nearly rank one by a massive token (X close "
-        "to e_0 x_0^T) is not collapsed in Dong et al.'s sense (X close to 1 x^T): compression is not rank collapse",
+        "compression_is_not_collapse", "compression is not rank collapse: a representation compressed to nearly rank "
+        "one by a massive token (X close to e_0 x_0^T) is not collapsed in Dong et al.'s sense (X close to 1 x^T)",
         V.UNIVERSAL, SOURCE,
         f"in every pretrained text model (unmodified), at every block output whose largest singular value carries at "
         f"least {r['compressed']:g} of the energy (s_1^2 / ||X||_F^2), Dong's relative residual ||res(X)||_(1,inf) / "
@@ -79,7 +82,8 @@ def compression_claims(
                        "moved {s:g} of the way (log)", r["collapse_control"],
                        "report.phenomena.compression.collapse_control"),
     )  # fmt: skip
-    text = [name for name, kind in kinds.items() if kind in (DECODER, ENCODER) and name in results]
-    judged = {name: _model(results[name], kinds[name], r["compressed"]) for name in text}
+    judged = {
+        name: _model(results[name], kinds[name], r["compressed"]) for name in about(claim.key, kinds) if name in results
+    }
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
     return {claim.key: judge(claim, judged, kinds, detail)}

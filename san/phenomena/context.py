@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, judge, moved
+from san.phenomena.checks import Claim, Judged, about, judge, moved
 from san.phenomena.data import lacks, sink_share
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, UNMODIFIED
 
@@ -85,12 +85,11 @@ def context_claims(
         V.Wrong.toward("the random-init twin's growth, moved {s:g} of the way", r["init_control"],
                        "report.phenomena.context.init_control"),
     )  # fmt: skip
-    decoders = [name for name, kind in kinds.items() if kind == DECODER]
     judged = {
         name: _model(results[name], share_threshold)
         if name in results
         else Judged(DECODER, None, "no context-length run of this model (rule sink_context)")
-        for name in decoders
+        for name in about(claim.key, kinds)
     }
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
     return {claim.key: judge(claim, judged, kinds, detail)}

@@ -27,7 +27,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, judge, moved
+from san.phenomena.checks import Claim, Judged, about, judge, moved
 from san.phenomena.data import lacks, patch_norms, patch_similarity
 from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED
 
@@ -151,10 +151,9 @@ def high_norm_claims(
     ``row`` and models x claims ``cells``."""
     r = report["high_norm"]
     exist, redundant = _claims(r)
-    encoders = [name for name, kind in kinds.items() if kind == IMAGE_ENCODER and name in results]
     out = {}
     for claim, model in ((exist, _exist_model), (redundant, _redundant_model)):
-        judged = {name: model(results[name], r) for name in encoders}
+        judged = {name: model(results[name], r) for name in about(claim.key, kinds) if name in results}
         detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
         out[claim.key] = judge(claim, judged, kinds, detail)
     return out

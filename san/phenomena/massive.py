@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, judge, moved
+from san.phenomena.checks import Claim, Judged, about, judge, moved
 from san.phenomena.data import curve, lacks, mode, per_input
 from san.phenomena.spec import DECODER, INIT, PRETRAINED
 
@@ -117,7 +117,6 @@ def massive_claims(
     model -> kind), thresholds and control settings from ``report`` (``report.phenomena.massive``): per claim key,
     its ``row`` and its models x claims ``cells`` (:func:`san.phenomena.checks.judge`)."""
     r = report["massive"]
-    decoders = [name for name, kind in kinds.items() if kind == DECODER and name in results]
     appear = Claim(
         "massive_appear_abruptly", "massive activations \"emerge very rapidly from one layer of computation\", not "
         "\"as a result of gradual accumulation through many layers\", in an early layer", V.UNIVERSAL, SOURCE,
@@ -139,8 +138,10 @@ def massive_claims(
         V.Wrong.toward("a transient spike: from the layer after the rise the ratio back at its level before it, moved "
                        "{s:g} of the way (log)", r["transient_control"], "report.phenomena.massive.transient_control"),
     )  # fmt: skip
-    judged_appear = {name: _appear_model(results[name]) for name in decoders}
-    judged_plateau = {name: _plateau_model(results[name], r["tail"]) for name in decoders}
+    judged_appear = {name: _appear_model(results[name]) for name in about(appear.key, kinds) if name in results}
+    judged_plateau = {
+        name: _plateau_model(results[name], r["tail"]) for name in about(plateau.key, kinds) if name in results
+    }
     return {
         appear.key: judge(appear, judged_appear, kinds, _detail(judged_appear)),
         plateau.key: judge(plateau, judged_plateau, kinds, _detail(judged_plateau)),
