@@ -45,6 +45,8 @@ def test_co_located_events_hold_and_the_twins_scattered_ones_fail():
     row = out["row"]
     assert row["verdict"] == "holds" and row["value"] == 1.0 and row["item"] == "spike 3, valley 3, sink 4"
     assert row["positive_control"]["verdict"] == "fails" and row["positive_control"]["measured_value"] == 5.0
+    # half way to the twin the twin's steps (as large as the pretrained ones) win the ties of the largest change
+    assert row["positive_control"]["power"] == pytest.approx(0.5)
     assert out["cells"]["enc"]["verdict"] == "n/a"
     assert "init twin's at 1, 6, 3" in row["detail"]
     assert_rederived(row)

@@ -34,6 +34,7 @@ def test_sinks_that_grow_hold_and_the_twins_dilution_fails():
     assert row["verdict"] == "holds" and row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 8
     assert row["item"] == "16 -> 64 tokens"
     assert row["positive_control"]["verdict"] == "fails" and row["positive_control"]["measured_value"] == -1.0
+    assert row["positive_control"]["power"] == pytest.approx(0.45)  # 1 - 2 s stays above 0.05 below s = 0.475
     assert "sink share by length {16: 0.00, 32: 0.50, 64: 1.00}" in row["detail"]
     assert out["cells"]["enc"]["verdict"] == "n/a"
     assert_rederived(row)

@@ -46,10 +46,12 @@ def test_high_norm_outliers_in_redundant_patches_hold_and_their_placebos_fail():
     exist, redundant = out["small_vit_high_norm"]["row"], out["high_norm_in_redundant_patches"]["row"]
     assert exist["verdict"] == "holds" and exist["value"] == pytest.approx(0.125) and exist["item"] == "layer 2"
     assert exist["positive_control"]["verdict"] == "fails" and exist["positive_control"]["measured_value"] == 0.0
+    assert exist["positive_control"]["power"] == pytest.approx(0.9)  # 0.125 (1 - s) stays above 0.01 below s = 0.92
     assert "first layer with a share >= 0.01: 2" in exist["detail"]
     assert redundant["verdict"] == "holds" and redundant["value"] == pytest.approx(0.9 - np.median(SIM[0]))
     assert redundant["evidence"] == IMAGES and redundant["item"] == "layer 2"
     assert redundant["positive_control"]["verdict"] == "fails"
+    assert 0.5 < redundant["positive_control"]["power"] < 1.0  # random sets' excess is about 0.05, the outliers' 0.39
     assert out["small_vit_high_norm"]["cells"]["dec"]["verdict"] == "n/a"
     for r in (exist, redundant):
         assert_rederived(r)

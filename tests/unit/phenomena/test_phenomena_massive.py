@@ -41,6 +41,8 @@ def test_an_abrupt_plateau_holds_and_its_controls_fail():
     assert appear["positive_control"]["power"] == pytest.approx(0.45)
     assert plateau["verdict"] == "holds" and plateau["value"] < 1.1
     assert plateau["positive_control"]["verdict"] == "fails"  # a spike back to 5 strays x100 from its median
+    # moved s of the way (in decades) the plateau strays about x100^s: past x3 beyond s = log(3) / log(100) ~ 0.24
+    assert plateau["positive_control"]["power"] == pytest.approx(0.2)
     assert "token 0" in plateau["detail"] and "dimension 7" in plateau["detail"]
     for r in (appear, plateau):
         assert_rederived(r)
