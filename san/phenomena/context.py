@@ -3,8 +3,9 @@ first token?": attention sinks help a deep model avoid over-mixing, and they gro
 paper pretrains models at several context lengths; offline, one pretrained decoder is read at several lengths of the
 same sequences).
 
-On the unmodified decoders, from the context-length runs (``first_token_attention`` per sequence length, layer and
-head, per sequence where recorded): per sequence, the share of sink heads (Gu et al.'s epsilon,
+On the unmodified decoders, from the context-length runs (the attention on the first token per sequence length,
+layer, head and sequence, ``first_token_attention_by_sample``; its mean over the sequences, ``first_token_attention``,
+where a run has no other): per sequence, the share of sink heads (Gu et al.'s epsilon,
 ``report.first_token_sink.share_threshold``) averaged over the layers; the claim holds when the pretrained decoder's
 share at the longest length exceeds the shortest's by ``report.phenomena.context.growth``, after
 ``report.phenomena.context.sigmas`` standard errors over the sequences (paired: the same sequences cut to each length).
@@ -29,10 +30,14 @@ from san.phenomena.spec import DECODER, INIT, PRETRAINED, UNMODIFIED
 SOURCE = "Barbero et al. 2025 (COLM), 'Why do LLMs attend to the first token?', the context-length experiment"
 
 
+#: the context-length runs' attention on the first token per sequence, and its mean over the sequences
+BY_SAMPLE, MEAN = "first_token_attention_by_sample", "first_token_attention"
+
+
 def sink_by_length(ds: xr.Dataset, weights: str, share_threshold: float) -> xr.DataArray:
-    """The share of sink heads averaged over the layers with attention, per sequence length (and per sequence
-    where the result keeps them apart: dims ``seq_len[, sample]``)."""
-    alpha = ds["first_token_attention"].sel(weights=weights)
+    """The share of sink heads averaged over the layers with attention, per sequence length and sequence (dims
+    ``seq_len, sample``; ``seq_len`` alone from a result that keeps only the mean over the sequences)."""
+    alpha = ds[BY_SAMPLE if BY_SAMPLE in ds else MEAN].sel(weights=weights)
     if "variant" in alpha.dims:
         alpha = alpha.sel(variant=UNMODIFIED)
     return sink_share(alpha, share_threshold).mean("layer", skipna=True)
@@ -48,7 +53,7 @@ def growth(share: xr.DataArray) -> np.ndarray:
 
 def _model(ds: xr.Dataset, share_threshold: float) -> Judged:
     """One decoder's share of the claim: its per-sequence growth of the sink share, moved toward its init twin's."""
-    reason = lacks(ds, ("first_token_attention",), (PRETRAINED, INIT))
+    reason = lacks(ds, (BY_SAMPLE if BY_SAMPLE in ds else MEAN,), (PRETRAINED, INIT))
     if not reason and ds.sizes.get("seq_len", 0) < 2:
         reason = "fewer than two sequence lengths in the context-length runs"
     if reason:

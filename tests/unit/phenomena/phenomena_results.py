@@ -112,17 +112,20 @@ def vision_result(
 def context_result(
     alpha: Mapping[str, np.ndarray], seq_lens: tuple[int, ...] = (16, 32, 64), *, layers: int = 4, heads: int = 4
 ) -> xr.Dataset:
-    """A context-length run: ``first_token_attention`` per weight set from ``alpha`` (array ``(seq_lens, samples)``,
-    the same on every layer and head; NaN at layer 0)."""
+    """A context-length run: the attention on the first token per weight set from ``alpha`` (array ``(seq_lens,
+    samples)``, the same on every layer and head; NaN at layer 0), per sequence (``first_token_attention_by_sample``)
+    and its mean over the sequences (``first_token_attention``)."""
     weights = list(alpha)
     samples = np.asarray(next(iter(alpha.values()))).shape[1]
-    arr = np.empty((len(weights), len(seq_lens), layers + 1, heads, samples))
+    arr = np.empty((len(weights), len(seq_lens), layers + 1, samples, heads))
     for i, w in enumerate(weights):
-        arr[i] = np.asarray(alpha[w], float)[:, None, None, :]
+        arr[i] = np.asarray(alpha[w], float)[:, None, :, None]
     arr[:, :, 0] = np.nan
+    dims = ("weights", "seq_len", "layer", "sample", "head")
     return xr.Dataset(
-        {"first_token_attention": (("weights", "seq_len", "layer", "head", "sample"), arr)},
-        coords={"weights": weights, "seq_len": list(seq_lens), "layer": np.arange(layers + 1),
+        {"first_token_attention_by_sample": (dims, arr),
+         "first_token_attention": (dims[:3] + dims[4:], arr.mean(axis=3))},
+        coords={"weights": weights, "seq_len": np.asarray(seq_lens, dtype=np.int64), "layer": np.arange(layers + 1),
                 "head": np.arange(heads), "sample": np.arange(samples)},
         attrs=attrs("decoder"),
     )  # fmt: skip

@@ -52,6 +52,14 @@ def test_a_growth_within_the_noise_fails():
     assert_rederived(row)
 
 
+def test_a_run_with_the_mean_over_the_sequences_alone_is_one_item_without_spread():
+    ds = context_result({"pretrained": GROWING, "init": DILUTING}).drop_vars("first_token_attention_by_sample")
+    row = context_claims({"dec": ds}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]["row"]
+    # the mean attention is 0.1, 0.3 and 0.5 at the three lengths: no sink head at 16 tokens, every head at 64
+    assert row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 1 and row["verdict"] == "holds"
+    assert_rederived(row)
+
+
 def test_a_decoder_without_a_context_run_is_not_judged():
     out = context_claims({}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]
     assert out["row"]["verdict"] == "not judged" and "no context-length run" in out["row"]["detail"]
