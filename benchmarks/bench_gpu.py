@@ -59,6 +59,7 @@ GPU_RULES = {
     "rank_collapse_hub_series": "rank_collapse_series",
     "propagation_sweep": "propagation",
     "vision_model": "vision",
+    "sink_context": "phenomena/context",
 }
 SAFETY = 10.0
 """How many times the one-ulp perturbation's move a tolerance allows (:func:`derive_tolerance`): a GPU rounds
@@ -139,7 +140,10 @@ def with_devices(cfg: dict, device: str) -> dict:
 def targets(cfg: dict) -> list[str]:
     """The result files of the GPU rules' jobs: per model of ``rank_collapse.models`` its rank collapse and attention
     products, the offline training series (every seed of ``series.seeds``, one file) and each hub series of
-    ``series.hub_models``, per propagation sweep its result, per model of ``vision.models`` its result."""
+    ``series.hub_models``, per propagation sweep its result, per model of ``vision.models`` its result, and per decoder
+    measured along the context (``phenomena.context``) its context-length result."""
+    from san.rank_collapse.spec import context_models
+
     models = cfg["rank_collapse"]["models"]
     products = cfg["attention_products"]["models"]
     series = cfg.get("series", {})
@@ -148,7 +152,8 @@ def targets(cfg: dict) -> list[str]:
     out += ["results/rank_collapse_series.nc"] if series.get("seeds") else []
     out += [f"results/rank_collapse_series/{m}.nc" for m in series.get("hub_models") or []]
     out += [f"results/propagation/{s}.nc" for s in cfg["propagation"]["sweeps"]]
-    return out + [f"results/vision/{m}.nc" for m in cfg.get("vision", {}).get("models", [])]
+    out += [f"results/vision/{m}.nc" for m in cfg.get("vision", {}).get("models", [])]
+    return out + [f"results/phenomena/context/{m}.nc" for m in context_models(cfg) if m in models]
 
 
 def run(wf: Path, cfg: dict, goals: list[str], cores: int, extra: list[str], ulp_seed: int | None = None) -> float:
@@ -181,6 +186,8 @@ def job_dtype(cfg: dict, rel: str, variable_variant: str | None) -> str:
     training series is measured with the rank-collapse settings."""
     parts = Path(rel).parts
     kind = Path(parts[1]).stem  # results/rank_collapse_series.nc: the offline series, one file
+    if kind == "phenomena":  # the context-length runs: the unmodified model, in the transformer variant's dtype
+        kind, variable_variant = "rank_collapse", "transformer"
     if kind in ("rank_collapse", "attention_products", "vision", "rank_collapse_series"):
         model = Path(rel).stem
         own = cfg["models"].get(model, {}).get("dtype")

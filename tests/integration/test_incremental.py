@@ -32,9 +32,10 @@ from san.imports import library_inputs
 
 from helpers import ROOT, TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
 
-# Rules that read the experiments' results for the report (summary, captions): a changed result may rerun them, a
-# restyled figure must not. Listed here so that the cases need not name them.
-REPORT_RULES = frozenset({"summary", "runtimes", "readme_tables"})
+# Rules that read the experiments' results for the report (summary, captions, and what reads the summary: the
+# pretrained phenomena's table and its figure): a changed result may rerun them, a restyled figure must not (but the
+# phenomena figure, which is a figure rule too). Listed here so that the cases need not name them.
+REPORT_RULES = frozenset({"summary", "runtimes", "readme_tables", "phenomena_table", "phenomena"})
 # Reruns because an input was rebuilt by another job (every other reason counts as a direct effect of the edit).
 REBUILT_INPUT = "Input files updated by another job"
 
@@ -117,6 +118,7 @@ CIRCLE_PLOTS = {"circle", "circle_distance", "circle_loss"}
 RANK_PLOTS = {"rank_collapse_model", "rank_collapse_overview", "attention_products_model"}
 PATHS_PLOTS = {"path_effectiveness", "path_length_distribution", "path_decomposition"}
 FIGURE_RULES = CIRCLE_PLOTS | RANK_PLOTS | PATHS_PLOTS | {"theorem_bound", "propagation", "vision", "training_dynamics"}
+FIGURE_RULES |= {"phenomena"}
 
 CONFIG_CASES = [
     # the image encoders' spatial measure: their jobs and their figure, nothing of the text models

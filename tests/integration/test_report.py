@@ -26,6 +26,7 @@ SECTIONS = {
     "path_decomposition",
     "theorem",
     "propagation",
+    "phenomena",
     "verdicts",
     "provenance",
 }

@@ -92,7 +92,7 @@ def test_every_wing_answers_the_same_contract():
     from san.experiments import WINGS
 
     names = [wing.name for wing in WINGS]
-    assert names == ["rank_collapse", "series", "circle", "paths", "theory", "propagation", "vision"]
+    assert names == ["rank_collapse", "series", "circle", "paths", "theory", "propagation", "vision", "phenomena"]
     for wing in WINGS:
         assert list(inspect.signature(wing.spec.check_config).parameters) == ["config", "schemas"], wing.name
         assert list(inspect.signature(wing.claims.claims).parameters) == ["inputs", "params"], wing.name

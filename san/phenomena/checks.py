@@ -1,0 +1,121 @@
+"""One claim judged over the models it applies to (torch-free): its scientific row (:func:`san.core.verdicts.check`
+over every judged model) and, per model, the same check on that model alone (a cell of the models x claims table).
+
+A claim is a :class:`Claim` (statement, source, test, threshold, near-miss wrong reference); each model gives either
+its statistic as a function of the wrong reference's parameter ``s`` (:data:`Statistic`) or the reason it cannot be
+judged. A universal claim's statistic is the model that clears least (:func:`san.core.verdicts.worst`), an
+existential claim's the one that clears most (:func:`best`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from san.core import verdicts as V
+from san.phenomena.spec import CLAIMS, NOT_APPLICABLE
+
+Statistic = Callable[[float], V.Measure]
+"""A model's test statistic against the reference moved to parameter ``s`` (``wrong.right``: the claim's own)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim as its row states it (:func:`san.core.verdicts.check`'s arguments but the statistic): ``key`` (one
+    of :data:`san.phenomena.spec.CLAIMS`), ``statement`` (as its source states it), ``form``, ``source`` (paper,
+    section or figure), ``test``, ``threshold`` and ``wrong`` (the near-miss wrong theory or placebo)."""
+
+    key: str
+    statement: str
+    form: str
+    source: str
+    test: str
+    threshold: V.Threshold
+    wrong: V.Wrong
+
+    def check(self, statistic: Statistic, detail: str) -> dict[str, Any]:
+        """The scientific row of this claim with ``statistic`` (:func:`san.core.verdicts.check`)."""
+        return V.check(self.key, self.statement, form=self.form, source=self.source, test=self.test,
+                       statistic=statistic, threshold=self.threshold, wrong=self.wrong, detail=detail)  # fmt: skip
+
+
+def moved(measured: Any, wrong: Any, s: float, *, log: bool = False) -> np.ndarray:
+    """``measured`` moved ``s`` of the way toward a wrong theory's prediction ``wrong``
+    (:func:`san.core.verdicts.toward`), exactly ``measured`` at ``s = 0`` (a prediction missing somewhere leaves the
+    measurement as it is)."""
+    if s == 0:
+        return np.asarray(measured, dtype=float)
+    return np.asarray(V.toward(measured, wrong, s, log=log), dtype=float)
+
+
+def best(measures: Iterable[V.Measure], threshold: V.Threshold) -> V.Measure:
+    """An existential claim's measure over its items: the item that clears ``threshold`` most, resting on every
+    judged item; no evidence (NaN) without one."""
+    judged = [m for m in measures if m.evidence > 0 and np.isfinite(m.value)]
+    if not judged:
+        return V.Measure(float("nan"), 0.0, 0)
+    top = max(judged, key=threshold.margin)
+    return V.Measure(top.value, top.se, sum(m.evidence for m in judged), top.item)
+
+
+def cell(row: Mapping[str, Any], kind: str, note: str = "") -> dict[str, Any]:
+    """A models x claims cell from a model's own row: its printed verdict, statistic, threshold, the statistic under
+    the control and the power, and a ``note`` (what else the reader needs: a token, a layer)."""
+    pc = row["positive_control"]
+    return {"kind": kind, "verdict": row["verdict"], "value": row["value"], "threshold": row["threshold"]["value"],
+            "control_value": pc.get("measured_value"), "power": pc.get("power"), "note": note}  # fmt: skip
+
+
+def unjudged_cell(kind: str, verdict: str, note: str) -> dict[str, Any]:
+    """A cell without a check: ``not judged`` (the claim applies, the data cannot decide it) or ``n/a``."""
+    return {"kind": kind, "verdict": verdict, "value": None, "threshold": None, "control_value": None, "power": None,
+            "note": note}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One model's share of a claim: its kind, its statistic (None: not judged, for ``reason``) and a ``note``."""
+
+    kind: str
+    statistic: Statistic | None
+    reason: str = ""
+    note: str = ""
+
+
+def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], detail: str) -> dict[str, Any]:
+    """The claim judged over ``models`` (those it applies to; every other model of ``kinds``, model -> kind, gets an
+    ``n/a`` cell): ``row`` (its scientific row over the judged models, the worst or, for an existential claim, the
+    best of them; not judged without one, with ``detail`` saying why) and ``cells`` (per model, the same check on
+    that model alone)."""
+    judged = {name: m.statistic for name, m in models.items() if m.statistic is not None}
+    combine = best if claim.form == V.EXISTENTIAL else V.worst
+
+    def statistic(s: float) -> V.Measure:
+        return combine([f(s) for f in judged.values()], claim.threshold)
+
+    cells = {}
+    for name, kind in kinds.items():
+        m = models.get(name)
+        if m is None:
+            cells[name] = unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[claim.key][0]}: not a claim about {kind}s")
+        elif m.statistic is None:
+            cells[name] = unjudged_cell(kind, V.NOT_JUDGED, m.reason)
+        else:
+            cells[name] = cell(claim.check(m.statistic, m.note), kind, m.note)
+    unjudged = "; ".join(f"{name}: not judged ({m.reason})" for name, m in models.items() if m.statistic is None)
+    full = "; ".join(part for part in (detail, unjudged) if part) or "no model this claim is about"
+    return {"row": claim.check(statistic, full), "cells": cells}
+
+
+def about(key: str, kinds: Mapping[str, str]) -> list[str]:
+    """The models of ``kinds`` (model -> kind) that claim ``key`` is about (:data:`~san.phenomena.spec.CLAIMS`)."""
+    return [name for name, kind in kinds.items() if kind in CLAIMS[key][1]]
+
+
+def layers_text(layers: Iterable[int]) -> str:
+    """Layer indices as a detail prints them."""
+    items = [str(int(la)) for la in layers]
+    return ", ".join(items) if items else "none"

@@ -1,0 +1,89 @@
+"""Compression is not rank collapse: a layer that is nearly rank one in the spectral sense (the largest singular value
+carries most of the energy, as one massive token makes it, Queipo-de-Llano et al. 2025: X close to e_0 x_0^T) keeps
+its tokens apart in Dong et al.'s sense (X far from 1 x^T, the rank collapse of Dong, Cordonnier & Loukas 2021,
+Sec. 2).
+
+On every pretrained text model (unmodified): at every block output whose ``sigma1_share`` (s_1^2 / ||X||_F^2) is at
+least ``report.phenomena.compression.compressed``, Dong's relative residual ``residual_ratio`` stays above
+``report.phenomena.compression.not_collapsed`` (in decades); beside it the residual without the massive tokens
+(``residual_ratio_no_massive``). Near-miss wrong theory: compression is Dong's rank collapse, as pure attention (the
+SAN variant of the same pretrained weights) produces it: the residual at those layers moved toward the SAN's there
+(geometrically). If the SAN stays above the threshold too, the test cannot tell compression from rank collapse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from san.core import verdicts as V
+from san.phenomena.checks import Claim, Judged, about, judge, layers_text, moved
+from san.phenomena.data import curve, lacks, variants
+from san.phenomena.spec import PRETRAINED, PURE
+
+SOURCE = (
+    "this workbench's reading of Queipo-de-Llano et al. 2025 (arXiv 2510.06477), abstract (massive activations "
+    "necessarily compress) against Dong et al. 2021, Sec. 2 (rank collapse to 1 x^T)"
+)
+
+
+def compressed_layers(share: np.ndarray, compressed: float) -> list[int]:
+    """The block outputs (layers 1 .. L) whose ``sigma1_share`` is at least ``compressed``."""
+    return [la for la in range(1, len(share)) if share[la] >= compressed]
+
+
+def _model(ds: xr.Dataset, kind: str, compressed: float) -> Judged:
+    """One model's share of the claim: the smallest residual over its compressed layers, moved toward the SAN's."""
+    reason = lacks(ds, ("sigma1_share", "residual_ratio"), (PRETRAINED,))
+    if not reason and PURE not in variants(ds):
+        reason = f"no {PURE} variant in this run (the near-miss theory's prediction)"
+    if reason:
+        return Judged(kind, None, reason)
+    share = curve(ds, "sigma1_share", PRETRAINED)
+    layers = compressed_layers(share, compressed)
+    if not layers:
+        return Judged(kind, None, f"no layer with sigma1 share >= {compressed:g} (largest {np.nanmax(share[1:]):.3g})")
+    whole = curve(ds, "residual_ratio", PRETRAINED)[layers]
+    pure = curve(ds, "residual_ratio", PRETRAINED, PURE)[layers]
+
+    def statistic(s: float) -> V.Measure:
+        values = moved(whole, pure, s, log=True)
+        at = int(np.nanargmin(values)) if np.isfinite(values).any() else 0
+        return V.Measure(float(values[at]), item=f"layer {layers[at]}")
+
+    at = int(np.argmin(whole))
+    without = curve(ds, "residual_ratio_no_massive", PRETRAINED)[layers] if "residual_ratio_no_massive" in ds else None
+    note = (f"compressed layers {layers_text(layers)}; smallest residual {whole[at]:.3g} at layer {layers[at]} "
+            f"(sigma1 share {share[layers[at]]:.3g}"
+            + (f", without the massive tokens {without[at]:.3g}" if without is not None else "")
+            + f"; {PURE} there {pure[at]:.3g})")  # fmt: skip
+    return Judged(kind, statistic, note=note)
+
+
+def compression_claims(
+    results: Mapping[str, xr.Dataset], kinds: Mapping[str, str], report: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """The claim that compression is not rank collapse, over the text models of ``results`` (model -> rank-collapse
+    result; ``kinds``: model -> kind), thresholds and control setting from ``report`` (``report.phenomena``): its
+    ``row`` and models x claims ``cells`` by claim key."""
+    r = report["compression"]
+    claim = Claim(
+        "compression_is_not_collapse", "compression is not rank collapse: a representation compressed to nearly rank "
+        "one by a massive token (X close to e_0 x_0^T) is not collapsed in Dong et al.'s sense (X close to 1 x^T)",
+        V.UNIVERSAL, SOURCE,
+        f"in every pretrained text model (unmodified), at every block output whose largest singular value carries at "
+        f"least {r['compressed']:g} of the energy (s_1^2 / ||X||_F^2), Dong's relative residual ||res(X)||_(1,inf) / "
+        f"||X||_(1,inf) stays above {r['not_collapsed']:g} (margin in decades)",
+        V.Threshold(r["not_collapsed"], above=True, key="report.phenomena.compression.not_collapsed", log=True),
+        V.Wrong.toward(f"rank collapse as pure attention ({PURE}, the same weights) produces it at those layers, "
+                       "moved {s:g} of the way (log)", r["collapse_control"],
+                       "report.phenomena.compression.collapse_control"),
+    )  # fmt: skip
+    judged = {
+        name: _model(results[name], kinds[name], r["compressed"]) for name in about(claim.key, kinds) if name in results
+    }
+    detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
+    return {claim.key: judge(claim, judged, kinds, detail)}

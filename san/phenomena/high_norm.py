@@ -1,0 +1,159 @@
+"""High-norm patch tokens in a small pretrained ViT: Darcet, Oquab, Mairal & Bojanowski (ICLR 2024), "Vision
+transformers need registers", Sec. 2, Fig. 4: such outliers appear in large models only (ViT-L, -H, -g), around the
+middle of the model, in patches that are redundant with their neighbours (Fig. 5a: high cosine similarity with the 4
+neighbours right after the patch embedding); Bach et al. (TMLR 2025, "Registers in small vision transformers"):
+"smaller ViTs also exhibit high-norm tokens".
+
+On the pretrained image encoders of at most ``report.phenomena.high_norm.small_max_layers`` blocks (ViT-S and ViT-B
+have 12; Darcet et al.'s large ones 24 and more), unmodified, on the photographs; an outlier is a patch whose norm
+exceeds ``report.phenomena.high_norm.factor`` times its image's median patch norm at that layer:
+
+- **exist** (Bach against Darcet): some block output holds a share of outlier patches of at least
+  ``report.phenomena.high_norm.min_share`` (mean over the photographs). Placebo: the random-init twin's shares (high
+  norms as an architectural property present before training). The first block with outliers is reported.
+- **redundant patches** (Darcet, Fig. 5a): at the block with the most outliers, the outliers' neighbour similarity
+  (``patch_neighbour_similarity``, layer 0) exceeds the image's median patch's by
+  ``report.phenomena.high_norm.redundant``, after ``sigmas`` standard errors over the photographs. Placebo: patches
+  drawn at random in the same number (``control_draws`` draws from ``control_seed``, a CPU generator) in place of
+  the outliers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from san.core import verdicts as V
+from san.phenomena.checks import Claim, Judged, about, judge, moved
+from san.phenomena.data import lacks, patch_norms, patch_similarity
+from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED
+
+DARCET = "Darcet et al. 2024 (ICLR), Sec. 2, Fig. 4"
+BACH = "Bach et al. 2025 (TMLR), Sec. 4"
+
+
+def outliers(norms: np.ndarray, factor: float) -> np.ndarray:
+    """Which patches are outliers: norm above ``factor`` times the median patch norm of their image and layer
+    (``norms``: ``(..., patches)``); boolean, same shape."""
+    return norms > factor * np.median(norms, axis=-1, keepdims=True)
+
+
+def outlier_shares(norms: np.ndarray, factor: float) -> np.ndarray:
+    """The share of outlier patches per layer and image: ``(layers + 1, images)`` from ``(layers + 1, images,
+    patches)``."""
+    return outliers(norms, factor).mean(axis=-1)
+
+
+def _depth_reason(ds: xr.Dataset, small_max_layers: int) -> str:
+    layers = int(ds.sizes["layer"]) - 1
+    return f"{layers} blocks: not a small ViT (at most {small_max_layers})" if layers > small_max_layers else ""
+
+
+def _exist_model(ds: xr.Dataset, r: Mapping[str, Any]) -> Judged:
+    """One small image encoder's share of the existence claim: its largest share of outlier patches over the block
+    outputs, the per-image shares moved toward its init twin's."""
+    reason = lacks(ds, ("token_norm",), (PRETRAINED, INIT)) or _depth_reason(ds, r["small_max_layers"])
+    if reason:
+        return Judged(IMAGE_ENCODER, None, reason)
+    pre, init = (outlier_shares(patch_norms(ds, w), r["factor"])[1:] for w in (PRETRAINED, INIT))
+
+    def statistic(s: float) -> V.Measure:
+        shares = moved(pre, init, s).mean(axis=1)
+        at = int(np.argmax(shares))
+        return V.Measure(float(shares[at]), evidence=pre.shape[1], item=f"layer {at + 1}")
+
+    mean = pre.mean(axis=1)
+    first = np.flatnonzero(mean >= r["min_share"])
+    note = (f"most outliers at layer {int(np.argmax(mean)) + 1} of {len(mean)} (share {mean.max():.3g}); first layer "
+            f"with a share >= {r['min_share']:g}: {int(first[0]) + 1 if first.size else 'none'}; init twin's largest "
+            f"share {init.mean(axis=1).max():.3g}")  # fmt: skip
+    return Judged(IMAGE_ENCODER, statistic, note=note)
+
+
+def random_excess(similarity: np.ndarray, size: int, draws: int, rng: np.random.Generator) -> float:
+    """The mean, over ``draws`` random sets of ``size`` patches, of their mean ``similarity`` minus the median
+    patch's: what the outliers' excess would be if they sat anywhere."""
+    picks = np.stack([rng.choice(similarity.size, size=size, replace=False) for _ in range(draws)])
+    return float(np.mean(similarity[picks].mean(axis=1)) - np.median(similarity))
+
+
+def redundancy(norms: np.ndarray, similarity: np.ndarray, r: Mapping[str, Any]) -> tuple[int, np.ndarray, np.ndarray]:
+    """At the block output with the most outliers (``norms``: pretrained, ``(layers + 1, images, patches)``): the
+    block, and per photograph with outliers the outliers' mean neighbour ``similarity`` minus the median patch's, and
+    the same for random patch sets of the same size (:func:`random_excess`, from ``r['control_seed']``)."""
+    at = int(np.argmax(outlier_shares(norms, r["factor"])[1:].mean(axis=1))) + 1
+    rng = np.random.default_rng(r["control_seed"])
+    mask = outliers(norms[at], r["factor"])
+    found, placebo = [], []
+    for image in np.flatnonzero(mask.any(axis=1)):
+        sim = similarity[image]
+        found.append(float(sim[mask[image]].mean() - np.median(sim)))
+        placebo.append(random_excess(sim, int(mask[image].sum()), r["control_draws"], rng))
+    return at, np.asarray(found), np.asarray(placebo)
+
+
+def _redundant_model(ds: xr.Dataset, r: Mapping[str, Any]) -> Judged:
+    """One small image encoder's share of the redundancy claim: its outliers' excess neighbour similarity, moved
+    toward random patch sets'."""
+    reason = lacks(ds, ("token_norm", "patch_neighbour_similarity"), (PRETRAINED,))
+    reason = reason or _depth_reason(ds, r["small_max_layers"])
+    if reason:
+        return Judged(IMAGE_ENCODER, None, reason)
+    at, found, placebo = redundancy(patch_norms(ds, PRETRAINED), patch_similarity(ds, PRETRAINED), r)
+    if not found.size:
+        return Judged(IMAGE_ENCODER, None, f"no patch above {r['factor']:g} x the median norm at any layer")
+
+    def statistic(s: float) -> V.Measure:
+        mean, se, n = V.spread(moved(found, placebo, s))
+        return V.Measure(mean, se, n, item=f"layer {at}")
+
+    note = (f"layer {at}: outliers' similarity excess {found.mean():+.3f} over {found.size} photographs, random "
+            f"patches' {placebo.mean():+.3f}")  # fmt: skip
+    return Judged(IMAGE_ENCODER, statistic, note=note)
+
+
+def _claims(r: Mapping[str, Any]) -> tuple[Claim, Claim]:
+    k, small = r["factor"], r["small_max_layers"]
+    exist = Claim(
+        "small_vit_high_norm", "high-norm tokens appear in small ViTs too (Bach et al.: \"smaller ViTs also exhibit "
+        "high-norm tokens\"; Darcet et al.: only in large models, ViT-L and above): holds for Bach, fails for Darcet",
+        V.EXISTENTIAL, f"{BACH}; {DARCET}c",
+        f"some pretrained image encoder of at most {small} blocks (unmodified) has a block output where at least "
+        f"{r['min_share']:g} of the patches (mean over the photographs) have a norm above {k:g} x the median patch "
+        "norm",
+        V.Threshold(r["min_share"], above=True, key="report.phenomena.high_norm.min_share"),
+        V.Wrong.toward("the random-init twin's shares, moved {s:g} of the way", r["init_control"],
+                       "report.phenomena.high_norm.init_control"),
+    )  # fmt: skip
+    redundant = Claim(
+        "high_norm_in_redundant_patches", "high-norm tokens appear in patches that are redundant with their "
+        "neighbours (high cosine similarity with the 4 neighbours after the patch embedding)", V.UNIVERSAL,
+        "Darcet et al. 2024 (ICLR), Sec. 2, Fig. 5a",
+        f"in every pretrained image encoder of at most {small} blocks (unmodified) with outliers (norm above {k:g} x "
+        f"the median patch norm), at its block output with the most of them, their mean 4-neighbour similarity at "
+        f"layer 0 exceeds the median patch's by more than {r['redundant']:g}, after {r['sigmas']:g} standard errors "
+        "over the photographs",
+        V.Threshold(r["redundant"], above=True, key="report.phenomena.high_norm.redundant", sigmas=r["sigmas"]),
+        V.Wrong.toward("as many patches drawn at random in place of the outliers, moved {s:g} of the way",
+                       r["random_control"], "report.phenomena.high_norm.random_control"),
+    )  # fmt: skip
+    return exist, redundant
+
+
+def high_norm_claims(
+    results: Mapping[str, xr.Dataset], kinds: Mapping[str, str], report: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Darcet et al. against Bach et al. over the image encoders of ``results`` (model -> vision result; ``kinds``:
+    model -> kind), thresholds, control settings and seed from ``report`` (``report.phenomena``): per claim key, its
+    ``row`` and models x claims ``cells``."""
+    r = report["high_norm"]
+    exist, redundant = _claims(r)
+    out = {}
+    for claim, model in ((exist, _exist_model), (redundant, _redundant_model)):
+        judged = {name: model(results[name], r) for name in about(claim.key, kinds) if name in results}
+        detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
+        out[claim.key] = judge(claim, judged, kinds, detail)
+    return out

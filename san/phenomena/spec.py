@@ -1,0 +1,92 @@
+"""Names and constants of the pretrained phenomena (torch-free): the claims, the kinds of model each applies to, the
+printed states of the models x claims table and the description of its netCDF variables.
+
+The claims read the per-layer measures that the rank-collapse, vision and context-length jobs record (massive
+activations, token norms, the spectrum of the token matrix, first-token attention; their definitions live with those
+jobs) and judge the papers' statements on the pretrained models against their random-init twins
+(:mod:`san.phenomena.claims`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from san.core.config import ConfigError
+from san.core.storage import Variable
+from san.models.spec import CAUSAL, IMAGE_FAMILIES
+
+#: the kinds of model a claim may apply to, read from the family a result records
+DECODER, ENCODER, IMAGE_ENCODER = "decoder", "encoder", "image encoder"
+KINDS = (DECODER, ENCODER, IMAGE_ENCODER)
+
+#: the weight sets the claims compare: the pretrained model and its random-init twin (the placebo of most controls)
+PRETRAINED, INIT = "pretrained", "init"
+#: the variant whose layers the claims read (the model as it was trained) and pure attention (Dong et al.'s SAN)
+UNMODIFIED, PURE = "transformer", "SAN"
+
+#: every claim of the wing, in the order of its verdict rows: key -> (short label of the table, kinds it applies to)
+CLAIMS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "massive_appear_abruptly": ("massive activations appear abruptly", (DECODER,)),
+    "massive_plateau": ("massive activations plateau", (DECODER,)),
+    "colocated": ("norm spike, entropy valley and sink rise co-located", (DECODER,)),
+    "compression_is_not_collapse": ("compression is not rank collapse", (DECODER, ENCODER)),
+    "sinks_grow_with_context": ("sinks grow with context length", (DECODER,)),
+    "small_vit_high_norm": ("high-norm tokens in a small ViT", (IMAGE_ENCODER,)),
+    "high_norm_in_redundant_patches": ("high-norm tokens in redundant patches", (IMAGE_ENCODER,)),
+}
+
+#: the printed state of a models x claims cell: a verdict (:data:`san.core.verdicts.STATES`) or "n/a" where the claim
+#: does not apply to the model's kind; the netCDF table stores its index (flag values)
+NOT_APPLICABLE = "n/a"
+CELL_STATES = ("holds", "fails", "no power", "not judged", NOT_APPLICABLE)
+
+
+def model_kind(family: str) -> str:
+    """The kind of a model of ``family``: a decoder (causal attention), an image encoder, else an encoder."""
+    if family in CAUSAL:
+        return DECODER
+    return IMAGE_ENCODER if family in IMAGE_FAMILIES else ENCODER
+
+
+#: long_name, units and description of the variables and coordinates of results/phenomena/table.nc
+VARIABLES = {
+    "model": Variable("model", "1"),
+    "claim": Variable("claim of the literature (summary.json's phenomena section, key)", "1"),
+    "kind": Variable("kind of model (decoder, encoder, image encoder)", "1"),
+    "label": Variable("claim in short", "1"),
+    "verdict": Variable(
+        "the claim's verdict on this model alone",
+        "1",
+        "its check on this model's data and its near-miss control at the config's setting: holds (the control "
+        "fails), fails, no power (the control holds too), not judged (no evidence), n/a (the claim is not about "
+        "this kind of model)",
+    ),
+    "value": Variable("the model's test statistic", "1", "as the claim's row in summary.json defines it (its test)"),
+    "threshold": Variable("the threshold the statistic is compared with", "1", "config key in the claim's row"),
+    "control_value": Variable(
+        "the test statistic under the near-miss control",
+        "1",
+        "the model's data moved to the wrong theory or placebo at the config's setting (the control must fail)",
+    ),
+    "power": Variable(
+        "power of the test",
+        "1",
+        "how far the data can move toward the wrong theory before the test fails (NaN: it fails at once)",
+    ),
+}
+
+
+def check_config(config: Mapping[str, Any], schemas: Path) -> None:
+    """Cross-checks of what the wing reads: the models of its table are the text models of ``rank_collapse.models``
+    and the image encoders of ``vision.models``, one row each, so no name may be in both lists (their own checks
+    are their wings'; the thresholds of ``report.phenomena`` are :func:`san.phenomena.claims.check_config`'s);
+    raises :class:`ConfigError` naming the key."""
+    text = list(config.get("rank_collapse", {}).get("models", []))
+    for i, name in enumerate(config.get("vision", {}).get("models", [])):
+        if name in text:
+            raise ConfigError(
+                f"config key 'vision.models.{i}': model {name!r} is also in rank_collapse.models; the models x "
+                "claims table (results/phenomena/table.csv) has one row per model name"
+            )

@@ -1,0 +1,36 @@
+"""The pretrained phenomena's table of README.md and docs/: models x claims, from a run's summary.json."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from san.core.markdown import fmt, lookup, markdown
+from san.phenomena.spec import NOT_APPLICABLE
+
+
+def cell_text(cell: Mapping[str, Any]) -> str:
+    """A models x claims cell as the table prints it: the verdict on that model alone and its statistic."""
+    if cell["verdict"] == NOT_APPLICABLE:
+        return NOT_APPLICABLE
+    return cell["verdict"] if cell.get("value") is None else f"{cell['verdict']}: {fmt(cell['value'])}"
+
+
+def phenomena_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
+    """Which phenomenon each pretrained model shows: per model (and its kind), each claim's verdict on that model
+    alone (its check against its random-init twin or near-miss theory) and its statistic; the claims' tests, controls
+    and powers are their rows in the verdict table."""
+    name = "phenomena"
+    if summary.get("phenomena") is None:  # a run without text models or image encoders, or before the wing
+        return "No pretrained phenomena in this run.\n"
+    labels = lookup(summary, "phenomena.claims", name)
+    kinds = lookup(summary, "phenomena.models", name)
+    rows = []
+    for model, cells in lookup(summary, "phenomena.table", name).items():
+        rows.append([model, kinds[model], *(cell_text(cells[key]) for key in labels)])
+    return markdown(["model", "kind", *labels.values()], rows)
+
+
+#: the wing's tables, by block name
+TABLES = {"phenomena": phenomena_table}

@@ -1,0 +1,70 @@
+"""Barbero et al.'s sinks growing with the context length, against the random-init twin's growth, on synthetic
+context-length runs (per sequence, so the growth is judged after standard errors over the sequences)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from phenomena_results import REPORT, assert_rederived, context_result
+
+from san.phenomena.context import context_claims, growth, sink_by_length
+from san.phenomena.spec import DECODER, ENCODER
+
+R, SHARE = REPORT["phenomena"], REPORT["first_token_sink"]["share_threshold"]
+#: per sequence length (16, 32, 64) and sequence (4), the attention on the first token of every layer and head
+GROWING = np.array([[0.1, 0.1, 0.1, 0.1], [0.5, 0.1, 0.5, 0.1], [0.5, 0.5, 0.5, 0.5]])
+DILUTING = np.array([[0.4, 0.4, 0.4, 0.4], [0.2, 0.2, 0.2, 0.2], [0.1, 0.1, 0.1, 0.1]])
+NOISY = np.array([[0.1, 0.5, 0.1, 0.5], [0.1, 0.1, 0.5, 0.5], [0.5, 0.1, 0.5, 0.1]])
+
+
+def judge(pretrained, init=DILUTING, models=("dec",)):
+    results = {name: context_result({"pretrained": pretrained, "init": init}) for name in models}
+    return context_claims(results, {"dec": DECODER, "other": DECODER, "enc": ENCODER}, R, SHARE)
+
+
+def test_the_growth_is_paired_by_sequence():
+    share = sink_by_length(context_result({"pretrained": GROWING}), "pretrained", SHARE)
+    assert share.dims == ("seq_len", "sample")
+    np.testing.assert_array_equal(growth(share), [1.0, 1.0, 1.0, 1.0])
+
+
+def test_sinks_that_grow_hold_and_the_twins_dilution_fails():
+    out = judge(GROWING, models=("dec", "other"))["sinks_grow_with_context"]
+    row = out["row"]
+    assert row["verdict"] == "holds" and row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 8
+    assert row["item"] == "16 -> 64 tokens"
+    assert row["positive_control"]["verdict"] == "fails" and row["positive_control"]["measured_value"] == -1.0
+    assert row["positive_control"]["power"] == pytest.approx(0.45)  # 1 - 2 s stays above 0.05 below s = 0.475
+    assert "sink share by length {16: 0.00, 32: 0.50, 64: 1.00}" in row["detail"]
+    assert out["cells"]["enc"]["verdict"] == "n/a"
+    assert_rederived(row)
+
+
+def test_a_twin_whose_sinks_grow_too_leaves_no_power():
+    row = judge(GROWING, init=GROWING)["sinks_grow_with_context"]["row"]
+    assert row["holds"] is True and row["verdict"] == "no power"
+    assert_rederived(row)
+
+
+def test_a_growth_within_the_noise_fails():
+    row = judge(NOISY)["sinks_grow_with_context"]["row"]
+    assert row["value"] == 0.0 and row["se"] == pytest.approx(1 / np.sqrt(3)) and row["verdict"] == "fails"
+    assert_rederived(row)
+
+
+def test_a_run_with_the_mean_over_the_sequences_alone_is_one_item_without_spread():
+    ds = context_result({"pretrained": GROWING, "init": DILUTING}).drop_vars("first_token_attention_by_sample")
+    row = context_claims({"dec": ds}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]["row"]
+    # the mean attention is 0.1, 0.3 and 0.5 at the three lengths: no sink head at 16 tokens, every head at 64
+    assert row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 1 and row["verdict"] == "holds"
+    assert_rederived(row)
+
+
+def test_a_decoder_without_a_context_run_is_not_judged():
+    out = context_claims({}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]
+    assert out["row"]["verdict"] == "not judged" and "no context-length run" in out["row"]["detail"]
+    assert out["cells"]["dec"]["verdict"] == "not judged"
+    assert_rederived(out["row"])
+    one = context_result({"pretrained": GROWING[:1], "init": DILUTING[:1]}, seq_lens=(16,))
+    row = context_claims({"dec": one}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]["row"]
+    assert "fewer than two sequence lengths" in row["detail"]

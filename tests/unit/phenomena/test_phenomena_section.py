@@ -1,0 +1,120 @@
+"""The phenomena wing end to end on synthetic result files: summary.json's section (its rows re-derived from their
+own numbers), the config checks, the models x claims table as netCDF, CSV, Markdown and figure."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+from phenomena_results import REPORT, context_result, text_result, vision_result
+from test_phenomena_colocation import events
+from test_phenomena_high_norm import CALM, LOUD, SIM
+from test_phenomena_massive import FLAT, STEP
+
+from san.core import verdicts as V
+from san.core.config import ConfigError
+from san.core.storage import read_netcdf, write_netcdf
+from san.phenomena import claims as phenomena_claims
+from san.phenomena import spec
+from san.phenomena.plots import phenomena_figure
+from san.phenomena.table import table_dataset, table_frame
+from san.phenomena.tables import phenomena_table
+
+RUN = {"commit": "0123456789abcdef", "config_hash": "abcdef012345", "date": "2026-01-01 00:00 UTC", "machine": "m"}
+
+
+def decoder():
+    """A decoder whose pretrained weights show every text phenomenon."""
+    (pc, pa), (ic, ia) = events(2, 2, 3), events(1, 6, 8)
+    share = np.where(np.arange(9) >= 2, 0.95, 0.5)
+    pre = {**pc, "massive_ratio": STEP, "sigma1_share": share, "residual_ratio": 0.3}
+    curves = {("pretrained", "transformer"): pre, ("init", "transformer"): {**ic, "massive_ratio": FLAT},
+              ("pretrained", "SAN"): {"residual_ratio": 1e-9}}  # fmt: skip
+    return text_result("decoder", curves, {("pretrained", "transformer"): pa, ("init", "transformer"): ia})
+
+
+@pytest.fixture
+def section(tmp_path):
+    """The phenomena section of a run with a decoder, an encoder at init only, a small ViT and the decoder's
+    context-length run, read from netCDF files as the summary rule reads them."""
+    files = {
+        "dec.nc": decoder(),
+        "enc.nc": text_result("encoder", weights=("init",)),
+        "vit.nc": vision_result({"pretrained": LOUD, "init": CALM}, SIM),
+        "ctx.nc": context_result({"pretrained": np.array([[0.1] * 4, [0.5] * 4, [0.5] * 4]),
+                                  "init": np.array([[0.4] * 4, [0.2] * 4, [0.1] * 4])}),
+    }  # fmt: skip
+    for name, ds in files.items():
+        ds.to_netcdf(tmp_path / name)
+    inputs = {"rank_collapse": [str(tmp_path / "dec.nc"), str(tmp_path / "enc.nc")],
+              "vision": [str(tmp_path / "vit.nc")], "sink_context": [str(tmp_path / "ctx.nc")]}  # fmt: skip
+    params = {"models": ["dec", "enc"], "vision_models": ["vit"], "sink_context_models": ["dec"], "report": REPORT}
+    return phenomena_claims.claims(inputs, params)["phenomena"]
+
+
+def test_every_claim_has_its_row_and_every_model_its_cells(section):
+    assert [r["key"] for r in section["verdicts"]] == list(spec.CLAIMS)
+    assert section["models"] == {"dec": "decoder", "enc": "encoder", "vit": "image encoder"}
+    verdicts = {r["key"]: r["verdict"] for r in section["verdicts"]}
+    assert verdicts == dict.fromkeys(spec.CLAIMS, "holds"), verdicts
+    assert all(r["kind"] == V.SCIENTIFIC and "threshold" in r for r in section["verdicts"])
+    for row in section["verdicts"]:
+        assert V.rederive(row) == []
+    assert section["table"]["enc"]["compression_is_not_collapse"]["verdict"] == "not judged"
+    assert "no pretrained weights" in section["table"]["enc"]["compression_is_not_collapse"]["note"]
+    assert section["table"]["enc"]["colocated"]["verdict"] == "n/a"
+    assert section["table"]["vit"]["small_vit_high_norm"]["verdict"] == "holds"
+    json.dumps(section)  # the section is plain JSON
+
+
+def test_a_run_without_the_context_runs_leaves_barbero_unjudged(tmp_path):
+    decoder().to_netcdf(tmp_path / "dec.nc")
+    params = {"models": ["dec"], "vision_models": [], "report": REPORT}
+    out = phenomena_claims.claims({"rank_collapse": [str(tmp_path / "dec.nc")], "vision": []}, params)["phenomena"]
+    row = next(r for r in out["verdicts"] if r["key"] == "sinks_grow_with_context")
+    assert row["verdict"] == "not judged" and "no context-length run of this model" in row["detail"]
+    assert phenomena_claims.claims({}, {"report": REPORT}) == {"phenomena": None}
+
+
+def test_the_report_check_refuses_a_plateau_as_wide_as_the_jump(default_config):
+    phenomena_claims.check_config(default_config["report"])
+    bad = copy.deepcopy(default_config["report"])
+    bad["phenomena"]["massive"]["plateau"] = bad["phenomena"]["massive"]["jump"]
+    with pytest.raises(ConfigError, match="report.phenomena.massive.plateau"):
+        phenomena_claims.check_config(bad)
+
+
+def test_the_tests_read_config_yamls_settings(default_config):
+    mine, theirs = REPORT["phenomena"], default_config["report"]["phenomena"]
+    assert {k: set(v) for k, v in mine.items()} == {k: set(v) for k, v in theirs.items()}
+    share = default_config["report"]["first_token_sink"]["share_threshold"]
+    assert REPORT["first_token_sink"]["share_threshold"] == share
+
+
+def test_a_model_in_both_lists_is_refused(default_config):
+    spec.check_config(default_config, None)
+    cfg = copy.deepcopy(default_config)
+    cfg["vision"]["models"] = [*cfg["vision"]["models"], cfg["rank_collapse"]["models"][0]]
+    with pytest.raises(ConfigError, match="vision.models.2"):
+        spec.check_config(cfg, None)
+
+
+def test_the_table_as_netcdf_csv_markdown_and_figure(section, tmp_path):
+    ds = table_dataset(section)
+    assert ds["verdict"].dims == ("model", "claim") and ds["value"].attrs["long_name"]
+    assert spec.CELL_STATES[int(ds["verdict"].sel(model="enc", claim="colocated"))] == "n/a"
+    write_netcdf(ds, tmp_path / "table.nc", RUN)
+    back = read_netcdf(tmp_path / "table.nc")
+    assert list(map(str, back["model"].values)) == ["dec", "enc", "vit"]
+    frame = table_frame(back)
+    assert len(frame) == 3 * len(spec.CLAIMS)
+    hit = frame[(frame.model == "dec") & (frame.claim == "massive_appear_abruptly")].iloc[0]
+    assert hit.verdict == "holds" and hit.value == pytest.approx(100.0) and hit.control_value == pytest.approx(1.0)
+    text = phenomena_table({"phenomena": section, "provenance": RUN}, {})
+    assert text.splitlines()[0].startswith("| model | kind | massive activations appear abruptly |")
+    assert "| dec | decoder | holds: 1e+02 |" in text and "| enc | encoder | n/a |" in text
+    assert phenomena_table({"provenance": RUN}, {}) == "No pretrained phenomena in this run.\n"
+    fig = phenomena_figure(back)
+    assert len(fig.axes[0].texts) == int(np.isfinite(back["value"].values).sum())
