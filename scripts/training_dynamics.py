@@ -1,5 +1,5 @@
-"""Snakemake entry: the training-dynamics figure of the offline series (rank collapse and the first-token sink
-against the training step, seed bands)."""
+"""Snakemake entry: the training-dynamics figure of the offline series (rank collapse, the pretrained phenomena
+and the first-token sink against the training step, seed bands)."""
 
 from san.core.jobs import job_log
 from san.core.plotting import apply_style, save

@@ -1,5 +1,5 @@
-"""Snakemake entry: the training-dynamics figure of one model's hub series (rank collapse and the first-token sink
-against the training step, duplicate revisions marked)."""
+"""Snakemake entry: the training-dynamics figure of one model's hub series (rank collapse, the pretrained phenomena
+and the first-token sink against the training step, duplicate revisions marked)."""
 
 from san.core.jobs import job_log
 from san.core.plotting import apply_style, save

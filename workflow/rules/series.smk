@@ -52,7 +52,8 @@ rule rank_collapse_series:
 
 
 rule training_dynamics:
-    """Rank collapse (first, middle, last layer) and the sink share against the training step, seed bands."""
+    """Rank collapse (first, middle, last layer), the transformer's massive ratio, first-token norm and matrix entropy
+    over its layers, and the sink share against the training step, seed bands."""
     input:
         data=rules.rank_collapse_series.output[0],
     output:
@@ -108,7 +109,8 @@ rule rank_collapse_hub_series:
 
 
 rule training_dynamics_model:
-    """One hub series' rank collapse and sink share against the training step, duplicates marked."""
+    """One hub series' rank collapse, the transformer's massive ratio, first-token norm and matrix entropy over its
+    layers, and the sink share against the training step, duplicates marked."""
     input:
         data=rules.rank_collapse_hub_series.output[0],
     output:

@@ -12,6 +12,8 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.rank_collapse.series.measures import has_unmodified, over_layers
+from san.rank_collapse.series.spec import UNMODIFIED
 from san.rank_collapse.sink import sink_share
 from san.rank_collapse.spec import DRAWN, drawn_layers
 
@@ -20,14 +22,27 @@ def _f(x: float) -> float:
     return float(np.asarray(x))
 
 
+def phenomena_at(ds: xr.Dataset) -> dict[str, dict[str, xr.DataArray]]:
+    """The unmodified model's pretrained phenomena per revision, mean over seeds: its largest massive ratio over the
+    layers (Sun et al. 2024, Sec. 2; each layer's mean over the sequences) and its matrix entropy (Queipo-de-Llano et
+    al. 2025) mean over the layers and sequences, each keyed by the variant; empty without that variant."""
+    if not has_unmodified(ds):
+        return {"largest_massive_ratio": {}, "mean_matrix_entropy": {}}
+    return {
+        "largest_massive_ratio": {UNMODIFIED: over_layers(ds, "massive_ratio", "max").mean("seed")},
+        "mean_matrix_entropy": {UNMODIFIED: over_layers(ds, "matrix_entropy", "mean").mean("seed")},
+    }
+
+
 def series_claims(
     ds: xr.Dataset, losses: Mapping[int, Mapping[str, Any]], *, max_loss_ratio: float, share_threshold: float
 ) -> dict[str, Any]:
     """The offline training series: what each seed's model learned (its loss over the last tenth of the steps
     against the unigram baseline of the text: the series is a real training run when every seed's ratio is at most
     ``max_loss_ratio``), and the measures at the first and the last checkpoint, mean over seeds and sequences: the
-    relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, and the share of sink
-    heads (``share_threshold``) over the blocks. ``ds``: :func:`san.rank_collapse.series.experiment.run_series`' result;
+    relative residual of SAN, SAN+skip and the transformer at the first, middle and last layer, the share of sink
+    heads (``share_threshold``) over the blocks, and the transformer's largest massive ratio and mean matrix entropy
+    (:func:`phenomena_at`). ``ds``: :func:`san.rank_collapse.series.experiment.run_series`' result;
     ``losses``: each seed's loss record (``loss.json`` of :func:`san.rank_collapse.series.train.train`)."""
     per_seed = {
         str(seed): {
@@ -45,12 +60,14 @@ def series_claims(
     share = sink_share(ds["first_token_attention"], share_threshold).mean("layer", skipna=True).mean("seed")
     layers = drawn_layers(int(ds["layer"].max()))
     variants = [v for v in DRAWN if v in ds["variant"]]
+    phenomena = phenomena_at(ds)
     at = {
         str(rev): {
             "step": _f(ds["step"].sel(revision=rev)),
             "residual_ratio": {v: {str(la): _f(ratio.sel(revision=rev, variant=v, layer=la)) for la in layers}
                                for v in variants},
             "sink_share": {v: _f(share.sel(revision=rev, variant=v)) for v in variants},
+            **{key: {v: _f(x.sel(revision=rev)) for v, x in by_v.items()} for key, by_v in phenomena.items()},
         }
         for rev in (first, last)
     }  # fmt: skip

@@ -1,6 +1,9 @@
-"""The training-dynamics figure: rank collapse and the first-token sink along a checkpoint series."""
+"""The training-dynamics figure: rank collapse, the pretrained phenomena (massive activations, the first token's norm,
+the matrix entropy) and the first-token sink along a checkpoint series."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import matplotlib
 
@@ -11,6 +14,8 @@ import xarray as xr  # noqa: E402
 
 from san.core.plotting import figsize, legend_below  # noqa: E402
 from san.rank_collapse.plots import RATIO_LABEL  # noqa: E402
+from san.rank_collapse.series.measures import Over, has_unmodified, over_layers  # noqa: E402
+from san.rank_collapse.series.spec import UNMODIFIED  # noqa: E402
 from san.rank_collapse.sink import sink_share  # noqa: E402
 from san.rank_collapse.spec import DRAWN, drawn_layers  # noqa: E402
 
@@ -41,39 +46,81 @@ def _mark_duplicates(axes: list[plt.Axes], ds: xr.Dataset) -> None:
             ax.axvline(step, color="grey", linestyle=":", linewidth=0.8, label=label)
 
 
+#: the phenomena panels: the measure, its reduction over the layers, the panel's title, and its scale ("ratio": log y
+#: spanning at least 1 to 10, so that a ratio near 1 reads as no outlier; "share": 0 to 1)
+PHENOMENA_PANELS: tuple[tuple[str, Over, str, str], ...] = (
+    ("massive_ratio", "max", "massive ratio (largest)", "ratio"),
+    ("first_token_norm_ratio", "max", "first-token norm ratio (largest)", "ratio"),
+    ("matrix_entropy", "min", "matrix entropy (lowest)", "share"),
+)
+
+
+def _residual_row(fig: plt.Figure, cell: Any, ds: xr.Dataset, model: str, colors: dict[str, str]) -> list[plt.Axes]:
+    """The relative residual (mean over the sequences; log y) of the drawn variants at the first, middle and last
+    layer, one panel each, in the grid ``cell``."""
+    layers = drawn_layers(int(ds["layer"].max()))
+    axes = [fig.add_subplot(a) for a in cell.subgridspec(1, len(layers))]
+    ratio = ds["residual_ratio"].mean("sample").clip(min=1e-300)
+    for ax, layer in zip(axes, layers, strict=True):
+        for v in [v for v in DRAWN if v in ds["variant"]]:
+            _band(ax, ds["step"].values, ratio.sel(variant=v, layer=layer), v, colors[v])
+        ax.set_yscale("log")
+        _step_axis(ax)
+        ax.set_title(f"{model}, layer {layer}")
+        ax.set_ylabel(RATIO_LABEL if ax is axes[0] else "")
+    return axes
+
+
+def _phenomena_row(
+    fig: plt.Figure, cell: Any, steps: np.ndarray, curves: list[xr.DataArray], color: str
+) -> list[plt.Axes]:
+    """The unmodified model's pretrained phenomena per checkpoint, ``curves`` in the order of
+    :data:`PHENOMENA_PANELS` (dims ``seed``, ``revision``), one panel each, in the grid ``cell``."""
+    axes = [fig.add_subplot(a) for a in cell.subgridspec(1, len(PHENOMENA_PANELS), wspace=0.3)]
+    for ax, (_, _, title, scale), curve in zip(axes, PHENOMENA_PANELS, curves, strict=True):
+        _band(ax, steps, curve, UNMODIFIED, color)
+        if scale == "ratio":
+            ax.set_yscale("log")
+            low, high = ax.get_ylim()
+            ax.set_ylim(min(low, 1.0), max(high, 10.0))
+        else:
+            ax.set_ylim(-0.02, 1.02)
+        _step_axis(ax)
+        ax.set_title(title)
+        ax.set_ylabel(UNMODIFIED if ax is axes[0] else "")
+    return axes
+
+
 def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float) -> plt.Figure:
     """Top row: the relative residual (mean over the input sequences; log y) of SAN, SAN+skip and the transformer at
     the first, middle and last layer against the training step, the mean over seeds with the seeds' range as a band.
+    Middle row (where the transformer variant was analysed): its pretrained phenomena, each reduced over the layers
+    (:data:`PHENOMENA_PANELS`): the largest massive ratio (Sun et al. 2024) and first-token norm ratio
+    (Queipo-de-Llano et al. 2025), log y, and the lowest normalised matrix entropy (their compression valley).
     Bottom: the share of sink heads (mean attention on the first token above ``share_threshold``) averaged over the
     blocks, per variant; a revision serving an earlier one's weights is marked by a dotted line. ``ds``:
     :func:`san.rank_collapse.series.experiment.run_series`' or
     :func:`~san.rank_collapse.series.experiment.run_hub_series`' result."""
-    order = np.argsort(ds["step"].values)
-    ds = ds.isel(revision=order)
-    steps = ds["step"].values
-    layers = drawn_layers(int(ds["layer"].max()))
+    ds = ds.isel(revision=np.argsort(ds["step"].values))
     variants = [v for v in DRAWN if v in ds["variant"]]
     colors = dict(zip(DRAWN, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
-    fig = plt.figure(figsize=figsize(len(layers), aspect=1.2))
-    grid = fig.add_gridspec(2, len(layers))
-    top = [fig.add_subplot(grid[0, i]) for i in range(len(layers))]
-    ratio = ds["residual_ratio"].mean("sample").clip(min=1e-300)
-    for ax, layer in zip(top, layers, strict=True):
-        for v in variants:
-            _band(ax, steps, ratio.sel(variant=v, layer=layer), v, colors[v])
-        ax.set_yscale("log")
-        _step_axis(ax)
-        ax.set_title(f"{model}, layer {layer}")
-        ax.set_ylabel(RATIO_LABEL if ax is top[0] else "")
-    bottom = fig.add_subplot(grid[1, :])
+    # each measure reduced over the layers (san.rank_collapse.series.measures), read before the figure is drawn
+    curves = [over_layers(ds, name, over) for name, over, _, _ in PHENOMENA_PANELS] if has_unmodified(ds) else []
+    n_layers = len(drawn_layers(int(ds["layer"].max())))
+    fig = plt.figure(figsize=figsize(3, 2, aspect=1.0) if curves else figsize(n_layers, aspect=1.2))
+    grid = fig.add_gridspec(3 if curves else 2, 1)
+    top = _residual_row(fig, grid[0], ds, model, colors)
+    middle = _phenomena_row(fig, grid[1], ds["step"].values, curves, colors[UNMODIFIED]) if curves else []
+    bottom = fig.add_subplot(grid[-1])
     share = sink_share(ds["first_token_attention"], share_threshold).mean("layer", skipna=True)
     for v in variants:
-        _band(bottom, steps, share.sel(variant=v), v, colors[v])
+        _band(bottom, ds["step"].values, share.sel(variant=v), v, colors[v])
     _step_axis(bottom)
-    bottom.set_xlim(top[0].get_xlim())  # the same step axis as the panels above
+    for ax in [*middle, bottom]:
+        ax.set_xlim(top[0].get_xlim())  # the same step axis as the residual panels
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_ylabel(f"share of heads with\nattention on token 1 > {share_threshold:g}")
-    _mark_duplicates([*top, bottom], ds)
+    _mark_duplicates([*top, *middle, bottom], ds)
     bottom.legend()
     fig.tight_layout()
     legend_below(fig, bottom)

@@ -13,6 +13,10 @@ from san.models.revisions import log_then_every, revision_name
 #: ``{model}`` of ``results/inputs/{model}/{weights}.nc``, so no model of the config may take it
 MODEL = "series"
 
+#: the variant whose pretrained-phenomena measures (massive activations, the first token's norm, the matrix entropy)
+#: the series reports per checkpoint: the unmodified model
+UNMODIFIED = "transformer"
+
 
 def schedule(settings: dict[str, Any]) -> list[int]:
     """The checkpoint steps of the ``series`` slice ``settings`` (``steps``, ``every``, ``log_until``):

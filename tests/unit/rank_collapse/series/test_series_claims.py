@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from san.core.markdown import MissingKey, fmt
 from san.rank_collapse.series.claims import series_claims
 from san.rank_collapse.series.tables import training_series_table
 
@@ -18,15 +19,20 @@ KW = {
 
 
 def _series() -> xr.Dataset:
-    """Two seeds, revisions step0, step4, step1 (unsorted), three variants, 3 blocks, 2 sequences, 2 heads."""
+    """Two seeds, revisions step0, step4, step1 (unsorted), three variants, 3 blocks, 2 sequences, 2 heads, with
+    the pretrained-phenomena measures per layer and sequence."""
     rng = np.random.default_rng(0)
+    dims = ("seed", "revision", "variant", "layer", "sample")
     ratio = rng.uniform(0.01, 1, size=(2, 3, 3, 4, 2))
     alpha = rng.uniform(0, 1, size=(2, 3, 3, 4, 2))
     alpha[:, :, :, 0] = np.nan
     return xr.Dataset(
         {
-            "residual_ratio": (("seed", "revision", "variant", "layer", "sample"), ratio),
+            "residual_ratio": (dims, ratio),
             "first_token_attention": (("seed", "revision", "variant", "layer", "head"), alpha),
+            "massive_ratio": (dims, rng.uniform(1, 3000, size=ratio.shape)),
+            "first_token_norm_ratio": (dims, rng.uniform(0.5, 50, size=ratio.shape)),
+            "matrix_entropy": (dims, rng.uniform(0, 1, size=ratio.shape)),
         },
         coords={
             "seed": [0, 1],
@@ -64,4 +70,25 @@ def test_the_first_and_last_checkpoint_are_recomputed():
     assert out["at"]["step0"]["sink_share"]["transformer"] == pytest.approx(share)
     table = training_series_table({"training_series": out}, {})
     assert "| variant | layer | step0 | step4 |" in table and "| 1 | 2.5 | 5 | 0.5 |" in table
+    for rev, i in (("step0", 0), ("step4", 1)):
+        massive = ds["massive_ratio"].values[:, i, 2].mean(axis=-1).max(axis=-1).mean()  # seeds x layers x sequences
+        entropy = ds["matrix_entropy"].values[:, i, 2].mean()
+        assert out["at"][rev]["largest_massive_ratio"] == {"transformer": pytest.approx(massive)}
+        assert out["at"][rev]["mean_matrix_entropy"] == {"transformer": pytest.approx(entropy)}
+    at = out["at"]
+    for key, label in (
+        ("largest_massive_ratio", "largest massive ratio"),
+        ("mean_matrix_entropy", "mean matrix entropy"),
+    ):
+        first, last = fmt(at["step0"][key]["transformer"]), fmt(at["step4"][key]["transformer"])
+        assert f"| transformer | {label} | {first} | {last} |" in table
     assert training_series_table({"training_series": None}, {}) == "No training series in this run.\n"
+
+
+def test_without_the_transformer_no_phenomena_rows_and_a_summary_without_them_is_named():
+    out = series_claims(_series().sel(variant=["SAN", "SAN+skip"]), _losses(0.5, 0.5), **KW)
+    assert out["at"]["step4"]["largest_massive_ratio"] == {} and out["at"]["step4"]["mean_matrix_entropy"] == {}
+    assert "massive" not in training_series_table({"training_series": out}, {})
+    del out["at"]["step0"]["mean_matrix_entropy"]
+    with pytest.raises(MissingKey, match="training_series.at.step0.mean_matrix_entropy"):
+        training_series_table({"training_series": out}, {})
