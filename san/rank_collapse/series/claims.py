@@ -12,7 +12,7 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
-from san.rank_collapse.sink import sink_share
+from san.core.sink import sink_share
 from san.rank_collapse.spec import DRAWN, drawn_layers
 
 
