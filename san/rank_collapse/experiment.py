@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -27,7 +27,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from san.core.device import resolve_dtype
+from san.core.device import ON_CPU, JobPlace, resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius, without_token
 from san.core.phenomena import PHENOMENA, layer_phenomena
 from san.core.rng import cpu_generator
@@ -250,16 +250,6 @@ def attention_matrices(model: PreTrainedModel, input_ids: torch.Tensor, batch_si
     return torch.cat(chunks, dim=1)
 
 
-class JobPlace(NamedTuple):
-    """Where a job's weight sets are loaded (:func:`load_weight_set`): the device, the job's log, and the memory
-    budget in MB above which a weight set is streamed block by block, with the config key that sets it."""
-
-    device: torch.device | str = "cpu"
-    log: Any = None
-    budget_mb: float | None = None
-    budget_key: str = "compute.rank_collapse.memory_budget_mb"
-
-
 def load_weight_set(
     folder: str | Path,
     family: str,
@@ -334,10 +324,7 @@ def run(
     models: Mapping[str, str | Path],
     inputs: Mapping[str, xr.Dataset],
     settings: Mapping[str, Any],
-    device: torch.device | str = "cpu",
-    log: Any = None,
-    budget_mb: float | None = None,
-    budget_key: str = "compute.rank_collapse.memory_budget_mb",
+    job: JobPlace = ON_CPU,
 ) -> xr.Dataset:
     """Fig. 2's data for one model: the relative residual per weights, variant, layer and input sequence.
 
@@ -347,11 +334,12 @@ def run(
     ``control_token_seed``: the seed of the placebo's excluded tokens, :func:`control_tokens`, the same for every
     weight set, stored as the coordinate ``control_token``; ``massive_token_factor``: the measures of
     :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype
-    (:func:`weight_set_measures`), and the dtype of each variant is the coordinate ``dtype``. The models' manifests
-    and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``. With ``budget_mb`` (the job's
-    ``compute.rank_collapse.memory_budget_mb``, named by ``budget_key`` in errors) the blocks of a model whose
-    weights exceed it are streamed from the checkpoint as each forward pass reaches them (:mod:`san.models.stream`):
-    the hooks see the same residual stream, the numbers are those of the model held in memory.
+    (:func:`weight_set_measures`) on ``job``'s device, and the dtype of each variant is the coordinate ``dtype``. The
+    models' manifests and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``. With a
+    ``job.budget_mb`` (the job's ``compute.rank_collapse.memory_budget_mb``, named by ``job.budget_key`` in errors)
+    the blocks of a model whose weights exceed it are streamed from the checkpoint as each forward pass reaches them
+    (:mod:`san.models.stream`): the hooks see the same residual stream, the numbers are those of the model held in
+    memory.
     """
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
@@ -367,7 +355,6 @@ def run(
         )  # fmt: skip
         return dict(zip(own, zip(*got, strict=True), strict=True))
 
-    job = JobPlace(device, log, budget_mb, budget_key)
     found, manifests, hashes = weight_set_measures(family, models, inputs, "input_ids", dtypes, measure, job)
     ds = _dataset(stacked(found, variants, 0), stacked(found, variants, 1), list(models), variants, dtypes, manifests,
                   hashes, control.numpy())  # fmt: skip

@@ -27,13 +27,13 @@ import torch
 import xarray as xr
 from transformers import PretrainedConfig, PreTrainedModel
 
-from san.core.device import resolve_dtype
+from san.core.device import ON_CPU, JobPlace, resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.core.phenomena import PATCH_NEIGHBOUR_SIMILARITY, PHENOMENA, layer_phenomena, patch_neighbour_similarity
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
 from san.models.spec import row as family_row
-from san.rank_collapse.experiment import JobPlace, residual_stream, stacked, weight_set_measures, with_phenomena
+from san.rank_collapse.experiment import residual_stream, stacked, weight_set_measures, with_phenomena
 from san.rank_collapse.spec import variant_dtypes
 
 #: the token roles, in the order of their flag values
@@ -199,15 +199,12 @@ def run(
     models: Mapping[str, str | Path],
     inputs: Mapping[str, xr.Dataset],
     settings: Mapping[str, Any],
-    device: torch.device | str = "cpu",
-    log: Any = None,
-    budget_mb: float | None = None,
-    budget_key: str = "compute.vision_model.memory_budget_mb",
+    job: JobPlace = ON_CPU,
 ) -> xr.Dataset:
     """The vision view of Fig. 2 for one image encoder: per weights, variant, layer and image the measures of
     :data:`MEASURES` and every token's norm, with each token's role; the job shape and arguments of
-    :func:`san.rank_collapse.experiment.run` (``log``, ``budget_mb``, ``budget_key``: a weight set larger than the
-    budget is streamed block by block).
+    :func:`san.rank_collapse.experiment.run` (``job``: the device, log and memory budget; a weight set larger than
+    the budget is streamed block by block).
 
     ``models`` maps each weight set to its model folder and ``inputs`` to its images' ``pixel_values`` (with the
     ``input_sha256`` attribute); ``settings`` holds ``variants``, ``dtype`` (one, or one per variant),
@@ -226,11 +223,10 @@ def run(
         for name in own:
             with variant(model, family, name):
                 out[name] = variant_measures(
-                    model, family, pixels.to(device, resolve_dtype(dtype_name)), grid, settings
+                    model, family, pixels.to(job.device, resolve_dtype(dtype_name)), grid, settings
                 )
         return out
 
-    job = JobPlace(device, log, budget_mb, budget_key)
     found, manifests, hashes = weight_set_measures(family, models, inputs, "pixel_values", dtypes, measure, job)
     roles = _roles(family, found)
     images = [str(v) for v in next(iter(inputs.values()))["image"].values]
