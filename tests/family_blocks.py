@@ -314,6 +314,21 @@ def branch_states(forward, layer, attn, mlp, mlp_out=None):
     return seen
 
 
+def assert_variants_restore(model, family, ids, run):
+    """Every variant of ``model`` (of ``family``) entered and left: no override stays on any module, and the
+    hidden states of ``run(model, ids)`` (the test module's forward pass) are those before, bit for bit."""
+    from san.models.ablations import OVERRIDDEN, variant
+    from san.rank_collapse.experiment import residual_stream
+
+    before = run(model, ids).hidden_states
+    for name in VARIANT_NAMES:
+        with variant(model, family, name):
+            residual_stream(model, family, ids)
+        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
+        for got, want in zip(run(model, ids).hidden_states, before, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
 def family_of(case):
     return CASES[case][0]
 

@@ -20,6 +20,7 @@ from family_blocks import (
     STACKS,
     TOL,
     VARIANT_NAMES,
+    assert_variants_restore,
     bart_reference,
     branch_states,
     encoder_reference,
@@ -27,7 +28,7 @@ from family_blocks import (
     rms,
 )
 
-from san.models.ablations import OVERRIDDEN, variant
+from san.models.ablations import variant
 from san.models.families import FAMILIES
 from san.models.recognise import UnsupportedModel, recognise
 from san.rank_collapse.experiment import residual_stream
@@ -146,13 +147,7 @@ def test_the_bart_transformer_variant_is_the_unmodified_encoder(models, ids):
 @pytest.mark.parametrize("case", list(STACKS))
 def test_leaving_a_variant_restores_the_model(models, ids, case):
     model, family = models[case], STACKS[case][0]
-    before = run(model, ids).hidden_states
-    for name in VARIANT_NAMES:
-        with variant(model, family, name):
-            residual_stream(model, family, ids)
-        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
-        for got, want in zip(run(model, ids).hidden_states, before, strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert_variants_restore(model, family, ids, run)
 
 
 # ------------------------------------------------------------------------------------------------ recognition

@@ -30,13 +30,14 @@ from family_blocks import (
     TOL,
     VARIANT_NAMES,
     VARIANT_SWITCHES,
+    assert_variants_restore,
     branch_states,
     family_of,
     identity,
     perturbed_model,
 )
 
-from san.models.ablations import OVERRIDDEN, variant
+from san.models.ablations import variant
 from san.models.families import FAMILIES
 from san.models.spec import FAMILY_TABLE, IMAGE_FAMILIES
 from san.rank_collapse.experiment import residual_stream
@@ -193,13 +194,7 @@ def test_transformer_variant_is_the_unmodified_model(models, ids, case):
 @pytest.mark.parametrize("case", list(CASES))
 def test_leaving_a_variant_restores_the_model(models, ids, case):
     model, family = models[case], family_of(case)
-    before = run(model, ids).hidden_states
-    for name in VARIANT_NAMES:
-        with variant(model, family, name):
-            residual_stream(model, family, ids)
-        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
-        for got, want in zip(run(model, ids).hidden_states, before, strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert_variants_restore(model, family, ids, run)
 
 
 @pytest.mark.parametrize("name", ("SAN", "SAN+MLP"))
