@@ -172,18 +172,18 @@ def write_table(
     cmd: str | None = None,
 ) -> Path:
     """Write a benchmark's result to ``benchmarks/out/``: its data ``<name>.json`` and the table ``<name>.md``
-    rendered from it (:func:`san.report.readme.benchmark_table`); return the table's path. The data are the
+    rendered from it (:func:`san.report.benchmark_tables.benchmark_table`); return the table's path. The data are the
     measurements, not their printed form: ``rows``, one mapping per row of numbers (each key names its unit:
     ``_s`` seconds, ``_bytes`` bytes, ``_ratio`` or none a pure number), booleans, labels and nulls (not measured);
     ``values``, the numbers every row shares (settings, targets) and the machine's load average at the start and the
     end (:data:`LOAD_NOTE`); ``columns``, a (title, cell template) per column
-    (:class:`san.report.readme.BenchmarkCells`: ``{wall_s:.1f} s``, ``{peak_rss_bytes:.2f@GiB} GiB``,
+    (:class:`san.report.benchmark_tables.BenchmarkCells`: ``{wall_s:.1f} s``, ``{peak_rss_bytes:.2f@GiB} GiB``,
     ``{ratio:<={target}?met|NOT met}``); ``note``, one line under the table (a template of ``values``, ending with
     the load); and the record naming the command ``cmd`` (default :func:`command`), commit, date and machine. The
     README and ``docs/`` quote the table from its committed copy (``python -m san.report.readme publish``), whose
     ``verify`` renders it again from the committed data."""
+    from san.report.benchmark_tables import benchmark_table
     from san.report.provenance import benchmark_record
-    from san.report.readme import benchmark_table
 
     data = {
         "columns": [{"title": title, "cell": cell} for title, cell in columns],

@@ -158,6 +158,7 @@ TARGET_CONVERTED = 1.3
 _JOB = """
 import json, sys, time
 import torch, xarray as xr
+from san.core.device import JobPlace
 from san.rank_collapse.experiment import run
 
 def status_bytes(key):
@@ -172,7 +173,7 @@ inputs = {"init": xr.Dataset({"input_ids": (("sample", "token"), ids.numpy())}, 
 settings = {"variants": variants.split(","), "dtype": dtype, "batch_size": int(sequences),
             "albert_no_mlp": "identity_linears", "control_token_seed": 0, "massive_token_factor": 10.0}
 t = time.perf_counter()
-ds = run("llama", {"init": folder}, inputs, settings, budget_mb=None if budget == "none" else float(budget))
+ds = run("llama", {"init": folder}, inputs, settings, JobPlace(budget_mb=None if budget == "none" else float(budget)))
 wall = time.perf_counter() - t
 print(json.dumps({"start_bytes": start, "peak_bytes": status_bytes("VmHWM"), "wall_s": wall,
                   "values": {k: ds[k].values.tolist() for k in ds.data_vars}}))

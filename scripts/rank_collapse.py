@@ -4,7 +4,7 @@ san.rank_collapse.vision.experiment for image encoders); the rules rank_collapse
 
 import importlib
 
-from san.core.device import job_device, memory_budget
+from san.core.device import JobPlace, job_device, memory_budget
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.models.folders import recorded_family
@@ -16,7 +16,7 @@ with job_log(snakemake.log[0]) as log:
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
     family, recognition = recorded_family(list(models.values()))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
-    ds = run(family, models, inputs, p.settings, device, log, *memory_budget(p.compute))
+    ds = run(family, models, inputs, p.settings, JobPlace(device, log, *memory_budget(p.compute)))
     first = ds[next(iter(ds.data_vars))]
     means = first.mean(first.dims[-1])  # over the input sequences or images
     log.info("%s per layer, mean over the inputs:\n%s", first.name, means.to_pandas().to_string() if means.ndim <= 2

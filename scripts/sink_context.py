@@ -1,7 +1,7 @@
 """Snakemake entry: one decoder's first-token sink and first-token norm at several context lengths, unmodified model
 (san.rank_collapse.context)."""
 
-from san.core.device import job_device, memory_budget
+from san.core.device import JobPlace, job_device, memory_budget
 from san.core.jobs import job_log
 from san.core.storage import read_netcdf, write_netcdf
 from san.models.folders import recorded_family
@@ -13,7 +13,7 @@ with job_log(snakemake.log[0]) as log:
     models = dict(zip(p.weights, snakemake.input.models, strict=True))
     family, recognition = recorded_family(list(models.values()))
     inputs = {w: read_netcdf(f) for w, f in zip(p.weights, snakemake.input.inputs, strict=True)}
-    ds = run(family, models, inputs, p.settings, device, log, *memory_budget(p.compute))
+    ds = run(family, models, inputs, p.settings, JobPlace(device, log, *memory_budget(p.compute)))
     means = ds["first_token_attention"].mean(("layer", "head"))
     log.info("first-token attention, mean over layers and heads:\n%s", means.to_pandas().to_string())
     write_netcdf(

@@ -280,6 +280,55 @@ CASES = {
 }  # fmt: skip
 
 
+def branch_states(forward, layer, attn, mlp, mlp_out=None):
+    """The states of one block around ``forward()`` (a forward pass of its model), read by hooks: the block's input
+    ``x`` and output ``y``, the attention branch ``a`` (module ``attn``'s output), the MLP's input ``mlp_in`` (module
+    ``mlp``) and the MLP branch ``m`` (module ``mlp_out``'s output, ``mlp``'s by default)."""
+    seen = {}
+
+    def first(out):
+        return out[0] if isinstance(out, tuple) else out
+
+    def keep(key):
+        def hook(module, args, kwargs, out):
+            seen[key] = first(out)
+            if key == "y":
+                seen["x"] = args[0] if args else kwargs["hidden_states"]
+
+        return hook
+
+    def keep_input(module, args, kwargs):
+        seen["mlp_in"] = args[0] if args else kwargs["hidden_states"]
+
+    hooks = [
+        layer.register_forward_hook(keep("y"), with_kwargs=True),
+        attn.register_forward_hook(keep("a"), with_kwargs=True),
+        (mlp_out or mlp).register_forward_hook(keep("m"), with_kwargs=True),
+        mlp.register_forward_pre_hook(keep_input, with_kwargs=True),
+    ]
+    try:
+        forward()
+    finally:
+        for h in hooks:
+            h.remove()
+    return seen
+
+
+def assert_variants_restore(model, family, ids, run):
+    """Every variant of ``model`` (of ``family``) entered and left: no override stays on any module, and the
+    hidden states of ``run(model, ids)`` (the test module's forward pass) are those before, bit for bit."""
+    from san.models.ablations import OVERRIDDEN, variant
+    from san.rank_collapse.experiment import residual_stream
+
+    before = run(model, ids).hidden_states
+    for name in VARIANT_NAMES:
+        with variant(model, family, name):
+            residual_stream(model, family, ids)
+        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
+        for got, want in zip(run(model, ids).hidden_states, before, strict=True):
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
 def family_of(case):
     return CASES[case][0]
 
@@ -374,7 +423,7 @@ def llama_reference(model, ids, name):
         sa = layer.self_attn
 
         def attn(h, sa=sa):
-            q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+            q, k, v = qkv_heads(h, sa, dh)
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
             return lin(attention(q, k, v, dh**-0.5, mask=causal_mask(n), softmax_dtype=F32), sa.o_proj)
 
@@ -399,7 +448,7 @@ def gemma3_reference(model, ids, name):
         sa = layer.self_attn
 
         def attn(h, sa=sa, cos=cos, sin=sin, mask=mask):
-            q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+            q, k, v = qkv_heads(h, sa, dh)
             q, k = rms_gemma(q, sa.q_norm), rms_gemma(k, sa.k_norm)  # per head
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
             scaling = cfg.query_pre_attn_scalar**-0.5
@@ -448,18 +497,41 @@ def swiglu(h, m, act=F.silu):
 
 
 # ------------------------------------------------------------------------------------------------ references
+def qkv_heads(h, sa, dh):
+    """Queries, keys and values of ``h`` from the separate projections ``q_proj``, ``k_proj``, ``v_proj``, split into
+    heads of width ``dh``."""
+    return (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+
+
+def causal_attention(q, k, v, dh, out):
+    """Causal attention over all ``N_TOKENS`` tokens at the scale ``dh**-0.5`` (float32 softmax), then ``out``."""
+    return lin(attention(q, k, v, dh**-0.5, mask=causal_mask(N_TOKENS), softmax_dtype=F32), out)
+
+
+def rotary_decoder(model):
+    """What every rotary decoder's reference starts from: its config, head width (the config's ``head_dim``, else
+    width over heads) and the rotary tables."""
+    cfg = model.config
+    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    return (cfg, dh, *rope(cfg, dh))
+
+
+def multiplied(model, ids, dh, granite):
+    """The embedding output, attention scale and branch scale of a decoder; Granite's (``granite``) multiply the
+    embeddings, the attention logits and every branch by its config's multipliers."""
+    cfg, emb = model.config, model.embed_tokens.weight[ids]
+    if granite:
+        return [emb * cfg.embedding_multiplier], cfg.attention_multiplier, cfg.residual_multiplier
+    return [emb], dh**-0.5, 1.0
+
+
 def llama_like_reference(model, ids, name):
     """Qwen2 (q/k/v biases), Qwen3 (per-head q/k RMSNorm), Mistral, Phi-3 (fused q/k/v and gate/up projections),
     Granite (embedding, attention and branch multipliers) and SmolLM3 (no rotation in the layers its config's
     ``no_rope_layers`` marks 0, NoPE): pre-RMSNorm decoders with rotary positions."""
-    cfg = model.config
+    cfg, dh, cos, sin = rotary_decoder(model)
     kind = cfg.model_type
-    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    cos, sin = rope(cfg, dh)
-    emb = model.embed_tokens.weight[ids]
-    stream = [emb * cfg.embedding_multiplier if kind == "granite" else emb]
-    scaling = cfg.attention_multiplier if kind == "granite" else dh**-0.5
-    scale = cfg.residual_multiplier if kind == "granite" else 1.0
+    stream, scaling, scale = multiplied(model, ids, dh, kind == "granite")
     for i, layer in enumerate(model.layers):
         sa, mask = layer.self_attn, causal_mask(N_TOKENS, window_of(cfg, i))
         rotary_here = kind != "smollm3" or cfg.no_rope_layers[i] == 1
@@ -470,7 +542,7 @@ def llama_like_reference(model, ids, name):
                 nq, nkv = cfg.num_attention_heads * dh, cfg.num_key_value_heads * dh
                 q, k, v = (heads(t, dh) for t in qkv.split([nq, nkv, nkv], dim=-1))
             else:
-                q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+                q, k, v = qkv_heads(h, sa, dh)
             if kind == "qwen3":
                 q, k = rms_llama(q, sa.q_norm), rms_llama(k, sa.k_norm)  # per head, before the rotation
             if rotary_here:
@@ -499,7 +571,7 @@ def gemma2_reference(model, ids, name):
         sa, mask = layer.self_attn, causal_mask(N_TOKENS, window_of(cfg, i))
 
         def attn(h, sa=sa, mask=mask):
-            q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+            q, k, v = qkv_heads(h, sa, dh)
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
             scaling, cap = cfg.query_pre_attn_scalar**-0.5, cfg.attn_logit_softcapping
             return lin(attention(q, k, v, scaling, mask=mask, softmax_dtype=F32, softcap=cap), sa.o_proj)
@@ -519,9 +591,7 @@ def gemma2_reference(model, ids, name):
 
 def olmo2_reference(model, ids, name):
     """No norm before a sub-block, an RMSNorm after each; q/k RMSNorm over the whole width before the heads."""
-    cfg = model.config
-    dh = cfg.hidden_size // cfg.num_attention_heads
-    cos, sin = rope(cfg, dh)
+    cfg, dh, cos, sin = rotary_decoder(model)
     stream = [model.embed_tokens.weight[ids]]
     for layer in model.layers:
         sa = layer.self_attn
@@ -531,7 +601,7 @@ def olmo2_reference(model, ids, name):
             k = heads(rms_llama(lin(h, sa.k_proj), sa.k_norm), dh)
             v = heads(lin(h, sa.v_proj), dh)
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-            return lin(attention(q, k, v, dh**-0.5, mask=causal_mask(N_TOKENS), softmax_dtype=F32), sa.o_proj)
+            return causal_attention(q, k, v, dh, sa.o_proj)
 
         na = partial(rms_llama, mod=layer.post_attention_layernorm)
         nm = partial(rms_llama, mod=layer.post_feedforward_layernorm)
@@ -542,9 +612,7 @@ def olmo2_reference(model, ids, name):
 def gpt_neox_reference(model, ids, name):
     """Two LayerNorms, fused q/k/v interleaved per head, rotary on part of each head; parallel or sequential as the
     config's ``use_parallel_residual`` says."""
-    cfg = model.config
-    dh = cfg.hidden_size // cfg.num_attention_heads
-    cos, sin = rope(cfg, dh)
+    cfg, dh, cos, sin = rotary_decoder(model)
     stream = [model.embed_in.weight[ids]]
     for layer in model.layers:
         sa = layer.attention
@@ -553,7 +621,7 @@ def gpt_neox_reference(model, ids, name):
             qkv = lin(h, sa.query_key_value).view(BATCH, N_TOKENS, cfg.num_attention_heads, 3 * dh).transpose(1, 2)
             q, k, v = qkv.chunk(3, dim=-1)
             q, k = partial_rotate(q, cos, sin), partial_rotate(k, cos, sin)
-            return lin(attention(q, k, v, dh**-0.5, mask=causal_mask(N_TOKENS), softmax_dtype=F32), sa.dense)
+            return causal_attention(q, k, v, dh, sa.dense)
 
         def mlp(h, m=layer.mlp):
             return lin(gelu_erf(lin(h, m.dense_h_to_4h)), m.dense_4h_to_h)
@@ -565,17 +633,15 @@ def gpt_neox_reference(model, ids, name):
 
 def phi_reference(model, ids, name):
     """One shared LayerNorm before attention and MLP in parallel; rotary on part of each head; biases everywhere."""
-    cfg = model.config
-    dh = cfg.hidden_size // cfg.num_attention_heads
-    cos, sin = rope(cfg, dh)
+    cfg, dh, cos, sin = rotary_decoder(model)
     stream = [model.embed_tokens.weight[ids]]
     for layer in model.layers:
         sa = layer.self_attn
 
         def attn(h, sa=sa):
-            q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+            q, k, v = qkv_heads(h, sa, dh)
             q, k = partial_rotate(q, cos, sin), partial_rotate(k, cos, sin)
-            return lin(attention(q, k, v, dh**-0.5, mask=causal_mask(N_TOKENS), softmax_dtype=F32), sa.dense)
+            return causal_attention(q, k, v, dh, sa.dense)
 
         def mlp(h, m=layer.mlp):
             return lin(gelu_tanh(lin(h, m.fc1)), m.fc2)
@@ -702,14 +768,9 @@ def moe_reference(model, ids, name):
     Granite-MoE (embedding, attention and branch multipliers), gpt-oss (a sink logit per head, biases, sliding and
     full layers) and Phi-MoE (LayerNorms, biases, the sparsemixer router): pre-norm decoders with rotary positions
     and an expert layer as the MLP."""
-    cfg = model.config
+    cfg, dh, cos, sin = rotary_decoder(model)
     kind = cfg.model_type
-    dh = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    cos, sin = rope(cfg, dh)
-    emb = model.embed_tokens.weight[ids]
-    stream = [emb * cfg.embedding_multiplier if kind == "granitemoe" else emb]
-    scaling = cfg.attention_multiplier if kind == "granitemoe" else dh**-0.5
-    scale = cfg.residual_multiplier if kind == "granitemoe" else 1.0
+    stream, scaling, scale = multiplied(model, ids, dh, kind == "granitemoe")
     for i, layer in enumerate(model.layers):
         sa, mask = layer.self_attn, causal_mask(N_TOKENS, window_of(cfg, i))
 
@@ -719,7 +780,7 @@ def moe_reference(model, ids, name):
                 k = heads(rms_llama(lin(h, sa.k_proj), sa.k_norm), dh)
                 v = heads(lin(h, sa.v_proj), dh)
             else:
-                q, k, v = (heads(lin(h, m), dh) for m in (sa.q_proj, sa.k_proj, sa.v_proj))
+                q, k, v = qkv_heads(h, sa, dh)
             if kind == "qwen3_moe":
                 q, k = rms_llama(q, sa.q_norm), rms_llama(k, sa.k_norm)
             q, k = rotate(q, cos, sin), rotate(k, cos, sin)

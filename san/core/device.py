@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -113,3 +113,18 @@ def memory_budget(compute: Mapping[str, Any]) -> tuple[int | None, str]:
 def set_threads(n: int) -> None:
     """Limit torch's intra-op threads to the cores Snakemake granted the job."""
     torch.set_num_threads(max(1, int(n)))
+
+
+class JobPlace(NamedTuple):
+    """Where a model job loads its weight sets (:func:`san.rank_collapse.experiment.load_weight_set`): the device
+    (:func:`job_device`), the job's log, and the memory budget in MB above which a weight set is streamed block by
+    block, with the config key that sets it (:func:`memory_budget`), named in errors."""
+
+    device: torch.device | str = "cpu"
+    log: Any = None
+    budget_mb: float | None = None
+    budget_key: str = "memory_budget_mb"
+
+
+#: a job on the CPU, without a log or a memory budget (every weight set held in memory)
+ON_CPU = JobPlace()

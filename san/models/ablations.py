@@ -108,17 +108,6 @@ def _identity_chunk(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def ablate_bert(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> None:
-    """Apply a variant to every ``BertLayer`` of ``model.encoder``."""
-    for layer in model.encoder.layer:
-        if not attention_skip:
-            _override(layer.attention.output, "forward", _dense_dropout_norm_no_skip)
-        if not mlp:
-            _override(layer, "feed_forward_chunk", _identity_chunk)
-        elif not attention_skip:
-            _override(layer.output, "forward", _dense_dropout_norm_no_skip)
-
-
 # ---------------------------------------------------------------- ALBERT
 def _albert_attention_no_skip(self: nn.Module, hidden_states: torch.Tensor, attention_mask=None, **kwargs):
     """AlbertAttention without the residual: ``LayerNorm(dropout(dense(softmax(QK^T/sqrt(d)) V)))``."""
@@ -190,17 +179,6 @@ def _xlnet_ff_no_skip(self: nn.Module, inp: torch.Tensor) -> torch.Tensor:
     return self.layer_norm(out)
 
 
-def ablate_xlnet(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> None:
-    """Apply a variant to every ``XLNetLayer``."""
-    for layer in model.layer:
-        if not attention_skip:
-            _override(layer.rel_attn, "post_attention", _xlnet_post_attention_no_skip)
-        if not mlp:
-            _override(layer, "ff_chunk", _identity_chunk)
-        elif not attention_skip:
-            _override(layer.ff, "forward", _xlnet_ff_no_skip)
-
-
 # ---------------------------------------------------------------- MPNet (post-norm, relative position bias)
 def _mpnet_attention_no_skip(
     self: nn.Module, hidden_states, attention_mask=None, position_bias=None, output_attentions=False, **kwargs
@@ -217,17 +195,6 @@ def _mpnet_layer_attention_only(
     return self.attention(
         hidden_states, attention_mask, position_bias=position_bias, output_attentions=output_attentions
     )
-
-
-def ablate_mpnet(model: PreTrainedModel, attention_skip: bool, mlp: bool) -> None:
-    """Apply a variant to every ``MPNetLayer`` (the relative position bias is computed once by the encoder)."""
-    for layer in model.encoder.layer:
-        if not attention_skip:
-            _override(layer.attention, "forward", _mpnet_attention_no_skip)
-        if not mlp:
-            _override(layer, "forward", _mpnet_layer_attention_only)
-        elif not attention_skip:
-            _override(layer.output, "forward", _dense_dropout_norm_no_skip)
 
 
 # ---------------------------------------------------------------- pre-norm blocks (GPT-2, Llama, Gemma, ...)
@@ -365,6 +332,27 @@ def branch_scale(model: PreTrainedModel, row: FamilyRow) -> float:
     return float(value)
 
 
+#: one method override of a post-norm layer: the sub-module (its dotted path from the layer, "" for the layer
+#: itself), the method, and its replacement
+Override = tuple[str, str, Callable]
+
+
+def _ablate_post_norm(layers: str, attention: Override, mlp_removed: Override, mlp_no_skip: Override) -> Callable:
+    """The ablation of a post-norm encoder (BERT, XLNet, MPNet), called like every entry of :data:`ABLATIONS`: in
+    every layer of ``layers`` (a dotted path from the model), ``attention`` without the attention skip; without the
+    MLP, ``mlp_removed``; with the MLP but without the skips, ``mlp_no_skip`` (the MLP block loses its own
+    residual)."""
+
+    def ablate(model: PreTrainedModel, row: FamilyRow, attention_skip: bool, mlp: bool, albert_no_mlp: str) -> None:
+        chosen = [] if attention_skip else [attention]
+        chosen += [mlp_removed] if not mlp else [] if attention_skip else [mlp_no_skip]
+        for layer in operator.attrgetter(layers)(model):
+            for path, method, replacement in chosen:
+                _override(operator.attrgetter(path)(layer) if path else layer, method, replacement)
+
+    return ablate
+
+
 def _ablate_blocks(make: Callable[[tuple, bool, bool, float], Callable]) -> Callable[..., None]:
     """The ablation of a pre-norm model whose block forward ``make(parts, attention_skip, mlp, scale)`` builds: every
     block's forward replaced by its variant (none for the unmodified transformer)."""
@@ -382,10 +370,25 @@ def _ablate_blocks(make: Callable[[tuple, bool, bool, float], Callable]) -> Call
 #: the ablations by the name a family's table row gives (``FamilyRow.ablation``), each called as
 #: ``ablate(model, row, attention_skip, mlp, albert_no_mlp)``
 ABLATIONS: dict[str, Callable[[PreTrainedModel, FamilyRow, bool, bool, str], None]] = {
-    "bert": lambda model, row, skip, mlp, albert_no_mlp: ablate_bert(model, skip, mlp),
+    "bert": _ablate_post_norm(
+        "encoder.layer",
+        ("attention.output", "forward", _dense_dropout_norm_no_skip),
+        ("", "feed_forward_chunk", _identity_chunk),
+        ("output", "forward", _dense_dropout_norm_no_skip),
+    ),
     "albert": lambda model, row, skip, mlp, albert_no_mlp: ablate_albert(model, skip, mlp, albert_no_mlp),
-    "xlnet": lambda model, row, skip, mlp, albert_no_mlp: ablate_xlnet(model, skip, mlp),
-    "mpnet": lambda model, row, skip, mlp, albert_no_mlp: ablate_mpnet(model, skip, mlp),
+    "xlnet": _ablate_post_norm(
+        "layer",
+        ("rel_attn", "post_attention", _xlnet_post_attention_no_skip),
+        ("", "ff_chunk", _identity_chunk),
+        ("ff", "forward", _xlnet_ff_no_skip),
+    ),
+    "mpnet": _ablate_post_norm(
+        "encoder.layer",  # the relative position bias is computed once by the encoder
+        ("attention", "forward", _mpnet_attention_no_skip),
+        ("", "forward", _mpnet_layer_attention_only),
+        ("output", "forward", _dense_dropout_norm_no_skip),
+    ),
     "gpt2": _ablate_blocks(_gpt2_block),
     "pre_norm": _ablate_blocks(_pre_norm_block),
     "vision": _ablate_blocks(_vision_block),

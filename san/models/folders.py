@@ -201,3 +201,10 @@ def recorded_family(folders: list[str | Path] | tuple[str | Path, ...]) -> tuple
     if len(families) != 1:
         raise AcquisitionError(f"the weight folders of one model are of different families: {found}")
     return next(iter(found.values()))
+
+
+def result_family(attrs: dict[str, Any]) -> str:
+    """The family a result file records in its ``config`` attribute (the family :func:`recorded_family` read from
+    the model folders' manifests; the rank-collapse, vision, context-length and path-products jobs write it), which
+    the claims read instead of the config (an entry may name no family)."""
+    return json.loads(attrs["config"])["family"]

@@ -18,10 +18,10 @@ from typing import Any
 import xarray as xr
 
 from san.core.config import ConfigError
+from san.models.folders import result_family
 from san.phenomena.colocation import colocation_claims
 from san.phenomena.compression import compression_claims
 from san.phenomena.context import context_claims
-from san.phenomena.data import recorded_family
 from san.phenomena.high_norm import high_norm_claims
 from san.phenomena.massive import massive_claims
 from san.phenomena.spec import CLAIMS, model_kind
@@ -49,7 +49,7 @@ def judge_all(
     (context-length runs), thresholds from ``report`` (config ``report``): the models and their kinds, the claims and
     their labels, the verdict rows in the order of :data:`~san.phenomena.spec.CLAIMS` and the models x claims table
     (``table``: model -> claim -> cell)."""
-    kinds = {name: model_kind(recorded_family(ds.attrs)) for name, ds in {**text, **images}.items()}
+    kinds = {name: model_kind(result_family(ds.attrs)) for name, ds in {**text, **images}.items()}
     r, share = report["phenomena"], report["first_token_sink"]["share_threshold"]
     judged = {
         **massive_claims(text, kinds, r),

@@ -23,8 +23,9 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.sink import sink_share
 from san.phenomena.checks import Claim, Judged, about, judge, moved
-from san.phenomena.data import lacks, sink_share
+from san.phenomena.data import lacks
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, UNMODIFIED
 
 SOURCE = "Barbero et al. 2025 (COLM), 'Why do LLMs attend to the first token?', the context-length experiment"

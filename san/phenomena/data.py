@@ -9,12 +9,12 @@ photographs) before a claim reads its curve.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from san.core.sink import sink_share
 from san.phenomena.spec import UNMODIFIED
 
 #: the input dimensions a layer's measure is averaged over
@@ -23,13 +23,6 @@ INPUT_DIMS = ("sample", "image")
 PATCH = "patch"
 #: image names of the vision job's noise images (the control without spatial structure) start with this
 NOISE_PREFIX = "noise"
-
-
-def recorded_family(attrs: dict[str, Any]) -> str:
-    """The family a result records in its ``config`` attribute (the family its acquisition job recognised from the
-    model's config.json; the jobs of the rank-collapse, vision and context-length rules write it), which the claims
-    read instead of the config (an entry may name no family)."""
-    return json.loads(attrs["config"])["family"]
 
 
 def weight_sets(ds: xr.Dataset) -> set[str]:
@@ -62,17 +55,9 @@ def curve(ds: xr.Dataset, name: str, weights: str, variant: str = UNMODIFIED) ->
     return np.asarray(da.mean([d for d in INPUT_DIMS if d in da.dims]), dtype=float)
 
 
-def sink_share(alpha: xr.DataArray, threshold: float) -> xr.DataArray:
-    """Gu et al.'s (ICLR 2025) sink measure per layer: the share of heads whose attention on the first token,
-    averaged over the queries (``alpha``, with a ``head`` dim), exceeds ``threshold`` (their epsilon); NaN where
-    ``alpha`` is (layer 0, the embedding output, has no attention)."""
-    above = (alpha > threshold).astype(float).mean("head")
-    return above.where(alpha.notnull().all("head"))
-
-
 def sink_curve(ds: xr.Dataset, weights: str, threshold: float, variant: str = UNMODIFIED) -> np.ndarray:
-    """The share of sink heads per layer (:func:`sink_share` of ``first_token_attention``) of one weight set and
-    variant, averaged over the inputs where the result keeps them apart."""
+    """The share of sink heads per layer (:func:`san.core.sink.sink_share` of ``first_token_attention``) of one
+    weight set and variant, averaged over the inputs where the result keeps them apart."""
     share = sink_share(_select(ds["first_token_attention"], weights, variant), threshold)
     return np.asarray(share.mean([d for d in INPUT_DIMS if d in share.dims]), dtype=float)
 

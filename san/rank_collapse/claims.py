@@ -17,10 +17,10 @@ import xarray as xr
 
 from san.core import verdicts as V
 from san.core.config import ConfigError
+from san.models.folders import result_family
 from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
 from san.rank_collapse.pretrained_claims import f_, moved, pretrained_collapse_claims, pretrained_slower_claims
 from san.rank_collapse.sink_claims import first_token_sink_claims
-from san.rank_collapse.spec import result_family
 
 __all__ = [
     "attention_product_claims",

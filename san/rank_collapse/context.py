@@ -21,11 +21,11 @@ import torch
 import xarray as xr
 from transformers import PreTrainedModel
 
+from san.core.device import ON_CPU, JobPlace
 from san.core.phenomena import PHENOMENA, massive_activation, norm_ratios
 from san.core.storage import Variable, describe
-from san.models.folders import read_manifest
 from san.rank_collapse.experiment import VARIABLES as RANK_COLLAPSE_VARIABLES
-from san.rank_collapse.experiment import load_weight_set, residual_stream
+from san.rank_collapse.experiment import residual_stream, stacked, weight_set_measures
 from san.rank_collapse.sink import sink_layers
 from san.rank_collapse.spec import variant_dtypes
 
@@ -85,32 +85,30 @@ def run(
     models: Mapping[str, str | Path],
     inputs: Mapping[str, xr.Dataset],
     settings: Mapping[str, Any],
-    device: torch.device | str = "cpu",
-    log: Any = None,
-    budget_mb: float | None = None,
-    budget_key: str = "compute.sink_context.memory_budget_mb",
+    job: JobPlace = ON_CPU,
 ) -> xr.Dataset:
     """The first-token sink and the first token's norm of the unmodified model at every context length.
 
     ``models`` maps each weight set to its model folder and ``inputs`` to its tokenised input (``input_ids``, with
     the ``input_sha256`` attribute); ``settings`` holds ``seq_lens`` (each at most the input's tokens: the first
     ``L`` tokens of every sequence), ``batch_size`` and ``dtype`` (the rank-collapse setting: one dtype, or one per
-    variant, of which the ``transformer`` variant's is used). ``budget_mb`` streams a model larger than it block by
-    block, as :func:`san.rank_collapse.experiment.run` does."""
+    variant, of which the ``transformer`` variant's is used). ``job``'s memory budget streams a model larger than it
+    block by block; the job shape is the rank-collapse job's
+    (:func:`san.rank_collapse.experiment.weight_set_measures`)."""
     seq_lens = [int(n) for n in settings["seq_lens"]]
     dtype = variant_dtypes(settings["dtype"], ["transformer"])["transformer"]
-    measures, alpha, manifests, hashes = [], [], {}, {}
-    for weights, folder in models.items():
-        ids = torch.as_tensor(inputs[weights]["input_ids"].values)
-        check_lengths(seq_lens, ids.shape[1])
-        model = load_weight_set(folder, family, dtype, device, budget_mb, budget_key, log, f"{weights} weights")
+    for weights in models:
+        check_lengths(seq_lens, inputs[weights]["input_ids"].shape[1])
+
+    def measure(model: PreTrainedModel, ids: torch.Tensor, dtype_name: str, own: list[str]) -> dict[str, tuple]:
         found = [length_measures(model, family, ids[:, :n], settings["batch_size"]) for n in seq_lens]
-        del model
-        measures.append(np.stack([m for m, _ in found]))
-        alpha.append(np.stack([sink_layers(a, a.shape[0]) for _, a in found]))
-        manifests[weights] = read_manifest(folder)
-        hashes[weights] = inputs[weights].attrs["input_sha256"]
-    return _dataset(np.stack(measures), np.stack(alpha), list(models), seq_lens, manifests, hashes)
+        alpha = np.stack([sink_layers(a, a.shape[0]) for _, a in found])
+        return {"transformer": (np.stack([m for m, _ in found]), alpha)}
+
+    found, manifests, hashes = weight_set_measures(family, models, inputs, "input_ids", {"transformer": dtype}, measure,
+                                                   job)  # fmt: skip
+    measures, alpha = (stacked(found, ["transformer"], i)[:, 0] for i in (0, 1))
+    return _dataset(measures, alpha, list(models), seq_lens, manifests, hashes)
 
 
 def _dataset(

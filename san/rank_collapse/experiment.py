@@ -16,7 +16,7 @@ spectral compression: :mod:`san.core.phenomena`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from san.core.device import resolve_dtype
+from san.core.device import ON_CPU, JobPlace, resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius, without_token
 from san.core.phenomena import PHENOMENA, layer_phenomena
 from san.core.rng import cpu_generator
@@ -284,15 +284,47 @@ def _log_streaming(log: Any, model: PreTrainedModel, key: str) -> None:
         )  # fmt: skip
 
 
+def weight_set_measures(
+    family: str,
+    models: Mapping[str, str | Path],
+    inputs: Mapping[str, xr.Dataset],
+    key: str,
+    dtypes: Mapping[str, str],
+    measure: Callable[[PreTrainedModel, torch.Tensor, str, list[str]], Mapping[str, tuple]],
+    job: JobPlace,
+) -> tuple[dict[str, dict[str, tuple]], dict[str, Any], dict[str, str]]:
+    """The job shape of every rank-collapse job, text and images alike: each weight set of ``models`` (name ->
+    model folder) loaded once per dtype of ``dtypes`` (variant -> dtype name, :func:`load_weight_set` on
+    ``job``'s device and memory budget), its input ``inputs[weights][key]`` (``input_ids`` or ``pixel_values``) as
+    a tensor, and ``measure(model, input, dtype_name, variants)`` the measures of that dtype's variants, by variant.
+    Returns those measures by weight set and variant, the folders' manifests and the inputs' ``input_sha256`` by
+    weight set (the attributes ``manifests`` and ``input_sha256`` of every result)."""
+    found: dict[str, dict[str, tuple]] = {}
+    manifests, hashes = {}, {}
+    for weights, folder in models.items():
+        data = torch.as_tensor(inputs[weights][key].values)
+        found[weights] = {}
+        for dtype_name, own in variants_by_dtype(dtypes).items():
+            model = load_weight_set(folder, family, dtype_name, job.device, job.budget_mb, job.budget_key, job.log,
+                                    f"{weights} weights ({own})")  # fmt: skip
+            found[weights].update(measure(model, data, dtype_name, own))
+            del model
+        manifests[weights] = read_manifest(folder)
+        hashes[weights] = inputs[weights].attrs["input_sha256"]
+    return found, manifests, hashes
+
+
+def stacked(found: Mapping[str, Mapping[str, tuple]], variants: Sequence[str], index: int) -> np.ndarray:
+    """Measure ``index`` of :func:`weight_set_measures`' result as one array ``(weights, variants, ...)``."""
+    return np.stack([np.stack([by_variant[v][index] for v in variants]) for by_variant in found.values()])
+
+
 def run(
     family: str,
     models: Mapping[str, str | Path],
     inputs: Mapping[str, xr.Dataset],
     settings: Mapping[str, Any],
-    device: torch.device | str = "cpu",
-    log: Any = None,
-    budget_mb: float | None = None,
-    budget_key: str = "compute.rank_collapse.memory_budget_mb",
+    job: JobPlace = ON_CPU,
 ) -> xr.Dataset:
     """Fig. 2's data for one model: the relative residual per weights, variant, layer and input sequence.
 
@@ -301,12 +333,13 @@ def run(
     (``variants``, ``dtype``: one for all variants or one per variant, ``batch_size``, ``albert_no_mlp``,
     ``control_token_seed``: the seed of the placebo's excluded tokens, :func:`control_tokens`, the same for every
     weight set, stored as the coordinate ``control_token``; ``massive_token_factor``: the measures of
-    :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype, and the dtype
-    of each variant is the coordinate ``dtype``. The models' manifests and the inputs' hashes go into the attributes
-    ``manifests`` and ``input_sha256``. With ``budget_mb`` (the job's ``compute.rank_collapse.memory_budget_mb``, named
-    by ``budget_key`` in errors) the blocks of a model whose weights exceed it are streamed from the checkpoint as each
-    forward pass reaches them (:mod:`san.models.stream`): the hooks see the same residual stream, the numbers are those
-    of the model held in memory.
+    :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype
+    (:func:`weight_set_measures`) on ``job``'s device, and the dtype of each variant is the coordinate ``dtype``. The
+    models' manifests and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``. With a
+    ``job.budget_mb`` (the job's ``compute.rank_collapse.memory_budget_mb``, named by ``job.budget_key`` in errors)
+    the blocks of a model whose weights exceed it are streamed from the checkpoint as each forward pass reaches them
+    (:mod:`san.models.stream`): the hooks see the same residual stream, the numbers are those of the model held in
+    memory.
     """
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
@@ -314,28 +347,18 @@ def run(
         raise KeyError("the rank_collapse settings lack config key rank_collapse.control_token_seed")
     shape = torch.as_tensor(inputs[next(iter(models))]["input_ids"].values).shape
     control = control_tokens(shape[0], shape[1], settings["control_token_seed"])
-    data, sinks, phenomena, manifests, hashes = [], [], [], {}, {}
-    for weights, folder in models.items():
-        ids = torch.as_tensor(inputs[weights]["input_ids"].values)
-        by_variant, sink_by_variant, phenomena_by_variant = {}, {}, {}
-        for dtype_name, own in variants_by_dtype(dtypes).items():
-            model = load_weight_set(folder, family, dtype_name, device, budget_mb, budget_key, log,
-                                    f"{weights} weights ({own})")  # fmt: skip
-            got, alpha, found = residuals_by_variant(
-                model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"], control_token=control,
-                factor=settings["massive_token_factor"],
-            )  # fmt: skip
-            by_variant.update(zip(own, got, strict=True))
-            sink_by_variant.update(zip(own, alpha, strict=True))
-            phenomena_by_variant.update(zip(own, found, strict=True))
-            del model
-        data.append(np.stack([by_variant[v] for v in variants]))
-        sinks.append(np.stack([sink_by_variant[v] for v in variants]))
-        phenomena.append(np.stack([phenomena_by_variant[v] for v in variants]))
-        manifests[weights] = read_manifest(folder)
-        hashes[weights] = inputs[weights].attrs["input_sha256"]
-    ds = _dataset(np.stack(data), np.stack(sinks), list(models), variants, dtypes, manifests, hashes, control.numpy())
-    return with_phenomena(ds, np.stack(phenomena), ("weights", "variant", "layer", "sample"))
+
+    def measure(model: PreTrainedModel, ids: torch.Tensor, dtype_name: str, own: list[str]) -> dict[str, tuple]:
+        got = residuals_by_variant(
+            model, family, ids, own, settings["batch_size"], settings["albert_no_mlp"], control_token=control,
+            factor=settings["massive_token_factor"],
+        )  # fmt: skip
+        return dict(zip(own, zip(*got, strict=True), strict=True))
+
+    found, manifests, hashes = weight_set_measures(family, models, inputs, "input_ids", dtypes, measure, job)
+    ds = _dataset(stacked(found, variants, 0), stacked(found, variants, 1), list(models), variants, dtypes, manifests,
+                  hashes, control.numpy())  # fmt: skip
+    return with_phenomena(ds, stacked(found, variants, 2), ("weights", "variant", "layer", "sample"))
 
 
 def _dataset(

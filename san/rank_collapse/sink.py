@@ -5,7 +5,7 @@ queries of a sequence, of the attention it puts on the first token, ``alpha^{l,h
 count a head as a sink head when ``alpha^{l,h}`` exceeds a threshold (their epsilon = 0.3). The rank-collapse job
 records ``alpha`` per weights, variant, layer and head, averaged over the input sequences
 (:func:`first_token_attention`); the share of sink heads per layer is taken with the threshold of the report's config
-(:func:`sink_share`), and the relative residual without the first token is the experiment's
+(:func:`san.core.sink.sink_share`), and the relative residual without the first token is the experiment's
 ``residual_ratio_no_first`` (:data:`san.rank_collapse.spec.METRICS`).
 """
 
@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import xarray as xr
 
-if TYPE_CHECKING:  # torch only where the attention matrices are measured: the claims read sink_share without it
+if TYPE_CHECKING:  # torch only where the attention matrices are measured: the claims read san.core.sink without it
     import torch
 
 
@@ -39,13 +38,6 @@ def first_token_attention(attentions: Sequence[torch.Tensor | None]) -> torch.Te
         else:
             out.append(a[..., 0].double().mean(dim=-1).cpu())
     return torch.stack(out)
-
-
-def sink_share(alpha: xr.DataArray, threshold: float) -> xr.DataArray:
-    """The share of heads whose mean attention on the first token (``alpha``, with a ``head`` dimension) exceeds
-    ``threshold``: Gu et al. 2025's sink measure per layer (NaN where ``alpha`` is NaN, e.g. the embedding layer)."""
-    above = (alpha > threshold).astype(float).mean("head")
-    return above.where(alpha.notnull().all("head"))
 
 
 def sink_layers(alpha: np.ndarray, layers: int) -> np.ndarray:

@@ -17,8 +17,8 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.sink import sink_share
 from san.rank_collapse.pretrained_claims import f_, moved
-from san.rank_collapse.sink import sink_share
 
 
 def carried_share(factor_all: float, factor_excluded: float) -> float:

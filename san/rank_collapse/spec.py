@@ -74,15 +74,6 @@ def model_priorities(config: dict[str, Any]) -> dict[str, float]:
     return {name: (rank + 1) / (2 * (len(order) + 1)) for rank, name in enumerate(order)}
 
 
-def result_family(attrs: dict[str, Any]) -> str:
-    """The family a rank-collapse or path-products result file records (its ``config`` attribute): the family the
-    acquisition job recognised from the model's config.json, which the summary reads instead of the config (an entry
-    may name no family)."""
-    import json
-
-    return json.loads(attrs["config"])["family"]
-
-
 #: the three measures of token uniformity stored per layer (variables of results/rank_collapse/{model}.nc): the
 #: paper's ratio ``||res(X)||_{1,inf} / ||X||_{1,inf}`` (primary), the same without the first token (pretrained
 #: decoders put very large activations on it, "attention sinks", which then dominate both norms), and the

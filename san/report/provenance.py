@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -83,23 +83,26 @@ def run_record(config_digest: str, now: datetime | None = None) -> dict[str, str
     }
 
 
+def _short_commit(record: Mapping[str, Any], keys: Sequence[str], what: str) -> str:
+    """The commit of a ``what`` record (a run's or a benchmark's) as a source line prints it: its first 12 characters,
+    marked ``+dirty`` where the tree had uncommitted changes; a record lacking one of ``keys`` is an error naming
+    it."""
+    missing = [k for k in keys if not record.get(k)]
+    if missing:
+        raise KeyError(f"the {what} record lacks {missing} (expected {list(keys)})")
+    commit = str(record["commit"])
+    return commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
 def source_line(record: Mapping[str, Any], what: str = "Source run") -> str:
     """The line a generated table ends with: ``what``: commit, config hash, date, machine; a record lacking a field
     is an error naming it."""
-    missing = [k for k in KEYS if not record.get(k)]
-    if missing:
-        raise KeyError(f"the run record lacks {missing} (expected {list(KEYS)})")
-    commit = str(record["commit"])
-    short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+    short = _short_commit(record, KEYS, "run")
     return f"<sub>{what}: commit {short}, config {record['config_hash']}, {record['date']}, {record['machine']}.</sub>"
 
 
 def benchmark_line(record: Mapping[str, Any]) -> str:
     """The line a benchmark table ends with: the command that wrote it, commit, date, machine; a record lacking a
     field is an error naming it."""
-    missing = [k for k in BENCHMARK_KEYS if not record.get(k)]
-    if missing:
-        raise KeyError(f"the benchmark record lacks {missing} (expected {list(BENCHMARK_KEYS)})")
-    commit = str(record["commit"])
-    short = commit[:12] + ("+dirty" if commit.endswith("+dirty") else "")
+    short = _short_commit(record, BENCHMARK_KEYS, "benchmark")
     return f"<sub>Source benchmark: `{record['command']}`, commit {short}, {record['date']}, {record['machine']}.</sub>"

@@ -12,9 +12,9 @@ import numpy as np
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.sink import sink_share
 from san.rank_collapse.series.measures import has_unmodified, over_layers
 from san.rank_collapse.series.spec import UNMODIFIED
-from san.rank_collapse.sink import sink_share
 from san.rank_collapse.spec import DRAWN, drawn_layers
 
 

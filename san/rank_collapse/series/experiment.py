@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import xarray as xr
 
+from san.core.device import JobPlace
 from san.core.storage import Variable, describe
 from san.models.folders import read_manifest
 from san.models.revisions import step_of, tokens_of
@@ -65,7 +66,7 @@ def run_series(
     parts = []
     for seed in seeds:
         folders = {rev: Path(f) for rev, f in series[seed].items()}
-        ds = run(family, folders, dict.fromkeys(folders, inputs), settings, device, log)
+        ds = run(family, folders, dict.fromkeys(folders, inputs), settings, JobPlace(device, log))
         parts.append(ds.rename(weights="revision").drop_attrs())
     out = xr.concat(parts, dim=xr.DataArray(seeds, dims="seed", name="seed"))
     first = series[seeds[0]]
@@ -107,7 +108,7 @@ def run_hub_series(
         family, _ = recorded_family([folder])
         ids = tokenize_documents(load_tokenizer(folder), documents, text["seq_len"], text["n_sequences"], text["seed"])
         inputs = xr.Dataset({"input_ids": (("sample", "token"), ids)}, attrs={"input_sha256": content_hash(ids)})
-        parts[revision] = run(family, {revision: folder}, {revision: inputs}, settings, device, log)
+        parts[revision] = run(family, {revision: folder}, {revision: inputs}, settings, JobPlace(device, log))
         steps[revision] = _step_and_tokens(revision, folder)
 
     record = acquire_series(

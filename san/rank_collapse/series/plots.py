@@ -13,10 +13,10 @@ import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from san.core.plotting import figsize, legend_below  # noqa: E402
+from san.core.sink import sink_share  # noqa: E402
 from san.rank_collapse.plots import RATIO_LABEL  # noqa: E402
 from san.rank_collapse.series.measures import Over, has_unmodified, over_layers  # noqa: E402
 from san.rank_collapse.series.spec import UNMODIFIED  # noqa: E402
-from san.rank_collapse.sink import sink_share  # noqa: E402
 from san.rank_collapse.spec import DRAWN, drawn_layers  # noqa: E402
 
 

@@ -27,15 +27,14 @@ import torch
 import xarray as xr
 from transformers import PretrainedConfig, PreTrainedModel
 
-from san.core.device import resolve_dtype
+from san.core.device import ON_CPU, JobPlace, resolve_dtype
 from san.core.metrics import relative_residual, relative_residual_frobenius
 from san.core.phenomena import PATCH_NEIGHBOUR_SIMILARITY, PHENOMENA, layer_phenomena, patch_neighbour_similarity
 from san.core.storage import Variable, describe
 from san.models.ablations import variant
-from san.models.folders import read_manifest
 from san.models.spec import row as family_row
-from san.rank_collapse.experiment import load_weight_set, residual_stream, with_phenomena
-from san.rank_collapse.spec import variant_dtypes, variants_by_dtype
+from san.rank_collapse.experiment import residual_stream, stacked, weight_set_measures, with_phenomena
+from san.rank_collapse.spec import variant_dtypes
 
 #: the token roles, in the order of their flag values
 ROLES = ("class", "distillation", "register", "patch")
@@ -200,15 +199,12 @@ def run(
     models: Mapping[str, str | Path],
     inputs: Mapping[str, xr.Dataset],
     settings: Mapping[str, Any],
-    device: torch.device | str = "cpu",
-    log: Any = None,
-    budget_mb: float | None = None,
-    budget_key: str = "compute.vision_model.memory_budget_mb",
+    job: JobPlace = ON_CPU,
 ) -> xr.Dataset:
     """The vision view of Fig. 2 for one image encoder: per weights, variant, layer and image the measures of
     :data:`MEASURES` and every token's norm, with each token's role; the job shape and arguments of
-    :func:`san.rank_collapse.experiment.run` (``log``, ``budget_mb``, ``budget_key``: a weight set larger than the
-    budget is streamed block by block).
+    :func:`san.rank_collapse.experiment.run` (``job``: the device, log and memory budget; a weight set larger than
+    the budget is streamed block by block).
 
     ``models`` maps each weight set to its model folder and ``inputs`` to its images' ``pixel_values`` (with the
     ``input_sha256`` attribute); ``settings`` holds ``variants``, ``dtype`` (one, or one per variant),
@@ -219,37 +215,41 @@ def run(
         raise ValueError(f"family {family!r} reads text, not images: list its model under rank_collapse.models")
     variants = list(settings["variants"])
     dtypes = variant_dtypes(settings["dtype"], variants)
-    measures, norms, phenomena, similarity, manifests, hashes, roles = [], [], [], [], {}, {}, None
-    for weights, folder in models.items():
-        pixels = torch.as_tensor(inputs[weights]["pixel_values"].values)
-        by_variant = {}
-        for dtype_name, own in variants_by_dtype(dtypes).items():
-            model = load_weight_set(folder, family, dtype_name, device, budget_mb, budget_key, log,
-                                    f"{weights} weights ({own})")  # fmt: skip
-            patch = getattr(model.config, "patch_size", None)
-            grid = patch_grid(pixels.shape, int(patch)) if isinstance(patch, int) else None
-            for name in own:
-                with variant(model, family, name):
-                    *by_variant[name], found = variant_measures(
-                        model, family, pixels.to(device, resolve_dtype(dtype_name)), grid, settings
-                    )
-                if roles is not None and found != roles:
-                    raise ValueError(f"{weights} weights of {family!r} give other token roles than before")
-                roles = found
-            del model
-        measures.append(np.stack([by_variant[v][0] for v in variants]))
-        norms.append(np.stack([by_variant[v][1] for v in variants]))
-        phenomena.append(np.stack([by_variant[v][2] for v in variants]))
-        similarity.append(by_variant[variants[0]][3])  # the embedding output: the same in every variant
-        manifests[weights] = read_manifest(folder)
-        hashes[weights] = inputs[weights].attrs["input_sha256"]
+
+    def measure(model: PreTrainedModel, pixels: torch.Tensor, dtype_name: str, own: list[str]) -> dict[str, tuple]:
+        patch = getattr(model.config, "patch_size", None)
+        grid = patch_grid(pixels.shape, int(patch)) if isinstance(patch, int) else None
+        out = {}
+        for name in own:
+            with variant(model, family, name):
+                out[name] = variant_measures(
+                    model, family, pixels.to(job.device, resolve_dtype(dtype_name)), grid, settings
+                )
+        return out
+
+    found, manifests, hashes = weight_set_measures(family, models, inputs, "pixel_values", dtypes, measure, job)
+    roles = _roles(family, found)
     images = [str(v) for v in next(iter(inputs.values()))["image"].values]
     coords = {"weights": list(models), "variant": variants, "dtype": [dtypes[v] for v in variants], "image": images}
     attrs = {"manifests": manifests, "input_sha256": hashes}
-    ds = _dataset(np.stack(measures), np.stack(norms), coords, roles, attrs)
-    ds = with_phenomena(ds, np.stack(phenomena), ("weights", "variant", "layer", "image"))
-    similar = xr.DataArray(np.stack(similarity), dims=("weights", "image", "token"))
+    ds = _dataset(stacked(found, variants, 0), stacked(found, variants, 1), coords, roles, attrs)
+    ds = with_phenomena(ds, stacked(found, variants, 2), ("weights", "variant", "layer", "image"))
+    # the patch-neighbour similarity of the embedding output: the same in every variant, read from the first
+    similarity = np.stack([by_variant[variants[0]][3] for by_variant in found.values()])
+    similar = xr.DataArray(similarity, dims=("weights", "image", "token"))
     return describe(ds.assign(patch_neighbour_similarity=similar), VARIABLES)
+
+
+def _roles(family: str, found: Mapping[str, Mapping[str, tuple]]) -> list[str]:
+    """The token roles every weight set and variant of :func:`run` found (the last item of its measures); weight
+    sets that give other roles are an error."""
+    roles = None
+    for weights, by_variant in found.items():
+        for measures in by_variant.values():
+            if roles is not None and measures[-1] != roles:
+                raise ValueError(f"{weights} weights of {family!r} give other token roles than before")
+            roles = measures[-1]
+    return roles
 
 
 def _dataset(

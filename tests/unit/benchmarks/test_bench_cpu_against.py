@@ -76,7 +76,7 @@ def test_groups_restrict_per_model_rules_to_the_models_of_both_runs(tmp_path):
                        "cpu_b_s": 9.0, "change": pytest.approx(-0.1)}  # fmt: skip
     assert rows[1]["change"] is None  # no evaluation in run A: no change to state
     assert rows[-1]["group"] == "together" and (rows[-1]["cpu_a_s"], rows[-1]["cpu_b_s"]) == (18.0, 18.5)
-    from san.report.readme import BenchmarkCells
+    from san.report.benchmark_tables import BenchmarkCells
 
     cells = [BenchmarkCells().cell(c, {"commit_a": "A", "commit_b": "B", **row}) for _, c in bench.COLUMNS for row in
              (rows[0], rows[1], rows[-1])]  # fmt: skip

@@ -186,7 +186,7 @@ def test_a_variable_a_one_ulp_change_moves_by_its_own_size_is_not_compared(tmp_p
     far off, are neither a match nor a failure; a well-conditioned variable of the same result still fails."""
     import _common
 
-    from san.report.readme import benchmark_table
+    from san.report.benchmark_tables import benchmark_table
 
     rel = "results/propagation/masks.nc"
     cfg = {"models": {}}

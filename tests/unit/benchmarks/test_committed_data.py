@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from san.report.readme import SNAPSHOTS, benchmark_table
+from san.report.benchmark_tables import benchmark_table
+from san.report.readme import SNAPSHOTS
 
 from helpers import ROOT
 

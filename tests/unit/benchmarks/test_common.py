@@ -44,7 +44,7 @@ def test_a_benchmark_table_names_its_command_and_is_rendered_from_its_measuremen
     measurements as numbers (bytes, seconds, ratios), a target's verdict rendered from the number and the target."""
     import json
 
-    from san.report.readme import benchmark_table
+    from san.report.benchmark_tables import benchmark_table
 
     monkeypatch.setattr(_common, "OUT", tmp_path)
     monkeypatch.setattr(sys, "argv", ["/somewhere/benchmarks/bench_x.py", "--quick", "--models", "a b"])
@@ -76,7 +76,7 @@ def test_a_benchmark_table_names_its_command_and_is_rendered_from_its_measuremen
 
 def test_a_ratio_is_stored_as_its_numbers_and_rendered_as_printed():
     r = {"median": 1.02, "low": 0.99, "high": 1.07, "pairs": 3}
-    from san.report.readme import BenchmarkCells
+    from san.report.benchmark_tables import BenchmarkCells
 
     cell = BenchmarkCells().cell(_common.ratio_template("evaluation"), _common.ratio_fields("evaluation", r))
     assert cell == _common.ratio_cell(r) == "1.02 (0.99-1.07, 3 pairs)"
@@ -85,7 +85,7 @@ def test_a_ratio_is_stored_as_its_numbers_and_rendered_as_printed():
 def test_a_cell_that_cannot_be_rendered_from_its_data_is_an_error_naming_it():
     """verify reports these (san.report.readme.verify catches KeyError and ValueError): a field the row lacks, a unit
     or a choice that the cell language does not know, a text where a number is compared."""
-    from san.report.readme import BenchmarkCells
+    from san.report.benchmark_tables import BenchmarkCells
 
     cells = BenchmarkCells()
     with pytest.raises(KeyError, match="reads 'wall_s'"):

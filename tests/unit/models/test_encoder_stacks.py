@@ -20,13 +20,15 @@ from family_blocks import (
     STACKS,
     TOL,
     VARIANT_NAMES,
+    assert_variants_restore,
     bart_reference,
+    branch_states,
     encoder_reference,
     perturbed_model,
     rms,
 )
 
-from san.models.ablations import OVERRIDDEN, variant
+from san.models.ablations import variant
 from san.models.families import FAMILIES
 from san.models.recognise import UnsupportedModel, recognise
 from san.rank_collapse.experiment import residual_stream
@@ -106,32 +108,9 @@ def test_residual_identity_in_every_block(models, ids, case):
     """Unmodified encoder, every block: output = input + attention branch (the self-attention's output) + MLP
     branch (the MLP's output), and the MLP reads the RMSNorm of input plus attention branch."""
     model = models[case]
-    seen = {}
-
-    def keep(key):
-        def hook(module, args, kwargs, out):
-            seen[key] = out[0] if isinstance(out, tuple) else out
-            if key == "block":
-                seen["x"] = args[0] if args else kwargs["hidden_states"]
-
-        return hook
-
-    def keep_input(module, args):
-        seen["mlp_in"] = args[0]
-
     for i, blk in enumerate(model.encoder.block):
-        hooks = [
-            blk.register_forward_hook(keep("block"), with_kwargs=True),
-            blk.layer[0].SelfAttention.register_forward_hook(keep("a"), with_kwargs=True),
-            blk.layer[1].DenseReluDense.register_forward_hook(keep("m"), with_kwargs=True),
-            blk.layer[1].DenseReluDense.register_forward_pre_hook(keep_input),
-        ]
-        try:
-            run(model, ids)
-        finally:
-            for h in hooks:
-                h.remove()
-        x, a, m, y = seen["x"], seen["a"], seen["m"], seen["block"]
+        seen = branch_states(lambda: run(model, ids), blk, blk.layer[0].SelfAttention, blk.layer[1].DenseReluDense)
+        x, a, m, y = seen["x"], seen["a"], seen["m"], seen["y"]
         torch.testing.assert_close(y, x + a + m, **TOL, msg=lambda s, i=i: f"{case} block {i}: {s}")
         with torch.no_grad():
             want = rms(x + a, blk.layer[1].layer_norm)
@@ -168,13 +147,7 @@ def test_the_bart_transformer_variant_is_the_unmodified_encoder(models, ids):
 @pytest.mark.parametrize("case", list(STACKS))
 def test_leaving_a_variant_restores_the_model(models, ids, case):
     model, family = models[case], STACKS[case][0]
-    before = run(model, ids).hidden_states
-    for name in VARIANT_NAMES:
-        with variant(model, family, name):
-            residual_stream(model, family, ids)
-        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
-        for got, want in zip(run(model, ids).hidden_states, before, strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert_variants_restore(model, family, ids, run)
 
 
 # ------------------------------------------------------------------------------------------------ recognition

@@ -30,12 +30,14 @@ from family_blocks import (
     TOL,
     VARIANT_NAMES,
     VARIANT_SWITCHES,
+    assert_variants_restore,
+    branch_states,
     family_of,
     identity,
     perturbed_model,
 )
 
-from san.models.ablations import OVERRIDDEN, variant
+from san.models.ablations import variant
 from san.models.families import FAMILIES
 from san.models.spec import FAMILY_TABLE, IMAGE_FAMILIES
 from san.rank_collapse.experiment import residual_stream
@@ -100,32 +102,10 @@ def test_residual_identity_in_every_block(models, ids, case):
     flag = PARALLEL.get(family, False)
     parallel = bool(getattr(model.config, flag)) if isinstance(flag, str) else flag
     assert entry.parallel_residual(model.config) == parallel
-    seen = {}
-
-    def keep(key):
-        def hook(module, args, kwargs, out):
-            seen[key] = out[0] if isinstance(out, tuple) else out
-            if key == "block":
-                seen["x"] = args[0] if args else kwargs["hidden_states"]
-
-        return hook
-
-    def keep_input(module, args, kwargs):
-        seen["mlp_in"] = args[0] if args else kwargs["hidden_states"]
-
     for i, layer in enumerate(entry.layers(model)):
-        hooks = [
-            layer.register_forward_hook(keep("block"), with_kwargs=True),
-            getattr(layer, post_a or attn).register_forward_hook(keep("a"), with_kwargs=True),
-            getattr(layer, post_m or mlp).register_forward_hook(keep("m"), with_kwargs=True),
-            getattr(layer, mlp).register_forward_pre_hook(keep_input, with_kwargs=True),
-        ]
-        try:
-            run(model, ids)
-        finally:
-            for h in hooks:
-                h.remove()
-        x, a, m, y = seen["x"], seen["a"], seen["m"], seen["block"]
+        seen = branch_states(lambda: run(model, ids), layer, getattr(layer, post_a or attn), getattr(layer, mlp),
+                             getattr(layer, post_m or mlp))  # fmt: skip
+        x, a, m, y = seen["x"], seen["a"], seen["m"], seen["y"]
         torch.testing.assert_close(y, x + scale * a + scale * m, **TOL, msg=lambda s, i=i: f"{case} block {i}: {s}")
         norm = getattr(layer, norm_m) if norm_m else identity
         with torch.no_grad():
@@ -214,13 +194,7 @@ def test_transformer_variant_is_the_unmodified_model(models, ids, case):
 @pytest.mark.parametrize("case", list(CASES))
 def test_leaving_a_variant_restores_the_model(models, ids, case):
     model, family = models[case], family_of(case)
-    before = run(model, ids).hidden_states
-    for name in VARIANT_NAMES:
-        with variant(model, family, name):
-            residual_stream(model, family, ids)
-        assert not [(m, a) for m in model.modules() for a in OVERRIDDEN if a in m.__dict__]
-        for got, want in zip(run(model, ids).hidden_states, before, strict=True):
-            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert_variants_restore(model, family, ids, run)
 
 
 @pytest.mark.parametrize("name", ("SAN", "SAN+MLP"))

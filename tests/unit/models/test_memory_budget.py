@@ -12,6 +12,7 @@ import torch
 import xarray as xr
 from safetensors import safe_open
 
+from san.core.device import JobPlace
 from san.models.load import load_model
 from san.models.store import materialise
 from san.models.stream import plan_blocks
@@ -82,7 +83,7 @@ def test_streamed_model_gives_the_numbers_of_the_model_in_memory(model_folder, d
     on_meta = {BLOCK.search(name).group(1) for name, p in model.named_parameters() if p.is_meta}
     assert on_meta == {str(i) for i in range(held, LAYERS)}
     in_memory = run(family, {"init": folder}, _inputs(), settings)
-    streamed = run(family, {"init": folder}, _inputs(), settings, budget_mb=budget)
+    streamed = run(family, {"init": folder}, _inputs(), settings, JobPlace(budget_mb=budget))
     assert list(streamed.data_vars) == list(in_memory.data_vars)
     for name in in_memory.data_vars:
         per_head = name == "first_token_attention"  # (weights, variant, layer, head): the sink, NaN at layer 0

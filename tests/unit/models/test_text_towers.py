@@ -9,7 +9,16 @@ tests/integration/test_text_towers_by_hub_id.py)."""
 
 import pytest
 import torch
-from family_blocks import TEXT_TOWERS, TOL, TOWER_ARCH, VARIANT_NAMES, ln, perturbed_model, tower_reference
+from family_blocks import (
+    TEXT_TOWERS,
+    TOL,
+    TOWER_ARCH,
+    VARIANT_NAMES,
+    branch_states,
+    ln,
+    perturbed_model,
+    tower_reference,
+)
 
 from san.core.config import ConfigError
 from san.models.ablations import variant
@@ -61,27 +70,8 @@ def test_residual_identity_in_every_block(models, ids, family):
     """Unmodified model, every block: output = input + attention branch (``self_attn``'s output) + MLP branch
     (``mlp``'s output), and the MLP reads ``layer_norm2`` of the input plus the attention branch."""
     model = models[family]
-    seen = {}
     for i, layer in enumerate(model.encoder.layers):
-        seen.clear()
-
-        def block_hook(module, args, kwargs, out):
-            seen["x"], seen["y"] = (args[0] if args else kwargs["hidden_states"]), out
-
-        def attn_hook(module, args, kwargs, out):
-            seen["a"] = out[0]
-
-        def mlp_hook(module, args, out):
-            seen["mlp_in"], seen["m"] = args[0], out
-
-        hooks = [layer.register_forward_hook(block_hook, with_kwargs=True),
-                 layer.self_attn.register_forward_hook(attn_hook, with_kwargs=True),
-                 layer.mlp.register_forward_hook(mlp_hook)]  # fmt: skip
-        try:
-            run(model, ids)
-        finally:
-            for h in hooks:
-                h.remove()
+        seen = branch_states(lambda: run(model, ids), layer, layer.self_attn, layer.mlp)
         x, a, m, y = seen["x"], seen["a"], seen["m"], seen["y"]
         torch.testing.assert_close(y, x + a + m, **TOL, msg=lambda s, i=i: f"{family} block {i}: {s}")
         with torch.no_grad():

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from phenomena_results import REPORT, assert_rederived, text_result
 
+from san.models.folders import result_family
 from san.phenomena.compression import compressed_layers, compression_claims
-from san.phenomena.data import recorded_family
 from san.phenomena.spec import IMAGE_ENCODER, model_kind
 
 R = REPORT["phenomena"]
@@ -23,7 +23,7 @@ def result(kind: str, whole: float | np.ndarray, pure: float | np.ndarray, share
 
 
 def judge(results: dict):
-    kinds = {name: model_kind(recorded_family(ds.attrs)) for name, ds in results.items()}
+    kinds = {name: model_kind(result_family(ds.attrs)) for name, ds in results.items()}
     return compression_claims(results, {**kinds, "vit": IMAGE_ENCODER}, R)["compression_is_not_collapse"]
 
 

@@ -9,12 +9,13 @@ import torch
 import xarray as xr
 
 from san.core import verdicts as V
+from san.core.sink import sink_share
 from san.models.ablations import variant
 from san.models.load import load_model
 from san.models.store import materialise_init
 from san.rank_collapse.claims import first_token_sink_claims
 from san.rank_collapse.experiment import control_tokens, layer_measures, layer_residuals
-from san.rank_collapse.sink import first_token_attention, sink_share
+from san.rank_collapse.sink import first_token_attention
 from san.rank_collapse.spec import METRICS
 
 from helpers import default_config

@@ -14,6 +14,7 @@ import pytest
 from san.core import verdicts as V
 from san.core.markdown import MissingKey
 from san.report import readme
+from san.report.benchmark_tables import benchmark_table
 
 from helpers import ROOT
 
@@ -282,19 +283,19 @@ def _benchmark(folder: Path, name: str, jobs: int = 3) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     data = {"header": ["jobs"], "rows": [[str(jobs)]], "note": "After a run.", "record": BENCH_RECORD}
     (folder / f"{name}.json").write_text(json.dumps(data))
-    (folder / f"{name}.md").write_text(readme.benchmark_table(data))
+    (folder / f"{name}.md").write_text(benchmark_table(data))
     return folder / f"{name}.md"
 
 
 def test_a_benchmark_table_is_rendered_from_its_data_and_names_its_command():
     data = {"header": ["jobs", "wall"], "rows": [["3", "4 s"]], "note": "After a run.", "record": BENCH_RECORD}
-    text = readme.benchmark_table(data)
+    text = benchmark_table(data)
     assert text == (
         "| jobs | wall |\n| --- | --- |\n| 3 | 4 s |\n\nAfter a run.\n\n"
         "<sub>Source benchmark: `python benchmarks/bench_x.py --quick`, commit 0123456789ab, d, m.</sub>\n"
     )
     with pytest.raises(KeyError, match="command"):
-        readme.benchmark_table({**data, "record": {k: v for k, v in BENCH_RECORD.items() if k != "command"}})
+        benchmark_table({**data, "record": {k: v for k, v in BENCH_RECORD.items() if k != "command"}})
 
 
 @pytest.mark.slow
