@@ -83,6 +83,7 @@ GALLERY = (
     "path_decomposition",
     "theorem_bound",
     "propagation_masks",
+    "phenomena",
 )
 """The figures (``results/figures/<name>.png``) that README.md shows, in its order."""
 GALLERY_WIDTH_PX = 1200
