@@ -17,23 +17,7 @@ PRINTED_NUMBER = re.compile(r"^\s*[-+]?(\d|\.\d)")
 """A label that starts like a number ("3.42 GB", "84.8"): a measurement stored as its printed form."""
 
 
-AWAITING_A_RUN = {
-    "bench_run": "measures a finished default run (python benchmarks/bench_run.py --cores 2 after one); its committed "
-    "data, the cells as printed, hold rounded numbers that cannot be converted without loss",
-    "bench_rank_collapse": "times the default config's fig2 jobs end to end against a wall-time target on an otherwise "
-    "idle 2-core machine (python benchmarks/bench_rank_collapse.py --cores 2); its committed data, the cells as "
-    "printed, hold rounded numbers that cannot be converted without loss",
-}
-"""Snapshots whose data are still their printed cells, with what renews them; strict, so that the snapshot
-published from a new run fails here until its entry goes."""
-
-
-def _marked(path):
-    reason = AWAITING_A_RUN.get(path.stem)
-    return pytest.param(path, id=path.stem, marks=[pytest.mark.xfail(strict=True, reason=reason)] if reason else [])
-
-
-@pytest.mark.parametrize("path", [_marked(p) for p in DATA])
+@pytest.mark.parametrize("path", DATA, ids=[p.stem for p in DATA])
 def test_a_committed_benchmark_holds_numbers_and_its_table_is_rendered_from_them(path):
     data = json.loads(path.read_text())
     assert "columns" in data and "header" not in data, f"{path.name} holds its table's printed cells"
