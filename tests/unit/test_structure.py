@@ -81,6 +81,7 @@ def test_family_literals_are_found():
     assert family_literals(ast.parse('print("a bert model", f"{x} bert")')) == []
 
 
+@pytest.mark.slow
 def test_only_san_models_names_a_family():
     """No module of ``san`` outside ``san/models``, no workflow script and no rules file holds a family name as a
     string constant (``"gpt2"``, ``"albert"``, ...): a family's facts are rows of

@@ -50,6 +50,7 @@ def test_with_defaults_fills_an_invalid_config_and_leaves_it_unchanged():
     assert config == {"models": {"m": {"family": "bert", "init": {"config": {}}}}, "text": {"n_sequences": "many"}}
 
 
+@pytest.mark.slow
 def test_check_config_orders_an_overlaid_config_like_its_reference(default_config):
     """Snakemake starts from a --configfile overlay and merges config.yaml into it, so the overlay's keys come first;
     with config.yaml as the reference the checked config is the same mapping in the same order, derived task slices

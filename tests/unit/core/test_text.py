@@ -51,6 +51,7 @@ def tokenizer():
     return load_tokenizer(bundled_model_dir())
 
 
+@pytest.mark.slow
 def test_tokenize_documents_shape_determinism_and_hash(tokenizer):
     docs = pydoc_documents()
     a = tokenize_documents(tokenizer, docs, 32, 5, seed=0)

@@ -28,6 +28,7 @@ def test_files_mb_is_unknown_when_a_path_is_not_on_this_host(tmp_path):
     assert files_mb([write(tmp_path / "a.bin", MB), tmp_path / "absent"]) is None
 
 
+@pytest.mark.slow
 def test_declared_disk_mb_adds_the_scaled_size_or_keeps_the_rules_value(tmp_path):
     folder = tmp_path / "model"
     write(folder / "model.safetensors", 250 * MB)

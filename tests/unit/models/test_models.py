@@ -184,6 +184,7 @@ def test_load_refuses_weights_that_do_not_fit_the_architecture(tmp_path):
     assert load_model(head, "bert").config.num_hidden_layers == 2
 
 
+@pytest.mark.slow
 def test_architecture_fields_are_the_config_class_fields():
     """The torch-free reading of transformers' config sources (the workflow's key check) agrees with the classes."""
     from san.models.entries import architecture_fields

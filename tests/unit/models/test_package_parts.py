@@ -130,6 +130,7 @@ def test_distribution_files_are_located_through_metadata_only(tmp_path):
         distribution_file("pyyaml", "pyyaml/nothing.bin")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not installed(SMOL[0]), reason="requirements/weights.txt is not installed")
 @pytest.mark.parametrize("damage", ["pin", "truncated"])
 def test_gguf_weights_are_checked_before_transformers_reads_them(tmp_path, monkeypatch, damage):

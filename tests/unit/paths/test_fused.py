@@ -61,6 +61,7 @@ def test_fused_training_step_equals_autograd_with_the_same_dropout(cfg, masked, 
     assert not torch.allclose(model(x, m), out_f)
 
 
+@pytest.mark.slow
 @SEEDS
 def test_fused_layer_passes_gradcheck_with_dropout_and_padding(seeds):
     gen = torch.Generator().manual_seed(0)

@@ -148,6 +148,7 @@ def test_noci_claim_is_judged_over_the_model_depths():
     assert "1/sqrt(L) collapses at 8 of 24 grid points" in noci["detail"]
 
 
+@pytest.mark.slow
 def test_noci_against_the_unscaled_residual():
     """The unscaled residual collapses above critical (0.97 at beta 4): the 1/sqrt(L) runs (0.5) pass with power;
     an unscaled residual that stays apart everywhere passes too (no power); 1/sqrt(L) runs at 0.95 fail."""
@@ -184,6 +185,7 @@ def test_exact_in_the_limit_is_judged_at_the_largest_size():
     assert _row(claims({"depth": one_size}, T)["depth"], EXACT)["holds"] is False
 
 
+@pytest.mark.slow
 def test_exact_in_the_limit_against_the_offset_recursion():
     """A gap of 0.012 passes with power; a gap of 0.05 halfway to the offset recursion (+0.1) passes both against
     a tolerance of 0.06 (no power); a gap of 0.07 fails."""
@@ -225,6 +227,7 @@ def test_exact_in_the_limit_is_harder_to_pass_with_more_noise():
     assert _row(claims({"depth": noisy}, {**T, "sigmas": 0.0})["depth"], EXACT)["holds"] is True
 
 
+@pytest.mark.slow
 def test_finite_size_needs_a_seed_spread():
     one = _by_key(claims({"depth": _depth(0.5, 0.2, 0.01, 0.2, seeds=1)}, T)["depth"])
     assert one[FINITE] is None
@@ -234,6 +237,7 @@ def test_finite_size_needs_a_seed_spread():
     assert _by_key(claims({"depth": noisy}, {**T, "sigmas": 0.0})["depth"])[FINITE]
 
 
+@pytest.mark.slow
 def test_finite_size_against_d_and_t_equal_per_doubling():
     """T drops the gap by 0.1 and d not at all: holds, and d and T equal per doubling (a T drop of 0) fails; a d
     drop of 0.067 with T's range 4/3 of d's in doublings predicts a T drop of 0.089, above d's: that theory passes
@@ -297,6 +301,7 @@ def _qk_verdicts(ds: xr.Dataset, t=T) -> list:
     return [c["holds"] for c in claims({"qk_variance": ds}, t)["qk_variance"]]
 
 
+@pytest.mark.slow
 def test_critical_variance_against_the_infinite_t_recursion():
     """The observed critical statistic at the finite-T recursion's (1.5): holds, and the infinite-T recursion (1.9,
     21 % off) fails the 8 % tolerance; an infinite-T recursion within it (1.55) passes too (no power); an observed

@@ -440,6 +440,7 @@ def test_an_edited_paths_number_with_its_hash_fails_verify(tmp_path):
     assert any("'paths'" in p for p in readme.verify(root))
 
 
+@pytest.mark.slow
 def test_an_edited_summary_with_its_hash_fails_verify(tmp_path):
     """The data edited with its hash: the tables no longer match it."""
     root, _ = _published(tmp_path, PATHS_CSV)
@@ -524,6 +525,7 @@ def test_an_edited_summary_without_its_hash_and_a_stray_snapshot_fail_verify(tmp
     assert any("extra.md was not published" in p for p in problems)
 
 
+@pytest.mark.slow
 def test_an_edited_benchmark_number_with_its_hash_fails_verify(tmp_path):
     root, _ = _published(tmp_path)
     _edit_with_hash(root, "bench_run.md", "| 3 |", "| 4 |")

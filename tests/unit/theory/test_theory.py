@@ -74,6 +74,7 @@ def test_certified_bound_holds_one_layer():
         assert min_residual(san_layer(x, *w), iterations=100).lower <= 10**cert
 
 
+@pytest.mark.slow
 def test_certified_bound_sits_at_the_layer_it_bounds():
     """Layer 1's certified bound is finite and equals the one-layer step computed from the input (layer 0)."""
     from san.theory.experiment import base_distribution_max, draw_weights, scaled_weights
@@ -112,6 +113,7 @@ def test_certified_bound_sits_at_the_layer_it_bounds():
     assert np.isclose(float(cell["log10_bound_certified"].sel(layer=1)), float(expected))
 
 
+@pytest.mark.slow
 def test_certified_claim_fails_when_layer_one_exceeds_its_bound():
     from san.theory.claims import theorem_claims
 

@@ -154,6 +154,7 @@ def test_pair_tables_keep_layernorm_and_the_float_floor_out_of_the_totals():
     assert t["layernorm_pairs"]["all"]["violates"] == 1
 
 
+@pytest.mark.slow
 def test_search_finds_gamma_below_one_for_attention_and_above_for_the_skip_control():
     ds = A.run(SMALL, 1e-12, 30, 1e-13)
     assert np.nanmax(ds["log10_gamma_adversarial"]) < 0.0
@@ -164,6 +165,7 @@ def test_search_finds_gamma_below_one_for_attention_and_above_for_the_skip_contr
     assert ds["log10_gamma_adversarial"].attrs["steps"] == 15
 
 
+@pytest.mark.slow
 def test_stored_worst_draw_reproduces_its_gamma():
     ds = A.run(SMALL, 1e-12, 30, 1e-13)
     cand = [ds[k].values[None] for k in ("worst_x", "worst_w_q", "worst_w_k", "worst_w_v", "worst_w_o")]

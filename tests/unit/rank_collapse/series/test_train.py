@@ -99,6 +99,7 @@ def _relative_residual(x: np.ndarray) -> float:
     return norm(x - x.mean(0, keepdims=True)) / norm(x)
 
 
+@pytest.mark.slow
 def test_rank_collapse_along_the_series_matches_the_hidden_states(series, documents):
     from transformers import GPTNeoXModel
 

@@ -280,6 +280,7 @@ def test_the_schema_names_the_pinned_images_and_the_variants():
     assert schema["variants"]["items"]["enum"] == list(VARIANTS)
 
 
+@pytest.mark.slow
 def test_the_figure_has_a_column_per_model_and_a_row_per_measure(result):
     from san.rank_collapse.vision.plots import ROWS, vision_figure
 
