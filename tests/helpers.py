@@ -161,7 +161,8 @@ def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
 
 
 def rank_collapse_targets(cfg: dict) -> list[str]:
-    """The rank-collapse results and figures of ``cfg`` (attention products only for ``attention_products.models``)."""
+    """The rank-collapse results and figures of ``cfg`` (attention products only for those of
+    ``attention_products.models``)."""
     models = cfg["rank_collapse"]["models"]
     products = cfg.get("attention_products", {}).get("models")
     out = []
@@ -169,7 +170,7 @@ def rank_collapse_targets(cfg: dict) -> list[str]:
         out += [f"results/rank_collapse/{m}.nc"]
         out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_model_{m}", f"rank_collapse_model_{m}_log")
                 for ext in cfg["figures"]["formats"]]  # fmt: skip
-    for m in models if products is None else products:
+    for m in models if products is None else [p for p in products if p in models]:
         out += [f"results/attention_products/{m}.nc"]
         out += [f"results/figures/attention_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
     return out

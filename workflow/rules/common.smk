@@ -15,7 +15,7 @@ from san.experiments import check_config, rules_files
 from san.imports import PACKAGE, library_inputs
 from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
-from san.rank_collapse.spec import model_priorities, variant_dtypes
+from san.rank_collapse.spec import attention_product_models, model_priorities, variant_dtypes
 from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
 
 # The workflow's own files are found from its folder (WORKFLOW_DIR, the Snakefile's), never from the working directory.

@@ -166,6 +166,7 @@ def test_an_ancient_output_object_is_caught(tmp_path: Path) -> None:
     rules = work / "workflow/rules/report.smk"
     text = rules.read_text()
     assert "        results=REPORT_INPUTS,\n" in text, "the runtimes rule's inputs moved: update this test"
-    rules.write_text(text.replace("        results=REPORT_INPUTS,\n", "        results=[ancient(f) for f in REPORT_INPUTS],\n"))
+    frozen_object = "        results=[ancient(f) for f in REPORT_INPUTS],\n"
+    rules.write_text(text.replace("        results=REPORT_INPUTS,\n", frozen_object))
     frozen = frozen_inputs(read_dag(work))
     assert "phenomena[{}]: results/phenomena/table.nc" in frozen, "\n".join(frozen)
