@@ -17,6 +17,7 @@ from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import attention_product_models, model_priorities, variant_dtypes
 from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
+from san.report.model_report import resolve_model
 
 # The workflow's own files are found from its folder (WORKFLOW_DIR, the Snakefile's), never from the working directory.
 SCHEMAS = WORKFLOW_DIR / "schemas"
@@ -26,6 +27,9 @@ SCHEMAS = WORKFLOW_DIR / "schemas"
 # folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
 # Every mapping's keys are put in the order of CONFIG_FILE: a job's params, which Snakemake compares by their text,
 # then depend on the config's values only, not on the order in which an overlay (--configfile, --config) wrote them.
+# The model of the model_report target (config `model`): a name under `models`, or a local folder whose entry is added
+# there (pinned) before the check (san.report.model_report.resolve_model).
+MODEL = resolve_model(config)
 CHECKED = check_config(
     config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
 )
