@@ -8,42 +8,15 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, copy_workflow, snakemake
+from helpers import ROOT, copy_workflow, save_tiny_llama, snakemake
 
 pytestmark = pytest.mark.slow
 
 #: the README's command, with the folder's place
 README_COMMAND = "snakemake --cores all model_report --config model=path/to/my-model"
-
-
-def save_tiny_llama(folder: Path, layers: int = 4, seed: int = 1) -> Path:
-    """A random 4-layer Llama saved as save_pretrained writes it, with the bundled tokenizer's files."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from san.models.folders import bundled_model_dir, tokenizer_files
-
-    src = bundled_model_dir()
-    vocab = json.loads((src / "config.json").read_text())["vocab_size"]
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    torch.manual_seed(seed)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    for name in tokenizer_files(src):
-        shutil.copy2(src / name, folder / name)
-    return folder
 
 
 def jobs_run(stdout: str) -> dict[str, int]:
