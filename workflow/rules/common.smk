@@ -17,7 +17,7 @@ from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
 from san.rank_collapse.spec import attention_product_models, model_priorities, variant_dtypes
 from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
-from san.report.model_report import resolve_model
+from san.report.model_report import is_decoder, resolve_model
 
 # The workflow's own files are found from its folder (WORKFLOW_DIR, the Snakefile's), never from the working directory.
 SCHEMAS = WORKFLOW_DIR / "schemas"
@@ -316,3 +316,21 @@ SUMMARY_PARAMS = {}
 # The run's data besides summary.json that the wings' documents tables read (san.experiments.table_data), registered
 # by the rules file that writes it; the readme_tables rule takes them all.
 TABLE_INPUTS = []
+
+
+# ---- One model's report (model_report.smk; config `model`, MODEL above).
+
+
+def model_context(w):
+    """The context-length run of model ``w.model`` when it is a decoder with pretrained weights (none otherwise)."""
+    return [RESULT["sink_context"].format(model=w.model)] if is_decoder(config, w.model) else []
+
+
+def model_report_inputs(wildcards):
+    """The page of config `model` (a missing `model` is named)."""
+    if MODEL is None:
+        raise WorkflowError(
+            "target model_report: config key 'model' is not set; give the model on the command line: "
+            "snakemake --cores all model_report --config model=<folder or name under models>"
+        )
+    return f"{RESULTS}/model_report/{MODEL}/README.md"

@@ -1,14 +1,6 @@
 # One model's report (config `model`, target model_report): its acquisition, the four rank-collapse variants with the
 # per-layer measures, the context-length run of a decoder, and the verdicts that apply to it alone
 # (san.report.model_report), without the other experiments. MODEL (common.smk) is the model's name under `models`.
-from san.report.model_report import is_decoder
-
-
-def model_context(w):
-    """The context-length run of model ``w.model`` when it is a decoder with pretrained weights (none otherwise)."""
-    return [RESULT["sink_context"].format(model=w.model)] if is_decoder(config, w.model) else []
-
-
 rule model_verdicts:
     """The verdicts that apply to one model alone: the rank-collapse wing's and the pretrained phenomena's claims on
     its results (and its context-length run, for a decoder), the model as the run's only one."""
@@ -57,16 +49,6 @@ rule model_page:
         figures=config["figures"],
     script:
         "../../scripts/model_page.py"
-
-
-def model_report_inputs(wildcards):
-    """The page of config `model` (a missing `model` is named)."""
-    if MODEL is None:
-        raise WorkflowError(
-            "target model_report: config key 'model' is not set; give the model on the command line: "
-            "snakemake --cores all model_report --config model=<folder or name under models>"
-        )
-    return expand(rules.model_page.output.page, model=MODEL)
 
 
 rule model_report:
