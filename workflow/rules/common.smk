@@ -15,8 +15,9 @@ from san.experiments import check_config, rules_files
 from san.imports import PACKAGE, library_inputs
 from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
-from san.rank_collapse.spec import model_priorities, variant_dtypes
+from san.rank_collapse.spec import attention_product_models, model_priorities, variant_dtypes
 from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
+from san.report.model_report import is_decoder, resolve_model
 
 # The workflow's own files are found from its folder (WORKFLOW_DIR, the Snakefile's), never from the working directory.
 SCHEMAS = WORKFLOW_DIR / "schemas"
@@ -26,6 +27,9 @@ SCHEMAS = WORKFLOW_DIR / "schemas"
 # folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
 # Every mapping's keys are put in the order of CONFIG_FILE: a job's params, which Snakemake compares by their text,
 # then depend on the config's values only, not on the order in which an overlay (--configfile, --config) wrote them.
+# The model of the model_report target (config `model`): a name under `models`, or a local folder whose entry is added
+# there (pinned) before the check (san.report.model_report.resolve_model).
+MODEL = resolve_model(config)
 CHECKED = check_config(
     config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
 )
@@ -312,3 +316,21 @@ SUMMARY_PARAMS = {}
 # The run's data besides summary.json that the wings' documents tables read (san.experiments.table_data), registered
 # by the rules file that writes it; the readme_tables rule takes them all.
 TABLE_INPUTS = []
+
+
+# ---- One model's report (model_report.smk; config `model`, MODEL above).
+
+
+def model_context(w):
+    """The context-length run of model ``w.model`` when it is a decoder with pretrained weights (none otherwise)."""
+    return [RESULT["sink_context"].format(model=w.model)] if is_decoder(config, w.model) else []
+
+
+def model_report_inputs(wildcards):
+    """The page of config `model` (a missing `model` is named)."""
+    if MODEL is None:
+        raise WorkflowError(
+            "target model_report: config key 'model' is not set; give the model on the command line: "
+            "snakemake --cores all model_report --config model=<folder or name under models>"
+        )
+    return f"{RESULTS}/model_report/{MODEL}/README.md"

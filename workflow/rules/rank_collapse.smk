@@ -1,9 +1,7 @@
 # Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths (appendix).
 RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 # Models whose attention products are sampled (null: every analysed model).
-ATTENTION_PRODUCT_MODELS = (
-    RANK_COLLAPSE_MODELS if config["attention_products"]["models"] is None else config["attention_products"]["models"]
-)
+ATTENTION_PRODUCT_MODELS = attention_product_models(config)
 # Models with pretrained weights (the side-by-side figure of the pretrained architectures).
 PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
 

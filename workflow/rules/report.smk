@@ -35,7 +35,7 @@ rule runtimes:
     """Wall time, CPU time and peak memory of every job, from the benchmark files."""
     input:
         # ancient: the table is refreshed when the summary changes, not when a figure is restyled
-        results=[ancient(f) for f in REPORT_INPUTS],
+        results=REPORT_INPUTS,
         summary=rules.summary.output.json,
     output:
         report(
