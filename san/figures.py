@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 FIG2 = "Rank collapse (Fig. 2)"
@@ -159,6 +160,20 @@ FIGURES: dict[str, Figure] = {
 def gallery() -> dict[str, str]:
     """The README gallery: figure name -> alt text, in the registry's order."""
     return {name: f.gallery for name, f in FIGURES.items() if f.gallery}
+
+
+def gallery_markdown(folder: str = "docs/figures") -> str:
+    """The README gallery block: one image per gallery figure, in the registry's order, its alt text the registry's."""
+    return "".join(f"![{alt}]({folder}/{name}.png)\n\n" for name, alt in gallery().items()).rstrip("\n") + "\n"
+
+
+def gallery_source(figures: Path, name: str) -> Path:
+    """The PNG of gallery figure ``name`` in a run's ``figures`` folder: ``<name>.png``, or for a figure drawn per
+    model (a ``model`` wildcard) the first model's ``<name>_<model>.png`` (a missing file is returned as named)."""
+    if "model" not in FIGURES[name].wildcards:
+        return figures / f"{name}.png"
+    found = sorted(p for p in figures.glob(f"{name}_*.png") if not p.stem.endswith("_log"))
+    return found[0] if found else figures / f"{name}_<model>.png"
 
 
 def caption_name(name: str) -> str:
