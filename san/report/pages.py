@@ -33,7 +33,7 @@ def rst_page(rst: str, title: str) -> str:
     from docutils.core import publish_string
 
     settings = {"embed_stylesheet": True, "report_level": 3, "halt_level": 5, "title": title}
-    return publish_string(rst, writer_name="html5", settings_overrides=settings).decode()
+    return publish_string(rst, writer="html5", settings_overrides=settings).decode()
 
 
 def _phenomena_heatmap(section: Mapping[str, Any]) -> Any:
