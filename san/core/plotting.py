@@ -89,18 +89,19 @@ PALETTE = [OKABE_ITO[c] for c in ("blue", "orange", "bluish green", "vermillion"
                                   "yellow", "black")]  # fmt: skip
 """The palette in the order figures take colours for categories without a fixed colour."""
 VARIANT_STYLE = {
-    "SAN": {"color": OKABE_ITO["blue"], "marker": "o", "ls": "-"},
-    "SAN+MLP": {"color": OKABE_ITO["orange"], "marker": "s", "ls": "--"},
-    "SAN+skip": {"color": OKABE_ITO["bluish green"], "marker": "^", "ls": "-."},
-    "transformer": {"color": OKABE_ITO["vermillion"], "marker": "D", "ls": ":"},
+    "SAN": {"color": OKABE_ITO["blue"], "marker": "o", "ls": "-", "ms": 6.5, "zorder": 2},
+    "SAN+MLP": {"color": OKABE_ITO["orange"], "marker": "s", "ls": "--", "ms": 3.0, "zorder": 3},
+    "SAN+skip": {"color": OKABE_ITO["bluish green"], "marker": "^", "ls": "-.", "ms": 7.0, "zorder": 2},
+    "transformer": {"color": OKABE_ITO["vermillion"], "marker": "D", "ls": ":", "ms": 3.0, "zorder": 3},
 }
-"""Colour, marker and line style of each of the paper's four variants, the same in every figure: distinct markers
-and dash patterns keep a variant visible where its curve lies on another's."""
+"""Colour, marker, marker size and line style of each of the paper's four variants, the same in every figure. The
+variants whose curves often coincide (SAN and SAN+MLP; SAN+skip and transformer) pair a large marker drawn below
+with a small one drawn above and distinct dash patterns, so both stay visible where one lies on the other."""
 
 
 def variant_style(variant: str) -> dict[str, str]:
     """Matplotlib line keywords of ``variant`` (:data:`VARIANT_STYLE`; an unknown name: grey, solid)."""
-    return VARIANT_STYLE.get(str(variant), {"color": "0.4", "marker": "x", "ls": "-"})
+    return VARIANT_STYLE.get(str(variant), {"color": "0.4", "marker": "x", "ls": "-", "ms": 4.0, "zorder": 2})
 
 
 RAW_FACET = re.compile(r"^\s*[A-Za-z_][\w.]* = \S")
@@ -113,7 +114,7 @@ def _text_artists(fig: plt.Figure) -> list[Text]:
     undrawn: set[int] = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            drawn = {id(t) for tick in axis._update_ticks() for t in (tick.label1, tick.label2)}
+            drawn = {id(t) for tick in axis._update_ticks() for t in (tick.label1, tick.label2)} if ax.axison else set()
             undrawn |= {id(t) for tick in axis.get_major_ticks() + axis.get_minor_ticks()
                         for t in (tick.label1, tick.label2) if id(t) not in drawn}  # fmt: skip
     texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and id(t) not in undrawn]
