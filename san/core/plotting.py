@@ -30,7 +30,7 @@ FONT_RC = {"pdf.fonttype": 42, "ps.fonttype": 42}
 
 def apply_style(figures: dict[str, Any]) -> None:
     """Apply the config's seaborn style and context, and embed TrueType fonts in PDF/PS output."""
-    sns.set_theme(style=figures.get("style", "whitegrid"), context=figures.get("context", "paper"))
+    sns.set_theme(style=figures.get("style", "whitegrid"), context=figures.get("context", "paper"), palette=PALETTE)
     matplotlib.rcParams.update(FONT_RC)
 
 
@@ -65,13 +65,36 @@ def legend_outside(ax: plt.Axes) -> None:
 
 def legend_below(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> None:
     """Replace ``ax``'s legend (if any) by one figure legend centred below the panels, in ``ncol`` columns (default:
-    one row), so that the figure keeps its page width."""
+    one row), so that the figure keeps its page width; the figure is laid out (constrained) to hold it."""
     legend = ax.get_legend()
     if legend is None:
         return
     handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
     legend.remove()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol or len(labels), frameon=False)
+    fig.set_layout_engine("constrained")
+    fig.legend(handles, labels, loc="outside lower center", ncol=ncol or len(labels), frameon=False)
+
+
+def legend_of_panels(
+    fig: plt.Figure, axes: Sequence[plt.Axes], ncol: int = 4, where: str = "lower", **kwargs: Any
+) -> None:
+    """One figure legend below (``where="lower"``) or above (``"upper"``) the panels holding every label of ``axes``
+    once (their own legends removed); the figure is laid out (constrained) to hold it."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if not label.startswith("_"):
+                entries.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    fig.set_layout_engine("constrained")
+    fig.legend(list(entries.values()), list(entries), loc=f"outside {where} center", ncol=min(ncol, len(entries)) or 1,
+               frameon=False, **kwargs)  # fmt: skip
+
+
+def variant_palette(variants: Sequence[str]) -> dict[str, str]:
+    """Seaborn's ``palette`` for a ``hue`` of variants: each its fixed colour (:data:`VARIANT_STYLE`)."""
+    return {str(v): variant_style(v)["color"] for v in variants}
 
 
 OKABE_ITO = {
@@ -148,6 +171,7 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         plain = re.sub(r"\$[^$]*\$", "", text.get_text())
         if re.search(r"[_^]\{|\\[a-z]+", plain):
             problems.append(f"text {text.get_text()!r} holds TeX outside mathtext ($...$)")
+    problems += _overlaps(fig, renderer)
     legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None] + list(fig.legends)
     for legend in legends:
         labels = [t.get_text() for t in legend.get_texts()]
@@ -169,6 +193,20 @@ def figure_problems(fig: plt.Figure) -> list[str]:
         if RAW_FACET.match(text.get_text()):
             problems.append(f"facet title {text.get_text()!r} names a raw identifier (name = value)")
     return problems
+
+
+def _overlaps(fig: plt.Figure, renderer: Any) -> list[str]:
+    """Labels, titles and legend texts drawn over one another (a label wider than its panel running into the next
+    panel's, a legend over a shared axis label); tick labels are left to matplotlib's own spacing."""
+    ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for t in axis.get_ticklabels(which="both")}
+    texts = [t for t in _text_artists(fig) if id(t) not in ticks]
+    boxes = [(t, t.get_window_extent(renderer).shrunk(0.98, 0.9)) for t in texts]
+    out = []
+    for i, (a, box_a) in enumerate(boxes):
+        for b, box_b in boxes[i + 1 :]:
+            if box_a.width and box_b.width and box_a.overlaps(box_b):
+                out.append(f"texts {a.get_text()!r} and {b.get_text()!r} overlap")
+    return out
 
 
 def _has_tick_labels(axis: Any) -> bool:

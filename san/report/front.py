@@ -88,7 +88,7 @@ def findings(summary: Mapping[str, Any]) -> str:
         lines.append(line)
     lines.append(
         "- **Caveats.** Each verdict stands beside a near-miss control that must fail; where the control passes too, "
-        'the verdict reads "no power". Models, weights and sweeps are the config\'s (each figure\'s caption).'
+        "the verdict reads \"no power\". Models, weights and sweeps are the config's (each figure's caption)."
     )
     return "\n".join(lines) + "\n"
 
