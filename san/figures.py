@@ -164,13 +164,13 @@ def gallery() -> dict[str, str]:
 
 def gallery_markdown(folder: str = "docs/figures") -> str:
     """The README gallery block: one image per gallery figure, in the registry's order, its alt text the registry's."""
-    return "".join(f"![{alt}]({folder}/{name}.png)\n\n" for name, alt in gallery().items()).rstrip("\n") + "\n"
+    return "".join(f"![{alt}]({folder}/{name}.png)\n" for name, alt in gallery().items())
 
 
 def gallery_source(figures: Path, name: str) -> Path:
     """The PNG of gallery figure ``name`` in a run's ``figures`` folder: ``<name>.png``, or for a figure drawn per
     model (a ``model`` wildcard) the first model's ``<name>_<model>.png`` (a missing file is returned as named)."""
-    if "model" not in FIGURES[name].wildcards:
+    if "model" not in FIGURES[name].wildcards or (figures / f"{name}.png").is_file():
         return figures / f"{name}.png"
     found = sorted(p for p in figures.glob(f"{name}_*.png") if not p.stem.endswith("_log"))
     return found[0] if found else figures / f"{name}_<model>.png"

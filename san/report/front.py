@@ -27,10 +27,8 @@ CAVEATS = {
 
 
 def _escape(text: object) -> str:
-    """``text`` as plain reStructuredText (inline markup characters escaped)."""
-    from san.report.captions import rst_text
-
-    return rst_text(text)
+    """``text`` as plain reStructuredText: its inline-markup characters escaped (as the captions' ``rst_text``)."""
+    return re.sub(r"([\\|*`_])", r"\\\1", str(text))
 
 
 def _claim(row: Mapping[str, Any], deciding: bool = False) -> str:

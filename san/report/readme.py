@@ -79,6 +79,8 @@ BENCHMARK_TABLES = Path("benchmarks/out")
 """Where the benchmark scripts write their tables (``benchmarks/_common.py``)."""
 GALLERY = tuple(gallery())
 """The figures that README.md shows, in its order: the figure registry's gallery (:func:`san.figures.gallery`)."""
+GALLERY_BLOCK = "gallery"
+"""The generated block of README.md that shows the gallery (rendered from the figure registry, no snapshot)."""
 GALLERY_WIDTH_PX = 1200
 """Width in pixels of a gallery copy (a README column; wider figures are scaled down)."""
 BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
@@ -153,7 +155,7 @@ def render(text: str, snapshots: Path, where: str = "") -> str:
     def fill(m: re.Match) -> str:
         if m.group(2) in FAMILY_TABLES:
             return m.group(1) + FAMILY_TABLES[m.group(2)]() + m.group(4)
-        if m.group(2) == "gallery":
+        if m.group(2) == GALLERY_BLOCK:
             return m.group(1) + gallery_markdown(str(FIGURES)) + m.group(4)
         path = snapshots / f"{m.group(2)}.md"
         if not path.is_file():

@@ -91,8 +91,8 @@ def _phenomena_row(
         else:
             ax.set_ylim(-0.02, 1.02)
         _step_axis(ax)
-        ax.set_title(f"{UNMODIFIED} variant", fontsize="small")
-        ax.set_ylabel(title, fontsize="small")
+        ax.set_title(title, fontsize="small")
+        ax.set_ylabel(f"{UNMODIFIED}: " + ("ratio" if scale == "ratio" else "normalised value"), fontsize="small")
     return axes
 
 
