@@ -45,9 +45,9 @@ def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float
     """The paper's Fig. 3 grid for one ``seed`` (default: the first): per variant (row) and hidden dim (column),
     the two tokens' trajectories of the recurrent rollout, over the two training sequences in light grey.
 
-    ``axis_limit`` is the half-width of every panel around the centre (points beyond are clipped; the panel notes
-    the final token distance and radius so that a trajectory that leaves the view is still described); ``None``
-    fits each panel to its data.
+    ``axis_limit`` is the smallest half-width of every panel around the centre, widened to hold every trajectory of
+    the seed (none leaves its panel); each panel notes the token distance at the last step; ``None`` fits each
+    panel to its data.
     """
     seed = int(ds.seed.values[0]) if seed is None else int(seed)
     variants, dims = list(ds.variant.values), list(ds.hidden_dim.values)

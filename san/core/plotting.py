@@ -56,13 +56,6 @@ def save(fig: plt.Figure, paths: Sequence[str | Path], dpi: int = 150) -> None:
     plt.close(fig)
 
 
-def legend_outside(ax: plt.Axes) -> None:
-    """Move ``ax``'s legend (if any) to the right of the panel, without a title."""
-    if ax.get_legend() is not None:
-        ax.get_legend().set_title("")
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.02, 1.0))
-
-
 def legend_below(fig: plt.Figure, ax: plt.Axes, ncol: int | None = None) -> None:
     """Replace ``ax``'s legend (if any) by one figure legend centred below the panels, in ``ncol`` columns (default:
     one row), so that the figure keeps its page width; the figure is laid out (constrained) to hold it."""

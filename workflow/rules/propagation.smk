@@ -55,10 +55,7 @@ rule propagation:
     input:
         **{s: RESULT["propagation"].format(sweep=s) for s in PROPAGATION_SWEEPS},
     output:
-        **{
-            f"propagation_{s}": figure_report(f"propagation_{s}", labels={"sweep": s})
-            for s in PROPAGATION_SWEEPS
-        },
+        **{f"propagation_{s}": figure_report(f"propagation_{s}", labels={"sweep": s}) for s in PROPAGATION_SWEEPS},
     log:
         "logs/propagation.log",
     benchmark:

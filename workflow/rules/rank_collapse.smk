@@ -137,7 +137,9 @@ rule rank_collapse_model:
             "rank_collapse_model", model_figure("rank_collapse_model"), labels={"model": "{model}", "scale": "linear"}
         ),
         rank_collapse_model_log=figure_report(
-            "rank_collapse_model_log", model_figure("rank_collapse_model", "_log"), labels={"model": "{model}", "scale": "log"}
+            "rank_collapse_model_log",
+            model_figure("rank_collapse_model", "_log"),
+            labels={"model": "{model}", "scale": "log"},
         ),
     log:
         "logs/rank_collapse_model/{model}.log",
