@@ -12,6 +12,7 @@ from san.core.gpus import visible_gpus
 from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
 from san.experiments import check_config, rules_files
+from san.figures import FIGURES as FIGURE_REGISTRY, caption_name as figure_caption
 from san.imports import PACKAGE, library_inputs
 from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
@@ -233,6 +234,9 @@ def add_library_inputs(rules):
             script = Path(one.basedir.join(one.script).get_path_or_uri(secret_free=True))
             # a script that calls the `run` of the experiment its rule names (params.experiment) runs that module too
             runs = [value for name, value in one.params.items() if name == "experiment"]
+            # the figure script draws with the registry's draw functions (san.figures), imported by name
+            if script.name == "figure.py":
+                runs += [FIGURE_REGISTRY[n].draw.split(":")[0] for n in list(one.output.keys()) or [one.name]]
             one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
             one.set_input(lib=[shipped(p) for p in library_inputs(script, PACKAGE, runs)])
 
@@ -240,6 +244,24 @@ def add_library_inputs(rules):
 def figures(stem):
     """Paths of one figure in every configured format."""
     return expand(f"{RESULTS}/figures/{stem}.{{ext}}", ext=FIGURE_FORMATS)
+
+
+def model_figure(name, suffix=""):
+    """Paths of figure ``name`` of one model (the ``{model}`` wildcard) in every configured format."""
+    return expand(f"{RESULTS}/figures/{name}_{{{{model}}}}{suffix}.{{ext}}", ext=FIGURE_FORMATS)
+
+
+def figure_report(name, paths=None, labels=None):
+    """Figure ``name`` of the figure registry (san.figures) as a rule's report output: its files (``paths``, default
+    :func:`figures`), its caption, category and subcategory from the registry."""
+    entry = FIGURE_REGISTRY[name]
+    return report(
+        paths or figures(name),
+        caption=caption(figure_caption(name)),
+        category=entry.category,
+        subcategory=entry.subcategory,
+        labels=labels,
+    )
 
 
 # Models of the rank-collapse experiment (and of every experiment that reads its inputs).
