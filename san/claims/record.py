@@ -99,8 +99,10 @@ class Claim:
               ) -> dict[str, Any]:  # fmt: skip
         """The claim's row (:func:`san.core.verdicts.check`) from ``statistic`` (the measure against the reference
         moved to parameter ``s``), with the record's fields and the ``items`` it rests on (:func:`items`)."""
-        row = V.check(self.key, self.statement, form=self.form, source=self.cited, test=self.test,
-                      statistic=statistic, threshold=self.threshold, wrong=self.near_miss.wrong, detail=detail)  # fmt: skip
+        row = V.check(
+            self.key, self.statement, form=self.form, source=self.cited, test=self.test, statistic=statistic,
+            threshold=self.threshold, wrong=self.near_miss.wrong, detail=detail,
+        )  # fmt: skip
         return {**row, **self.fields(), "items": list(rested)}
 
     def not_in_scope(self, found: str) -> dict[str, Any]:

@@ -89,9 +89,11 @@ def context_claims(
     near_miss = NearMiss(r.wrong("init_control", "the random-init twin's growth, moved {s:g} of the way"),
                          "uniform causal attention dilutes with the length, so a share could change with the prefix "
                          "without any training")  # fmt: skip
-    test = (f"in every pretrained decoder (unmodified), the share of sink heads (attention on the first token above "
-            f"{share_threshold:g}), averaged over the layers, is larger at the longest sequence length than at the "
-            f"shortest by more than {r['growth']:g}, after {r['sigmas']:g} standard errors over the sequences")  # fmt: skip
+    test = (
+        f"in every pretrained decoder (unmodified), the share of sink heads (attention on the first token above "
+        f"{share_threshold:g}), averaged over the layers, is larger at the longest sequence length than at the "
+        f"shortest by more than {r['growth']:g}, after {r['sigmas']:g} standard errors over the sequences"
+    )
     barbero = Claim(
         key="sinks_grow_with_context",
         statement="attention sinks grow with the context length the model is pretrained at",
@@ -117,8 +119,11 @@ def context_claims(
     cells = {name: unjudged_cell(kind, V.NOT_JUDGED, barbero.scope.needs) if name in decoders else
              unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[barbero.key][0]}: not a claim about {kind}s")
              for name, kind in kinds.items()}  # fmt: skip
-    found = f"this run reads {len(decoders)} decoder(s) each pretrained at one context length" if decoders else (
-        "no decoder in this run")
+    found = (
+        f"this run reads {len(decoders)} decoder(s) each pretrained at one context length"
+        if decoders
+        else ("no decoder in this run")
+    )
     judged = {
         name: _model(results[name], share_threshold)
         if name in results
