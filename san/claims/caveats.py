@@ -135,8 +135,9 @@ def marks(caveats: Mapping[str, Any] | Iterable[str] | None) -> str:
 
 def legend(rows: Iterable[Mapping[str, Any]] = (), cells: Iterable[Mapping[str, Any]] = (),
            models: Mapping[str, Mapping[str, str]] | None = None) -> str:  # fmt: skip
-    """The line under a table explaining the markers it shows (each once), with the models or keys each stands for;
-    empty when the table shows none."""
+    """The line under a table explaining the markers it shows (each once), with the models or keys each stands for,
+    after a blank line (a line right under a Markdown table would read as one of its rows); empty when the table shows
+    none."""
     why: dict[str, set[str]] = {}
     for r in rows:
         for m, items in ((r.get("caveats") or {}).get("why") or {}).items():
@@ -152,5 +153,5 @@ def legend(rows: Iterable[Mapping[str, Any]] = (), cells: Iterable[Mapping[str, 
     for m in ORDER:
         if m in why:
             items = sorted(why[m])
-            parts.append(f"**{m}**: {MARKERS[m]}" + (f": {', '.join(items)}" if items else ""))
-    return ("Caveats: " + "; ".join(parts) + ".\n") if parts else ""
+            parts.append(f"{m}: {MARKERS[m]}" + (f": {', '.join(items)}" if items else ""))
+    return ("\nCaveats: " + "; ".join(parts) + ".\n") if parts else ""

@@ -42,7 +42,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from san.core.markdown import lookup, markdown, measured_cell, power_cell, wrong_cell
+from san.claims import cells
+from san.core.markdown import lookup, markdown
 from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
@@ -92,28 +93,22 @@ BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
 def verdicts_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
-    """Every verdict of the run at a glance: the scientific verdicts as one table (claim, source, verdict, the
-    measured value against its threshold, the near-miss control at its config setting with its verdict, and the
-    power: how far the reference can move before the test fails), then the regression checks (true by construction:
-    identities, proven inequalities, controls) and the demonstrations (examples built to satisfy an existential
-    claim) with their checks."""
+    """Every verdict of the run at a glance: the scientific verdicts as one table (claim, source, verdict, caveat
+    markers, the measured value, the threshold, the margin, the near-miss control at its config setting with its
+    verdict, and the power: how far the reference can move before the test fails), then the regression checks (true
+    by construction: identities, proven inequalities, controls) and the demonstrations (examples built to satisfy an
+    existential claim) with their checks; under each table, the caveats its markers stand for
+    (:mod:`san.claims.cells`)."""
     name = "verdicts"
-    science = [
-        [f"{v['statement']} (`{v.get('claim', v['key'])}`)", v["source"], v["verdict"], measured_cell(v), wrong_cell(v),
-         power_cell(v)]
-        for v in lookup(summary, "verdicts.scientific", name)
-    ]  # fmt: skip
-    checks = [
-        [f"{v['statement']} (`{v.get('claim', v['key'])}`)", kind, v["source"], v["verdict"], measured_cell(v)]
-        for kind in ("regression", "demonstration")
-        for v in lookup(summary, f"verdicts.{kind}", name)
-    ]
+    science = list(lookup(summary, "verdicts.scientific", name))
+    checks = [(kind, v) for kind in ("regression", "demonstration") for v in lookup(summary, f"verdicts.{kind}", name)]
     return (
-        markdown(["claim", "source", "verdict", "value and threshold", "near-miss control and its verdict", "power"],
-                 science)
+        markdown(cells.SCIENCE_HEADER, [cells.science_cells(v) for v in science])
+        + cells.legend(science)
         + "\n"
-        + markdown(["check", "kind", "source", "verdict", "value"], checks)
-    )  # fmt: skip
+        + markdown(cells.CHECK_HEADER, [cells.check_cells(v, kind) for kind, v in checks])
+        + cells.legend([v for _, v in checks])
+    )
 
 
 def tables() -> dict[str, Table]:

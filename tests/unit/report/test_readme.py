@@ -233,12 +233,13 @@ def test_tables_from_a_summary(tmp_path):
     assert "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | holds |  |" in out["theorem"]
     assert "no model" in out["pretrained"].lower()
     assert (
-        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power | 0.11 < 1 "
-        "(report.theorem.g) | the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: holds "
-        "| 9 |" in out["verdicts"]
+        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power |  | 0.11 | < 1 "
+        "(report.theorem.g) | 0.89 | the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: "
+        "holds | 9 |" in out["verdicts"]
     )
     assert (
-        "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | not judged | 6.2 |"
+        "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | not judged |  | 6.2 | none "
+        "| none |"
         in out["verdicts"]
     )
     line = "<sub>Source run: commit 0123456789ab, config abcdef012345, 2026-01-01 00:00 UTC, m.</sub>"
