@@ -117,6 +117,8 @@ def annotate(sections: Mapping[str, Any], entries: Mapping[str, Any], report: Ma
             row["caveats"] = row_caveats(name, row, models, report)
             if row.get("threshold", {}).get("key"):
                 row["threshold_history"] = history(report, row["threshold"]["key"])
+        if section.get("table"):
+            section["caveats"] = {m: models[m] for m in section["table"] if m in models}
         for model, cells in (section.get("table") or {}).items():
             for cell in cells.values():
                 late = cell.get("threshold_key") and not history(report, cell["threshold_key"])["set_before"]

@@ -1,5 +1,5 @@
 """The pretrained phenomena's figure: models x claims, each cell coloured by the claim's verdict on that model alone
-(holds, fails, no power, not judged, n/a) and labelled with its statistic, from results/phenomena/table.nc."""
+(holds, fails, no power, not judged, n/a) and labelled with its statistic and caveat markers, from results/phenomena/table.nc."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import xarray as xr
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
+from san.claims import caveats
 from san.core.markdown import fmt
 from san.core.plotting import DOUBLE_IN
 from san.phenomena.spec import CELL_STATES
@@ -25,13 +26,20 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(DOUBLE_IN, 0.5 + 0.4 * len(models)))
     ax.imshow(codes, cmap=ListedColormap(COLOURS), vmin=-0.5, vmax=len(COLOURS) - 0.5, aspect="auto")
     values = ds["value"].transpose("model", "claim").values
+    marks = ds["caveats"].transpose("model", "claim").values if "caveats" in ds else np.full(codes.shape, "")
     for i, j in np.ndindex(codes.shape):
-        if np.isfinite(values[i, j]):
-            ax.text(j, i, fmt(float(values[i, j])), ha="center", va="center", fontsize=7)
+        text = fmt(float(values[i, j])) if np.isfinite(values[i, j]) else ""
+        text = f"{text} [{marks[i, j]}]".strip() if marks[i, j] else text
+        if text:
+            ax.text(j, i, text, ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     kinds = list(map(str, ds["kind"].values))
     ax.set_yticks(range(len(models)), [f"{m} ({k})" for m, k in zip(models, kinds, strict=True)])
     ax.grid(False)
     handles = [Patch(facecolor=c, edgecolor="0.5", label=s) for s, c in zip(CELL_STATES, COLOURS, strict=True)]
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), bbox_to_anchor=(0.5, 1.0), frameon=False)
+    shown = sorted({m for cell in marks.ravel() for m in str(cell).split(", ") if m})
+    if shown:
+        fig.text(0.01, -0.02, "caveats: " + "; ".join(f"{m}: {caveats.MARKERS[m]}" for m in caveats.ORDER if m in shown),
+                 fontsize=6, ha="left", va="top", wrap=True)  # fmt: skip
     return fig

@@ -68,6 +68,12 @@ VARIABLES = {
         "fails), fails, no power (the control holds too), not judged (no evidence), n/a (the claim is not about "
         "this kind of model)",
     ),
+    "caveats": Variable(
+        "caveat markers of the cell",
+        "1",
+        "q: quantised weights (GGUF), f: a fine-tune of another model, b: inputs without a BOS token, t: threshold "
+        "set after its result (san/claims/caveats.py); empty: none",
+    ),
     "value": Variable("the model's test statistic", "1", "as the claim's row in summary.json defines it (its test)"),
     "threshold": Variable("the threshold the statistic is compared with", "1", "config key in the claim's row"),
     "control_value": Variable(

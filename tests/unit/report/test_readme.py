@@ -239,8 +239,7 @@ def test_tables_from_a_summary(tmp_path):
     )
     assert (
         "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | not judged |  | 6.2 | none "
-        "| none |"
-        in out["verdicts"]
+        "| none |" in out["verdicts"]
     )
     line = "<sub>Source run: commit 0123456789ab, config abcdef012345, 2026-01-01 00:00 UTC, m.</sub>"
     assert all(text.rstrip().endswith(line) for text in out.values()), "every table names its run"
