@@ -1,5 +1,6 @@
 """The pretrained phenomena's figure: models x claims, each cell coloured by the claim's verdict on that model alone
-(holds, fails, no power, not judged, n/a) and labelled with its statistic and caveat markers, from results/phenomena/table.nc."""
+(holds, fails, no power, not judged, n/a) and labelled with its statistic and caveat markers,
+from results/phenomena/table.nc."""
 
 from __future__ import annotations
 
@@ -40,6 +41,6 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), bbox_to_anchor=(0.5, 1.0), frameon=False)
     shown = sorted({m for cell in marks.ravel() for m in str(cell).split(", ") if m})
     if shown:
-        fig.text(0.01, -0.02, "caveats: " + "; ".join(f"{m}: {caveats.MARKERS[m]}" for m in caveats.ORDER if m in shown),
-                 fontsize=6, ha="left", va="top", wrap=True)  # fmt: skip
+        legend = "; ".join(f"{m}: {caveats.MARKERS[m]}" for m in caveats.ORDER if m in shown)
+        fig.text(0.01, -0.02, f"caveats: {legend}", fontsize=6, ha="left", va="top", wrap=True)
     return fig

@@ -16,7 +16,6 @@ from san.claims.record import Scope, item
 from san.core import verdicts as V
 from san.rank_collapse.spec import METRICS
 
-
 SOURCE = "Dong et al. 2021, Fig. 2 (pretrained; the paper's models: BERT, ALBERT, XLNet as released)"
 #: the paper's pretrained models: bidirectional encoders as their authors released them; a fine-tune of one (a
 #: sentence-embedding model) is read with its caveat (san/claims/caveats.py), never as the paper's model
