@@ -42,7 +42,7 @@ def value_cell(row: Mapping[str, Any]) -> str:
 
 def threshold_cell(row: Mapping[str, Any]) -> str:
     """The threshold: the side the claim puts the value on, its value and its config key; "none" without one."""
-    t = row.get("threshold")
+    t = row.get("threshold") or row.get("bound")
     if not t:
         return NONE
     spread = f", after {number(t['sigmas'])} s.e." if t.get("sigmas") else ""
@@ -53,7 +53,7 @@ def margin_cell(row: Mapping[str, Any]) -> str:
     """The margin left to the threshold (positive: clears) with its unit (decades for a ratio compared in log)."""
     if row.get("margin") is None:
         return NONE
-    log = (row.get("threshold") or {}).get("log")
+    log = (row.get("threshold") or row.get("bound") or {}).get("log")
     return f"{number(row['margin'])}{' decades' if log else ''}"
 
 
