@@ -38,5 +38,27 @@ def phenomena_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str
     return markdown(["model", "kind", *labels.values()], rows) + legend
 
 
+def claims_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
+    """The wing's claims as their records declare them (:class:`san.claims.record.Claim`, carried by each row): key,
+    statement and source, scope (and what a run needs to judge it), test, near-miss control with why a careful reader
+    could hold it, and the placebo where the control is one."""
+    name = "phenomena_claims"
+    if summary.get("phenomena") is None:
+        return "No pretrained phenomena in this run.\n"
+    rows = []
+    for r in lookup(summary, "phenomena.verdicts", name):
+        scope = r.get("scope") or {}
+        kinds = ", ".join(scope.get("architectures", []))
+        parts = (f"{kinds}s" if kinds else "", scope.get("sizes", ""), scope.get("training", ""))
+        where = ", ".join(x for x in parts if x and x != "any") or "as the test says"
+        needs = f"; {scope['needs']}" if scope.get("needs") and not scope.get("covered", True) else ""
+        near = r.get("near_miss") or {}
+        control = f"{near.get('reference', r['positive_control']['reference'])}: {near.get('why', '')}".rstrip(": ")
+        placebo = f" (a placebo: {r['placebo']})" if r.get("placebo") else ""
+        rows.append([f"`{r['key']}`", f"{r['statement']} ({r['source']})", f"{where}{needs}", r["test"],
+                     f"{control} (`{r['positive_control']['key']}`){placebo}"])  # fmt: skip
+    return markdown(["key", "statement (source)", "scope", "test", "near-miss control"], rows)
+
+
 #: the wing's tables, by block name
-TABLES = {"phenomena": phenomena_table}
+TABLES = {"phenomena": phenomena_table, "phenomena_claims": claims_table}
