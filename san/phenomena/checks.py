@@ -47,7 +47,7 @@ def best(measures: Iterable[V.Measure], threshold: V.Threshold) -> V.Measure:
 def cell(row: Mapping[str, Any], kind: str, note: str = "") -> dict[str, Any]:
     """A models x claims cell from a model's own row: its printed verdict, statistic with its standard error and
     margin, threshold (value and config key), the statistic under the control with its margin and the power, and a
-    ``note`` (what else the reader needs: a token, a layer). What :func:`san.report.verify` re-derives the cell's
+    ``note`` (what else the reader needs: a token, a layer). What :mod:`san.report.published` re-derives the cell's
     verdict from."""
     pc = row["positive_control"]
     return {"kind": kind, "verdict": row["verdict"], "value": row["value"], "se": row.get("se"),
