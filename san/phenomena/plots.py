@@ -10,7 +10,7 @@ import xarray as xr
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from san.claims import caveats
+from san.claims.caveats import MARKERS, ORDER
 from san.core.markdown import fmt
 from san.core.plotting import DOUBLE_IN
 from san.phenomena.spec import CELL_STATES
@@ -41,6 +41,6 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), bbox_to_anchor=(0.5, 1.0), frameon=False)
     shown = sorted({m for cell in marks.ravel() for m in str(cell).split(", ") if m})
     if shown:
-        legend = "; ".join(f"{m}: {caveats.MARKERS[m]}" for m in caveats.ORDER if m in shown)
+        legend = "; ".join(f"{m}: {MARKERS[m]}" for m in ORDER if m in shown)
         fig.text(0.01, -0.02, f"caveats: {legend}", fontsize=6, ha="left", va="top", wrap=True)
     return fig
