@@ -180,6 +180,7 @@ def test_noci_against_the_unscaled_residual():
     assert row(alone)["holds"] is True and row(alone)["verdict"] == "not judged"
 
 
+@pytest.mark.slow
 def test_exact_in_the_limit_is_judged_by_the_trend_toward_the_limit():
     # a gap of 0.3 at the smallest size that falls as 1/d + 1/T toward 0.01: holds, though no size run is close
     falling = _row(claims({"depth": _trend(0.01, 1.2, 1.2)}, T)["depth"], EXACT)
@@ -219,6 +220,7 @@ def test_exact_in_the_limit_has_no_power_with_a_loose_tolerance():
         check_config({"propagation": loose})
 
 
+@pytest.mark.slow
 def test_exact_in_the_limit_is_harder_to_pass_with_more_noise():
     noisy = _trend(0.02, 0.1, 0.1, spread=0.03)  # extrapolated per seed 0.02 +- 0.03: s.e. 0.017, 2 s.e. 0.035
     assert _row(claims({"depth": noisy}, T)["depth"], EXACT)["holds"] is False
