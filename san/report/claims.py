@@ -14,6 +14,7 @@ from typing import Any
 from san import experiments
 from san.claims import caveats
 from san.core import verdicts as V
+from san.report.published import FORMAT
 
 
 def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
@@ -26,5 +27,6 @@ def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[
     for wing in experiments.WINGS:
         sections.update(wing.claims.claims(inputs, params))
     caveats.annotate(sections, params.get("model_entries") or {}, params["report"])
+    sections["format"] = FORMAT
     sections["verdicts"] = V.collect(sections)
     return sections

@@ -31,6 +31,11 @@ import numpy as np
 from san.claims.record import history
 from san.core import verdicts as V
 
+#: the summary format whose rows carry what this module re-derives (bounds, parts, cells' numbers, record fields):
+#: written by :func:`san.report.claims.summary` as the summary's ``format``; a summary of an earlier format predates
+#: them and is checked by its own numbers alone until it is published again from a run
+FORMAT = 2
+
 #: the steps of a scan from the claim's reference to the control's setting (:meth:`san.core.verdicts.Wrong.toward`)
 SCAN_STEPS = 20
 

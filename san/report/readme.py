@@ -48,6 +48,7 @@ from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.models.tables import TABLES as FAMILY_TABLES
+from san.report import published
 from san.report.benchmark_tables import benchmark_table
 from san.report.provenance import source_line
 
@@ -318,6 +319,8 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
             problems.append(f"{SNAPSHOTS / snap.name} names no source run")
     problems += [f"{MANIFEST} lists {SNAPSHOTS / n}, which is missing" for n in made if not (snapshots / n).is_file()]
     problems += _verify_run_tables(root, manifest)
+    problems += [f"{doc.relative_to(root)}: a generated block differs from its snapshot (python -m san.report.readme "
+                 "sync)" for doc in sync(root, check=True)]  # fmt: skip
     quoted = {m.group(2) for doc in documents(root) for m in BLOCK.finditer(doc.read_text())}
     for name in sorted(n for n in manifest.get("benchmarks", {}) if n.endswith(".md")):
         table, data = snapshots / name, snapshots / Path(name).with_suffix(".json").name
@@ -369,6 +372,8 @@ def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     if summary.get("provenance") != manifest.get("run"):
         problems.append(f"{SNAPSHOTS / 'summary.json'} is not the run {MANIFEST} records")
     problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in rederive_summary(summary)]
+    if summary.get("format", 1) >= published.FORMAT:
+        problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in published.problems(summary, root)]
     try:
         rendered = build_tables(summary, run_data(snapshots, snapshots=True))
     except (KeyError, ValueError) as err:

@@ -5,6 +5,7 @@ a re-render of the tables and updated hashes would hide)."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -117,3 +118,29 @@ def test_a_row_stripped_of_what_it_is_re_derived_from_fails(drop):
         assert any("built: a demonstration row without the bound" in p for p in problems)
     else:  # without its parts the row is judged by its value alone: 0.95 clears 0.9
         assert problems == []
+
+
+@pytest.mark.slow
+def test_verify_fails_on_a_config_threshold_changed_after_the_committed_run(tmp_path):
+    """The committed results pass verify; with report.vision.high_norm edited in a copy of config.yaml (no rerun,
+    no republish) they fail it, naming the key."""
+    import shutil
+
+    from san.report import readme
+
+    from helpers import ROOT
+
+    root = tmp_path / "repo"
+    shutil.copytree(ROOT / "docs", root / "docs")
+    shutil.copytree(ROOT / "workflow" / "schemas", root / "workflow" / "schemas")
+    shutil.copy2(ROOT / "README.md", root / "README.md")
+    config = (ROOT / "config.yaml").read_text()
+    (root / "config.yaml").write_text(config)
+    committed = json.loads((root / readme.SNAPSHOTS / "summary.json").read_text())
+    if committed.get("format", 1) < published.FORMAT:
+        pytest.skip("the committed summary predates the claim records: python -m san.report.readme publish results")
+    assert readme.verify(root) == []
+    assert "    high_norm: 10.0\n" in config
+    (root / "config.yaml").write_text(config.replace("    high_norm: 10.0\n", "    high_norm: 12.0\n", 1))
+    problems = readme.verify(root)
+    assert any("report.vision.high_norm = 10.0 where config.yaml has 12.0" in p for p in problems), problems

@@ -13,7 +13,7 @@ import pytest
 
 from san.core import verdicts as V
 from san.core.markdown import MissingKey
-from san.report import readme
+from san.report import published, readme
 from san.report.benchmark_tables import benchmark_table
 from san.theory.claims import factor_scan
 
@@ -224,7 +224,7 @@ def _summary() -> dict:
         },  # fmt: skip
         "propagation": {"verdicts": [claim]},
     }
-    return {**sections, "verdicts": V.collect(sections), "provenance": RUN}
+    return {**sections, "verdicts": V.collect(sections), "provenance": RUN, "format": published.FORMAT}
 
 
 def test_tables_from_a_summary(tmp_path):
@@ -235,8 +235,9 @@ def test_tables_from_a_summary(tmp_path):
     assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
     assert (
-        "| Noci et al. 2022, abstract | branches scaled | universal | holds | the unscaled residual, 1 of the way: "
-        "fails as it must; passes up to 0.55 | cosine 0.3 |" in out["propagation"]
+        "| Noci et al. 2022, abstract | branches scaled | universal | holds |  | 0.3 | < 0.9 (report.p.cosine) | 0.6 "
+        "| the unscaled residual, 1 of the way: fails as it must; passes up to 0.55 | cosine 0.3 |"
+        in out["propagation"]
     )
     assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
     assert (
@@ -485,6 +486,7 @@ def _republished_with(root: Path, edit) -> None:
             if (snapshots / name).is_file():
                 section[name] = readme.sha256(snapshots / name)
     (root / readme.MANIFEST).write_text(json.dumps(manifest))
+    readme.sync(root)
 
 
 def _theorem_rows(summary: dict) -> list[dict]:
