@@ -149,12 +149,19 @@ def row(
     test: str = "",
     detail: str = "",
     positive_control: Mapping[str, Any] | None = None,
+    bound: Threshold | None = None,
+    inclusive: bool = False,
+    items: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One row of a wing's verdict table, the same for every wing: ``key`` (its name in the wing's section),
     ``statement`` (as its source states it), ``kind`` (:data:`KINDS`), ``form`` (:data:`FORMS`), ``source`` (paper
     and place), ``holds`` (the check: True, False, None), the measured ``value`` and its ``margin`` (:func:`margin`),
     the ``test`` that judges it, the numbers behind it (``detail``) and, required for a scientific row, its
-    ``positive_control`` (:func:`control`). ``verdict`` is the printed state (:func:`printed`)."""
+    ``positive_control`` (:func:`control`). A regression or demonstration row records the ``bound`` its value is
+    checked against (``inclusive``: a value on the bound passes) and, for a check over several parts, the ``items``
+    (each its ``value``, its printed ``verdict`` against the bound and the verdict it ``must`` have), so that its
+    check is re-derived from the row (:mod:`san.report.published`). ``verdict`` is the printed state
+    (:func:`printed`)."""
     if kind not in KINDS:
         raise ValueError(f"verdict kind {kind!r} of {key!r}: expected one of {KINDS}")
     if form not in FORMS:
@@ -177,6 +184,10 @@ def row(
     }
     if positive_control is not None:
         out["positive_control"] = dict(positive_control)
+    if bound is not None:
+        out.update(bound=bound.record(), inclusive=bool(inclusive))
+    if items is not None:
+        out["items"] = [dict(i) for i in items]
     return out
 
 

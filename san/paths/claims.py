@@ -372,7 +372,9 @@ def path_decomposition_claims(
     verdicts = [
         V.row("exact", f"the exact decomposition reconstructs every trained model (error below {exact:g})",
               kind=V.REGRESSION, form=V.UNIVERSAL, source="this project's exact path decomposition (an identity)",
-              holds=is_exact, value=max_error, test=f"largest reconstruction error below {exact:g} on every task"),
+              holds=is_exact, value=max_error, margin=exact - max_error,
+              test=f"largest reconstruction error below {exact:g} on every task",
+              bound=V.Threshold(exact, above=False, key="report.path_decomposition.exact")),
         carry,
     ]  # fmt: skip
     return {"short": short, "tolerance": tolerance, "exact": is_exact, "max_reconstruction_error": max_error,

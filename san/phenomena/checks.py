@@ -1,7 +1,7 @@
 """One claim judged over the models it applies to (torch-free): its scientific row (:func:`san.core.verdicts.check`
 over every judged model) and, per model, the same check on that model alone (a cell of the models x claims table).
 
-A claim is a :class:`Claim` (statement, source, test, threshold, near-miss wrong reference); each model gives either
+A claim is a :class:`san.claims.record.Claim` (the one record of every wing's claims); each model gives either
 its statistic as a function of the wrong reference's parameter ``s`` (:data:`Statistic`) or the reason it cannot be
 judged. A universal claim's statistic is the model that clears least (:func:`san.core.verdicts.worst`), an
 existential claim's the one that clears most (:func:`best`).
@@ -15,31 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from san.claims.record import Claim, item
 from san.core import verdicts as V
 from san.phenomena.spec import CLAIMS, NOT_APPLICABLE
 
+__all__ = ["Claim", "Judged", "Statistic", "about", "best", "cell", "judge", "layers_text", "moved", "unjudged_cell"]
+
 Statistic = Callable[[float], V.Measure]
 """A model's test statistic against the reference moved to parameter ``s`` (``wrong.right``: the claim's own)."""
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim as its row states it (:func:`san.core.verdicts.check`'s arguments but the statistic): ``key`` (one
-    of :data:`san.phenomena.spec.CLAIMS`), ``statement`` (as its source states it), ``form``, ``source`` (paper,
-    section or figure), ``test``, ``threshold`` and ``wrong`` (the near-miss wrong theory or placebo)."""
-
-    key: str
-    statement: str
-    form: str
-    source: str
-    test: str
-    threshold: V.Threshold
-    wrong: V.Wrong
-
-    def check(self, statistic: Statistic, detail: str) -> dict[str, Any]:
-        """The scientific row of this claim with ``statistic`` (:func:`san.core.verdicts.check`)."""
-        return V.check(self.key, self.statement, form=self.form, source=self.source, test=self.test,
-                       statistic=statistic, threshold=self.threshold, wrong=self.wrong, detail=detail)  # fmt: skip
 
 
 def moved(measured: Any, wrong: Any, s: float, *, log: bool = False) -> np.ndarray:
@@ -62,16 +45,22 @@ def best(measures: Iterable[V.Measure], threshold: V.Threshold) -> V.Measure:
 
 
 def cell(row: Mapping[str, Any], kind: str, note: str = "") -> dict[str, Any]:
-    """A models x claims cell from a model's own row: its printed verdict, statistic, threshold, the statistic under
-    the control and the power, and a ``note`` (what else the reader needs: a token, a layer)."""
+    """A models x claims cell from a model's own row: its printed verdict, statistic with its standard error and
+    margin, threshold (value and config key), the statistic under the control with its margin and the power, and a
+    ``note`` (what else the reader needs: a token, a layer). What :mod:`san.report.published` re-derives the cell's
+    verdict from."""
     pc = row["positive_control"]
-    return {"kind": kind, "verdict": row["verdict"], "value": row["value"], "threshold": row["threshold"]["value"],
-            "control_value": pc.get("measured_value"), "power": pc.get("power"), "note": note}  # fmt: skip
+    return {"kind": kind, "verdict": row["verdict"], "value": row["value"], "se": row.get("se"),
+            "margin": row.get("margin"), "threshold": row["threshold"]["value"],
+            "threshold_key": row["threshold"]["key"], "control_value": pc.get("measured_value"),
+            "control_se": pc.get("measured_se"), "control_margin": pc.get("margin"), "power": pc.get("power"),
+            "note": note}  # fmt: skip
 
 
 def unjudged_cell(kind: str, verdict: str, note: str) -> dict[str, Any]:
     """A cell without a check: ``not judged`` (the claim applies, the data cannot decide it) or ``n/a``."""
-    return {"kind": kind, "verdict": verdict, "value": None, "threshold": None, "control_value": None, "power": None,
+    return {"kind": kind, "verdict": verdict, "value": None, "se": None, "margin": None, "threshold": None,
+            "threshold_key": None, "control_value": None, "control_se": None, "control_margin": None, "power": None,
             "note": note}  # fmt: skip
 
 
@@ -104,10 +93,11 @@ def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], 
         elif m.statistic is None:
             cells[name] = unjudged_cell(kind, V.NOT_JUDGED, m.reason)
         else:
-            cells[name] = cell(claim.check(m.statistic, m.note), kind, m.note)
+            cells[name] = cell(claim.judge(m.statistic, m.note), kind, m.note)
     unjudged = "; ".join(f"{name}: not judged ({m.reason})" for name, m in models.items() if m.statistic is None)
     full = "; ".join(part for part in (detail, unjudged) if part) or "no model this claim is about"
-    return {"row": claim.check(statistic, full), "cells": cells}
+    rested = [item(name, cells[name]["value"], verdict=cells[name]["verdict"]) for name in models if name in cells]
+    return {"row": claim.judge(statistic, full, rested), "cells": cells}
 
 
 def about(key: str, kinds: Mapping[str, str]) -> list[str]:

@@ -18,12 +18,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, about, judge, moved
+from san.phenomena.checks import Judged, about, judge, moved
 from san.phenomena.data import curve, lacks, sink_curve
-from san.phenomena.spec import DECODER, INIT, PRETRAINED
+from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 
-SOURCE = "Queipo-de-Llano et al. 2025 (arXiv 2510.06477), abstract and Fig. 1"
+QUEIPO = "Queipo-de-Llano et al. 2025 (arXiv 2510.06477)"
 MEASURES = ("first_token_norm_ratio", "matrix_entropy", "first_token_attention")
 
 
@@ -74,17 +75,24 @@ def colocation_claims(
     """Queipo-de-Llano et al.'s co-location over the decoders of ``results`` (model -> rank-collapse result;
     ``kinds``: model -> kind), window and control setting from ``report`` (``report.phenomena``), the sink heads
     by ``share_threshold``: its ``row`` and models x claims ``cells`` by claim key."""
-    r = report["colocation"]
+    r = Settings("report.phenomena", report).section("colocation")
     claim = Claim(
-        "colocated", "\"when the beginning-of-sequence token develops extreme activation norms in the middle layers, "
-        "both compression valleys and attention sinks emerge simultaneously\"", V.UNIVERSAL, SOURCE,
-        f"in every pretrained decoder (unmodified), the blocks of the largest rise of the first token's norm over the "
-        f"median (log), of the largest drop of the normalised matrix entropy and of the largest rise of the share of "
-        f"sink heads (attention on the first token above {share_threshold:g}) lie less than {r['window']:g} blocks "
-        "apart (statistic: the latest minus the earliest)",
-        V.Threshold(r["window"], above=False, key="report.phenomena.colocation.window"),
-        V.Wrong.toward("the random-init twin's three curves, moved {s:g} of the way", r["init_control"],
-                       "report.phenomena.colocation.init_control"),
+        key="colocated",
+        statement="\"when the beginning-of-sequence token develops extreme activation norms in the middle layers, "
+        "both compression valleys and attention sinks emerge simultaneously\"",
+        words="\"when the beginning-of-sequence token develops extreme activation norms in the middle layers, both "
+        "compression valleys and attention sinks emerge simultaneously\"",
+        source=QUEIPO, place="abstract and Fig. 1", form=V.UNIVERSAL,
+        scope=Scope((DECODER,), training=PRETRAINED_BY_AUTHORS),
+        measure="the blocks of the first token's norm spike, of the entropy valley and of the sink rise",
+        test=f"in every pretrained decoder (unmodified), the blocks of the largest rise of the first token's norm over "
+        f"the median (log), of the largest drop of the normalised matrix entropy and of the largest rise of the share "
+        f"of sink heads (attention on the first token above {share_threshold:g}) lie less than {r['window']:g} "
+        "blocks apart (statistic: the latest minus the earliest)",
+        threshold=r.threshold("window", above=False),
+        near_miss=NearMiss(r.wrong("init_control", "the random-init twin's three curves, moved {s:g} of the way"),
+                           "the three events could line up by the architecture alone, before any training"),
+        placebo="the random-init twin",
     )  # fmt: skip
     judged = {name: _model(results[name], share_threshold) for name in about(claim.key, kinds) if name in results}
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)

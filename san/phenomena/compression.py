@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, about, judge, layers_text, moved
+from san.phenomena.checks import Judged, about, judge, layers_text, moved
 from san.phenomena.data import curve, lacks, variants
-from san.phenomena.spec import PRETRAINED, PURE
+from san.phenomena.spec import DECODER, ENCODER, PRETRAINED, PRETRAINED_BY_AUTHORS, PURE
 
 SOURCE = (
     "this workbench's reading of Queipo-de-Llano et al. 2025 (arXiv 2510.06477), abstract (massive activations "
@@ -69,18 +70,21 @@ def compression_claims(
     """The claim that compression is not rank collapse, over the text models of ``results`` (model -> rank-collapse
     result; ``kinds``: model -> kind), thresholds and control setting from ``report`` (``report.phenomena``): its
     ``row`` and models x claims ``cells`` by claim key."""
-    r = report["compression"]
+    r = Settings("report.phenomena", report).section("compression")
     claim = Claim(
-        "compression_is_not_collapse", "compression is not rank collapse: a representation compressed to nearly rank "
-        "one by a massive token (X close to e_0 x_0^T) is not collapsed in Dong et al.'s sense (X close to 1 x^T)",
-        V.UNIVERSAL, SOURCE,
-        f"in every pretrained text model (unmodified), at every block output whose largest singular value carries at "
-        f"least {r['compressed']:g} of the energy (s_1^2 / ||X||_F^2), Dong's relative residual ||res(X)||_(1,inf) / "
-        f"||X||_(1,inf) stays above {r['not_collapsed']:g} (margin in decades)",
-        V.Threshold(r["not_collapsed"], above=True, key="report.phenomena.compression.not_collapsed", log=True),
-        V.Wrong.toward(f"rank collapse as pure attention ({PURE}, the same weights) produces it at those layers, "
-                       "moved {s:g} of the way (log)", r["collapse_control"],
-                       "report.phenomena.compression.collapse_control"),
+        key="compression_is_not_collapse",
+        statement="compression is not rank collapse: a representation compressed to nearly rank one by a massive "
+        "token (X close to e_0 x_0^T) is not collapsed in Dong et al.'s sense (X close to 1 x^T)",
+        words="", source=SOURCE, place="", form=V.UNIVERSAL,
+        scope=Scope((DECODER, ENCODER), training=PRETRAINED_BY_AUTHORS),
+        measure="Dong et al.'s relative residual at the compressed block outputs",
+        test=f"in every pretrained text model (unmodified), at every block output whose largest singular value "
+        f"carries at least {r['compressed']:g} of the energy (s_1^2 / ||X||_F^2), Dong's relative residual "
+        f"||res(X)||_(1,inf) / ||X||_(1,inf) stays above {r['not_collapsed']:g} (margin in decades)",
+        threshold=r.threshold("not_collapsed", above=True, log=True),
+        near_miss=NearMiss(r.wrong("collapse_control", f"rank collapse as pure attention ({PURE}, the same weights) "
+                                   "produces it at those layers, moved {s:g} of the way (log)"),
+                           "a matrix of nearly rank one looks like a collapsed one to a spectral measure"),
     )  # fmt: skip
     judged = {
         name: _model(results[name], kinds[name], r["compressed"]) for name in about(claim.key, kinds) if name in results

@@ -1,7 +1,8 @@
 """Barbero, Arroyo, Gu, Perivolaropoulos, Bronstein, Veličković & Pascanu (COLM 2025), "Why do LLMs attend to the
-first token?": attention sinks help a deep model avoid over-mixing, and they grow with the context length (the
-paper pretrains models at several context lengths; offline, one pretrained decoder is read at several lengths of the
-same sequences).
+first token?": attention sinks help a deep model avoid over-mixing, and they grow with the context length the models
+are pretrained at. That claim needs models pretrained at several context lengths: a run without them leaves it not
+judged, saying so. What a run can measure is one pretrained decoder read at several lengths of the same sequences, a
+position effect at inference: a row of its own, credited to no paper.
 
 On the unmodified decoders, from the context-length runs (the attention on the first token per sequence length,
 layer, head and sequence, ``first_token_attention_by_sample``; its mean over the sequences, ``first_token_attention``,
@@ -22,13 +23,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
 from san.core.sink import sink_share
-from san.phenomena.checks import Claim, Judged, about, judge, moved
+from san.phenomena.checks import Judged, about, judge, moved, unjudged_cell
 from san.phenomena.data import lacks
-from san.phenomena.spec import DECODER, INIT, PRETRAINED, UNMODIFIED
+from san.phenomena.spec import CLAIMS, DECODER, INIT, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED
 
-SOURCE = "Barbero et al. 2025 (COLM), 'Why do LLMs attend to the first token?', the context-length experiment"
+SOURCE, PLACE = "Barbero et al. 2025 (COLM), 'Why do LLMs attend to the first token?'", "the context-length experiment"
+PROJECT = "this project's measurement (no paper states it)"
 
 
 #: the context-length runs' attention on the first token per sequence, and its mean over the sequences
@@ -75,27 +78,58 @@ def _model(ds: xr.Dataset, share_threshold: float) -> Judged:
 def context_claims(
     results: Mapping[str, xr.Dataset], kinds: Mapping[str, str], report: Mapping[str, Any], share_threshold: float
 ) -> dict[str, dict[str, Any]]:
-    """Barbero et al.'s growth of sinks with the context length over the decoders (``kinds``: model -> kind) whose
-    context-length runs are in ``results`` (model -> result; a decoder without one is not judged), thresholds and
-    control setting from ``report`` (``report.phenomena``), sink heads by ``share_threshold``: its ``row`` and models
-    x claims ``cells`` by claim key."""
-    r = report["context"]
-    claim = Claim(
-        "sinks_grow_with_context", "attention sinks grow with the context length (the paper pretrains at several "
-        "context lengths; here the same pretrained decoder reads the first L tokens of the same sequences)",
-        V.UNIVERSAL, SOURCE,
+    """Barbero et al.'s growth of sinks with the pretraining context (not judged: no run holds decoders pretrained at
+    several context lengths) and, as a row of its own credited to no paper, the sink share of each decoder
+    (``kinds``: model -> kind) whose context-length runs are in ``results`` (model -> result; a decoder without one
+    is not judged) on longer prefixes of the same sequences, thresholds and control setting from ``report``
+    (``report.phenomena``), sink heads by ``share_threshold``: per claim key, its ``row`` and models x claims
+    ``cells``."""
+    r = Settings("report.phenomena", report).section("context")
+    threshold = r.threshold("growth", above=True, sigmas="sigmas")
+    near_miss = NearMiss(r.wrong("init_control", "the random-init twin's growth, moved {s:g} of the way"),
+                         "uniform causal attention dilutes with the length, so a share could change with the prefix "
+                         "without any training")  # fmt: skip
+    test = (
         f"in every pretrained decoder (unmodified), the share of sink heads (attention on the first token above "
         f"{share_threshold:g}), averaged over the layers, is larger at the longest sequence length than at the "
-        f"shortest by more than {r['growth']:g}, after {r['sigmas']:g} standard errors over the sequences",
-        V.Threshold(r["growth"], above=True, key="report.phenomena.context.growth", sigmas=r["sigmas"]),
-        V.Wrong.toward("the random-init twin's growth, moved {s:g} of the way", r["init_control"],
-                       "report.phenomena.context.init_control"),
+        f"shortest by more than {r['growth']:g}, after {r['sigmas']:g} standard errors over the sequences"
+    )
+    barbero = Claim(
+        key="sinks_grow_with_context",
+        statement="attention sinks grow with the context length the model is pretrained at",
+        words="sinks grow with the context length (models pretrained at several context lengths)",
+        source=SOURCE, place=PLACE, form=V.UNIVERSAL,
+        scope=Scope((DECODER,), training="pretrained at several context lengths (one architecture, one recipe)",
+                    sweep=("pretraining context length",),
+                    needs="needs models pretrained at several context lengths"),
+        measure="the share of sink heads of each model, against its pretraining context length",
+        test="the sink share rises with the pretraining context length over models that differ in nothing else",
+        threshold=threshold, near_miss=near_miss,
     )  # fmt: skip
+    inference = Claim(
+        key="sinks_at_longer_inference_context",
+        statement="a pretrained decoder's share of sink heads grows when it reads longer prefixes of the same "
+        "sequences (a position effect at inference, not Barbero et al.'s pretraining context)",
+        words="", source=PROJECT, place="", form=V.UNIVERSAL,
+        scope=Scope((DECODER,), training=PRETRAINED_BY_AUTHORS, sweep=("inference prefix length",)),
+        measure="the share of sink heads averaged over the layers, per sequence, at the shortest and longest prefix",
+        test=test, threshold=threshold, near_miss=near_miss, placebo="the random-init twin",
+    )  # fmt: skip
+    decoders = about(barbero.key, kinds)
+    cells = {name: unjudged_cell(kind, V.NOT_JUDGED, barbero.scope.needs) if name in decoders else
+             unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[barbero.key][0]}: not a claim about {kind}s")
+             for name, kind in kinds.items()}  # fmt: skip
+    found = (
+        f"this run reads {len(decoders)} decoder(s) each pretrained at one context length"
+        if decoders
+        else ("no decoder in this run")
+    )
     judged = {
         name: _model(results[name], share_threshold)
         if name in results
         else Judged(DECODER, None, "no context-length run of this model (rule sink_context)")
-        for name in about(claim.key, kinds)
+        for name in about(inference.key, kinds)
     }
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
-    return {claim.key: judge(claim, judged, kinds, detail)}
+    return {barbero.key: {"row": barbero.not_in_scope(found), "cells": cells},
+            inference.key: judge(inference, judged, kinds, detail)}  # fmt: skip

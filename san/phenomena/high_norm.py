@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, about, judge, moved
+from san.phenomena.checks import Judged, about, judge, moved
 from san.phenomena.data import lacks, patch_norms, patch_similarity
-from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED
+from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 
 DARCET = "Darcet et al. 2024 (ICLR), Sec. 2, Fig. 4"
-BACH = "Bach et al. 2025 (TMLR), Sec. 4"
+BACH = "Bach et al. 2025 (TMLR)"
 
 
 def outliers(norms: np.ndarray, factor: float) -> np.ndarray:
@@ -115,30 +116,41 @@ def _redundant_model(ds: xr.Dataset, r: Mapping[str, Any]) -> Judged:
     return Judged(IMAGE_ENCODER, statistic, note=note)
 
 
-def _claims(r: Mapping[str, Any]) -> tuple[Claim, Claim]:
+def _claims(report: Mapping[str, Any]) -> tuple[Claim, Claim]:
+    r = Settings("report.phenomena", report).section("high_norm")
     k, small = r["factor"], r["small_max_layers"]
+    scope = Scope((IMAGE_ENCODER,), sizes=f"at most {small} blocks (ViT-S, ViT-B)", training=PRETRAINED_BY_AUTHORS)
     exist = Claim(
-        "small_vit_high_norm", "high-norm tokens appear in small ViTs too (Bach et al.: \"smaller ViTs also exhibit "
-        "high-norm tokens\"; Darcet et al.: only in large models, ViT-L and above): holds for Bach, fails for Darcet",
-        V.EXISTENTIAL, f"{BACH}; {DARCET}c",
-        f"some pretrained image encoder of at most {small} blocks (unmodified) has a block output where at least "
+        key="small_vit_high_norm",
+        statement="high-norm tokens appear in small ViTs too (Bach et al.: \"smaller ViTs also exhibit high-norm "
+        "tokens\"; Darcet et al.: only in large models, ViT-L and above): holds for Bach, fails for Darcet",
+        words="\"smaller ViTs also exhibit high-norm tokens\"", source=BACH, place="Sec. 4; " + DARCET + "c",
+        form=V.EXISTENTIAL, scope=scope,
+        measure="the share of outlier patches per block output (mean over the photographs)",
+        test=f"some pretrained image encoder of at most {small} blocks (unmodified) has a block output where at least "
         f"{r['min_share']:g} of the patches (mean over the photographs) have a norm above {k:g} x the median patch "
         "norm",
-        V.Threshold(r["min_share"], above=True, key="report.phenomena.high_norm.min_share"),
-        V.Wrong.toward("the random-init twin's shares, moved {s:g} of the way", r["init_control"],
-                       "report.phenomena.high_norm.init_control"),
+        threshold=r.threshold("min_share", above=True),
+        near_miss=NearMiss(r.wrong("init_control", "the random-init twin's shares, moved {s:g} of the way"),
+                           "high norms could be a property of the architecture, present before training"),
+        placebo="the random-init twin",
     )  # fmt: skip
     redundant = Claim(
-        "high_norm_in_redundant_patches", "high-norm tokens appear in patches that are redundant with their "
-        "neighbours (high cosine similarity with the 4 neighbours after the patch embedding)", V.UNIVERSAL,
-        "Darcet et al. 2024 (ICLR), Sec. 2, Fig. 5a",
-        f"in every pretrained image encoder of at most {small} blocks (unmodified) with outliers (norm above {k:g} x "
-        f"the median patch norm), at its block output with the most of them, their mean 4-neighbour similarity at "
-        f"layer 0 exceeds the median patch's by more than {r['redundant']:g}, after {r['sigmas']:g} standard errors "
-        "over the photographs",
-        V.Threshold(r["redundant"], above=True, key="report.phenomena.high_norm.redundant", sigmas=r["sigmas"]),
-        V.Wrong.toward("as many patches drawn at random in place of the outliers, moved {s:g} of the way",
-                       r["random_control"], "report.phenomena.high_norm.random_control"),
+        key="high_norm_in_redundant_patches",
+        statement="high-norm tokens appear in patches that are redundant with their neighbours (high cosine "
+        "similarity with the 4 neighbours after the patch embedding)",
+        words="high-norm tokens appear in patches that are redundant with their neighbours",
+        source="Darcet et al. 2024 (ICLR)", place="Sec. 2, Fig. 5a", form=V.UNIVERSAL, scope=scope,
+        measure="the outliers' mean 4-neighbour cosine similarity at layer 0 minus the median patch's",
+        test=f"in every pretrained image encoder of at most {small} blocks (unmodified) with outliers (norm above "
+        f"{k:g} x the median patch norm), at its block output with the most of them, their mean 4-neighbour "
+        f"similarity at layer 0 exceeds the median patch's by more than {r['redundant']:g}, after {r['sigmas']:g} "
+        "standard errors over the photographs",
+        threshold=r.threshold("redundant", above=True, sigmas="sigmas"),
+        near_miss=NearMiss(r.wrong("random_control", "as many patches drawn at random in place of the outliers, "
+                                   "moved {s:g} of the way"),
+                           "any set of patches of a photograph is similar to its neighbours to some degree"),
+        placebo="random patches",
     )  # fmt: skip
     return exist, redundant
 
@@ -150,7 +162,7 @@ def high_norm_claims(
     model -> kind), thresholds, control settings and seed from ``report`` (``report.phenomena``): per claim key, its
     ``row`` and models x claims ``cells``."""
     r = report["high_norm"]
-    exist, redundant = _claims(r)
+    exist, redundant = _claims(report)
     out = {}
     for claim, model in ((exist, _exist_model), (redundant, _redundant_model)):
         judged = {name: model(results[name], r) for name in about(claim.key, kinds) if name in results}

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
-from san.phenomena.checks import Claim, Judged, about, judge, moved
+from san.phenomena.checks import Judged, about, judge, moved
 from san.phenomena.data import curve, lacks, mode, per_input
-from san.phenomena.spec import DECODER, INIT, PRETRAINED
+from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 
-SOURCE = "Sun et al. 2024 (COLM), Sec. 2, 'Which layers?'"
+SUN, PLACE = "Sun et al. 2024 (COLM)", "Sec. 2, 'Which layers?'"
 MEASURE = "massive_ratio"
 
 
@@ -116,27 +117,38 @@ def massive_claims(
     """The two rows of Sun et al.'s claim over the decoders of ``results`` (model -> rank-collapse result; ``kinds``:
     model -> kind), thresholds and control settings from ``report`` (``report.phenomena.massive``): per claim key,
     its ``row`` and its models x claims ``cells`` (:func:`san.phenomena.checks.judge`)."""
-    r = report["massive"]
+    r = Settings("report.phenomena", report).section("massive")
+    scope = Scope((DECODER,), training=PRETRAINED_BY_AUTHORS)
     appear = Claim(
-        "massive_appear_abruptly", "massive activations \"emerge very rapidly from one layer of computation\", not "
-        "\"as a result of gradual accumulation through many layers\", in an early layer", V.UNIVERSAL, SOURCE,
-        f"in every pretrained decoder (unmodified), the largest one-block rise of the mean massive ratio (largest / "
-        f"median activation magnitude) among the blocks of the first half of the depth is at least x{r['jump']:g} "
+        key="massive_appear_abruptly",
+        statement="massive activations \"emerge very rapidly from one layer of computation\", not \"as a result of "
+        "gradual accumulation through many layers\", in an early layer",
+        words="\"emerge very rapidly from one layer of computation\", not \"as a result of gradual accumulation "
+        "through many layers\"",
+        source=SUN, place=PLACE, form=V.UNIVERSAL, scope=scope,
+        measure="the mean massive ratio (largest / median activation magnitude of a block output) per block",
+        test=f"in every pretrained decoder (unmodified), the largest one-block rise of the mean massive ratio (largest "
+        f"/ median activation magnitude) among the blocks of the first half of the depth is at least x{r['jump']:g} "
         "(margin in decades)",
-        V.Threshold(r["jump"], above=True, key="report.phenomena.massive.jump", log=True),
-        V.Wrong.toward("the random-init twin's curve, moved {s:g} of the way (log)", r["init_control"],
-                       "report.phenomena.massive.init_control"),
+        threshold=r.threshold("jump", above=True, log=True),
+        near_miss=NearMiss(r.wrong("init_control", "the random-init twin's curve, moved {s:g} of the way (log)"),
+                           "massive activations could be a property of the architecture, present before training"),
+        placebo="the random-init twin",
     )  # fmt: skip
     plateau = Claim(
-        "massive_plateau", "massive activations \"first appear in layer 2 and remain nearly constant values until "
-        "layer 30\" (LLaMA2-7B, 32 layers): once they appear they stay nearly constant until the last few layers",
-        V.UNIVERSAL, SOURCE,
-        f"in every pretrained decoder (unmodified), from the block of the largest first-half rise to the last "
+        key="massive_plateau",
+        statement="massive activations \"first appear in layer 2 and remain nearly constant values until layer 30\" "
+        "(LLaMA2-7B, 32 layers): once they appear they stay nearly constant until the last few layers",
+        words="\"first appear in layer 2 and remain nearly constant values until layer 30\"",
+        source=SUN, place=PLACE, form=V.UNIVERSAL, scope=scope,
+        measure="the mean massive ratio per block, after its largest first-half rise",
+        test=f"in every pretrained decoder (unmodified), from the block of the largest first-half rise to the last "
         f"{r['tail']} blocks (excluded), the mean massive ratio stays within x{r['plateau']:g} of its median there "
         "(margin in decades)",
-        V.Threshold(r["plateau"], above=False, key="report.phenomena.massive.plateau", log=True),
-        V.Wrong.toward("a transient spike: from the layer after the rise the ratio back at its level before it, moved "
-                       "{s:g} of the way (log)", r["transient_control"], "report.phenomena.massive.transient_control"),
+        threshold=r.threshold("plateau", above=False, log=True),
+        near_miss=NearMiss(r.wrong("transient_control", "a transient spike: from the layer after the rise the ratio "
+                                   "back at its level before it, moved {s:g} of the way (log)"),
+                           "an abrupt rise is just as consistent with a spike that decays again a layer later"),
     )  # fmt: skip
     judged_appear = {name: _appear_model(results[name]) for name in about(appear.key, kinds) if name in results}
     judged_plateau = {

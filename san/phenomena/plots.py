@@ -1,5 +1,6 @@
 """The pretrained phenomena's figure: models x claims, each cell coloured by the claim's verdict on that model alone
-(holds, fails, no power, not judged, n/a) and labelled with its statistic, from results/phenomena/table.nc."""
+(holds, fails, no power, not judged, n/a) and labelled with its statistic and caveat markers,
+from results/phenomena/table.nc."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import xarray as xr
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
+from san.claims.caveats import MARKERS, ORDER
 from san.core.markdown import fmt
 from san.core.plotting import DOUBLE_IN, OKABE_ITO
 from san.phenomena.spec import CELL_STATES, NOT_APPLICABLE
@@ -36,11 +38,14 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(DOUBLE_IN, 2.2 + 0.42 * len(models)), layout="constrained")
     ax.imshow(codes, cmap=ListedColormap(COLOURS), vmin=-0.5, vmax=len(COLOURS) - 0.5, aspect="auto")
     values = ds["value"].transpose("model", "claim").values
+    marks = ds["caveats"].transpose("model", "claim").values if "caveats" in ds else np.full(codes.shape, "")
     for i, j in np.ndindex(codes.shape):
         if codes[i, j] == CELL_STATES.index(NOT_APPLICABLE):
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.75", lw=0))
-        if np.isfinite(values[i, j]):
-            ax.text(j, i, fmt(float(values[i, j])), ha="center", va="center", fontsize=7)
+        text = fmt(float(values[i, j])) if np.isfinite(values[i, j]) else ""
+        text = f"{text} [{marks[i, j]}]".strip() if marks[i, j] else text
+        if text:
+            ax.text(j, i, text, ha="center", va="center", fontsize=7)
     ax.set_xticks(range(len(labels)), ["\n".join(textwrap.wrap(lab, 13)) for lab in labels], fontsize="x-small")
     kinds = list(map(str, ds["kind"].values))
     ax.set_yticks(range(len(models)), [f"{m} ({k})" for m, k in zip(models, kinds, strict=True)], fontsize="x-small")
@@ -49,7 +54,13 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     ax.grid(False)
     ax.grid(which="minor", color="white", lw=1.5)
     ax.tick_params(which="minor", length=0)
-    note = "\n".join(textwrap.wrap("left out, no claim judged: " + ", ".join(left_out), 80)) if left_out else ""
+    notes = []
+    if left_out:
+        notes.append("left out, no claim judged: " + ", ".join(left_out))
+    shown = sorted({m for cell in marks.ravel() for m in str(cell).split(", ") if m})
+    if shown:
+        notes.append("caveats: " + "; ".join(f"{m}: {MARKERS[m]}" for m in ORDER if m in shown))
+    note = "\n".join(line for n in notes for line in textwrap.wrap(n, 80))
     ax.set_xlabel("claim (cell text: the claim's statistic on that model)" + (f"\n{note}" if note else ""),
                   fontsize="small")  # fmt: skip
     ax.set_ylabel("pretrained model (kind)", fontsize="small")

@@ -23,6 +23,10 @@ KINDS = (DECODER, ENCODER, IMAGE_ENCODER)
 
 #: the weight sets the claims compare: the pretrained model and its random-init twin (the placebo of most controls)
 PRETRAINED, INIT = "pretrained", "init"
+#: the training regime of the models the literature's claims are about: weights pretrained by their authors (a
+#: fine-tune or a quantisation of them is in scope, with its caveat: san/claims/caveats.py)
+PRETRAINED_BY_AUTHORS = "pretrained"
+
 #: the variant whose layers the claims read (the model as it was trained) and pure attention (Dong et al.'s SAN)
 UNMODIFIED, PURE = "transformer", "SAN"
 
@@ -32,7 +36,8 @@ CLAIMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "massive_plateau": ("massive activations plateau", (DECODER,)),
     "colocated": ("norm spike, entropy valley and sink rise co-located", (DECODER,)),
     "compression_is_not_collapse": ("compression is not rank collapse", (DECODER, ENCODER)),
-    "sinks_grow_with_context": ("sinks grow with context length", (DECODER,)),
+    "sinks_grow_with_context": ("sinks grow with the pretraining context", (DECODER,)),
+    "sinks_at_longer_inference_context": ("sink share on longer prefixes", (DECODER,)),
     "small_vit_high_norm": ("high-norm tokens in a small ViT", (IMAGE_ENCODER,)),
     "high_norm_in_redundant_patches": ("high-norm tokens in redundant patches", (IMAGE_ENCODER,)),
 }
@@ -62,6 +67,12 @@ VARIABLES = {
         "its check on this model's data and its near-miss control at the config's setting: holds (the control "
         "fails), fails, no power (the control holds too), not judged (no evidence), n/a (the claim is not about "
         "this kind of model)",
+    ),
+    "caveats": Variable(
+        "caveat markers of the cell",
+        "1",
+        "q: quantised weights (GGUF), f: a fine-tune of another model, b: inputs without a BOS token, t: threshold "
+        "set after its result (san/claims/caveats.py); empty: none",
     ),
     "value": Variable("the model's test statistic", "1", "as the claim's row in summary.json defines it (its test)"),
     "threshold": Variable("the threshold the statistic is compared with", "1", "config key in the claim's row"),

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
+from san.claims import caveats
 from san.core.storage import describe
 from san.phenomena.spec import CELL_STATES, VARIABLES
 
@@ -31,7 +32,9 @@ def table_dataset(section: Mapping[str, Any]) -> xr.Dataset:
     verdicts = np.array([[CELL_STATES.index(x["verdict"]) for x in row] for row in cells], dtype=np.int8)
     ds = xr.Dataset(
         {**data, "verdict": (("model", "claim"), verdicts),
-         "note": (("model", "claim"), np.array([[x["note"] for x in row] for row in cells], dtype=str))},
+         "note": (("model", "claim"), np.array([[x["note"] for x in row] for row in cells], dtype=str)),
+         "caveats": (("model", "claim"), np.array([[caveats.marks(x.get("caveats")) for x in row] for row in cells],
+                                                  dtype=str))},
         coords={"model": ("model", models), "claim": ("claim", claims),
                 "kind": ("model", [section["models"][m] for m in models]),
                 "label": ("claim", [section["claims"][c] for c in claims])},
@@ -54,5 +57,6 @@ def table_frame(ds: xr.Dataset) -> pd.DataFrame:
             x = ds.sel(model=model, claim=claim)
             rows.append({"model": model, "kind": str(x["kind"].values), "claim": claim, "label": str(x["label"].values),
                          "verdict": CELL_STATES[int(x["verdict"])],
-                         **{k: float(x[k]) for k in NUMBERS}, "note": str(x["note"].values)})  # fmt: skip
+                         **{k: float(x[k]) for k in NUMBERS}, "caveats": str(x["caveats"].values),
+                         "note": str(x["note"].values)})  # fmt: skip
     return pd.DataFrame(rows)

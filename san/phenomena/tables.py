@@ -6,21 +6,25 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from san.claims import caveats
 from san.core.markdown import fmt, lookup, markdown
 from san.phenomena.spec import NOT_APPLICABLE
 
 
 def cell_text(cell: Mapping[str, Any]) -> str:
-    """A models x claims cell as the table prints it: the verdict on that model alone and its statistic."""
+    """A models x claims cell as the table prints it: the verdict on that model alone, its statistic and its caveat
+    markers (:mod:`san.claims.caveats`)."""
     if cell["verdict"] == NOT_APPLICABLE:
         return NOT_APPLICABLE
-    return cell["verdict"] if cell.get("value") is None else f"{cell['verdict']}: {fmt(cell['value'])}"
+    text = cell["verdict"] if cell.get("value") is None else f"{cell['verdict']}: {fmt(cell['value'])}"
+    marks = caveats.marks(cell.get("caveats"))
+    return f"{text} [{marks}]" if marks else text
 
 
 def phenomena_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
     """Which phenomenon each pretrained model shows: per model (and its kind), each claim's verdict on that model
-    alone (its check against its random-init twin or near-miss theory) and its statistic; the claims' tests, controls
-    and powers are their rows in the verdict table."""
+    alone (its check against its random-init twin or near-miss theory), its statistic and its caveat markers,
+    explained under the table; the claims' tests, controls and powers are their rows in the verdict table."""
     name = "phenomena"
     if summary.get("phenomena") is None:  # a run without text models or image encoders, or before the wing
         return "No pretrained phenomena in this run.\n"
@@ -29,8 +33,32 @@ def phenomena_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str
     rows = []
     for model, cells in lookup(summary, "phenomena.table", name).items():
         rows.append([model, kinds[model], *(cell_text(cells[key]) for key in labels)])
-    return markdown(["model", "kind", *labels.values()], rows)
+    cells = [c for by_claim in summary["phenomena"]["table"].values() for c in by_claim.values()]
+    legend = caveats.legend(cells=cells, models=summary["phenomena"].get("caveats") or {})
+    return markdown(["model", "kind", *labels.values()], rows) + legend
+
+
+def claims_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
+    """The wing's claims as their records declare them (:class:`san.claims.record.Claim`, carried by each row): key,
+    statement and source, scope (and what a run needs to judge it), test, near-miss control with why a careful reader
+    could hold it, and the placebo where the control is one."""
+    name = "phenomena_claims"
+    if summary.get("phenomena") is None:
+        return "No pretrained phenomena in this run.\n"
+    rows = []
+    for r in lookup(summary, "phenomena.verdicts", name):
+        scope = r.get("scope") or {}
+        kinds = ", ".join(scope.get("architectures", []))
+        parts = (f"{kinds}s" if kinds else "", scope.get("sizes", ""), scope.get("training", ""))
+        where = ", ".join(x for x in parts if x and x != "any") or "as the test says"
+        needs = f"; {scope['needs']}" if scope.get("needs") and not scope.get("covered", True) else ""
+        near = r.get("near_miss") or {}
+        control = f"{near.get('reference', r['positive_control']['reference'])}: {near.get('why', '')}".rstrip(": ")
+        placebo = f" (a placebo: {r['placebo']})" if r.get("placebo") else ""
+        rows.append([f"`{r['key']}`", f"{r['statement']} ({r['source']})", f"{where}{needs}", r["test"],
+                     f"{control} (`{r['positive_control']['key']}`){placebo}"])  # fmt: skip
+    return markdown(["key", "statement (source)", "scope", "test", "near-miss control"], rows)
 
 
 #: the wing's tables, by block name
-TABLES = {"phenomena": phenomena_table}
+TABLES = {"phenomena": phenomena_table, "phenomena_claims": claims_table}

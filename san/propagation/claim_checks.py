@@ -17,6 +17,8 @@ from san.core import verdicts as V
 NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
 NAIT_SAADA = "Nait Saada, Naderi & Tanner 2025"
 SECTION = "report.propagation"
+#: how the key of a threshold of :func:`halves` ends: its value is 0 (each half's margin), not a config value
+HALVES = "(each half's margin)"
 
 
 def check(key: str, paper: str, statement: str, form: str, source: str, **kwargs: Any) -> dict[str, Any]:
@@ -75,7 +77,8 @@ def point_measures(values: xr.DataArray) -> list[V.Measure]:
 
 
 def halves(parts: Mapping[str, tuple[V.Measure, V.Threshold]]) -> V.Measure:
-    """A claim of two (or more) halves as one measure: the margin of the half that clears least, each half's margin
+    """A claim of two (or more) halves as one measure: the margin of the half that clears least (its item names the
+    half, its own value and its threshold, so that a table never reads the margin as the value), each half's margin
     as its own threshold measures it (:meth:`san.core.verdicts.Threshold.margin`: in decades for a threshold with
     ``log``), so that the measure clears 0 exactly when every half clears its own. As :func:`san.core.verdicts.worst`:
     a failing half fails the claim, otherwise a half without evidence leaves it not judged."""
@@ -84,13 +87,17 @@ def halves(parts: Mapping[str, tuple[V.Measure, V.Threshold]]) -> V.Measure:
     if not judged or (len(judged) < len(margins) and min(judged.values()) > 0):
         return V.Measure(float("nan"), 0.0, 0)
     name = min(judged, key=judged.__getitem__)
-    return V.Measure(judged[name], 0.0, sum(m.evidence for m, _ in parts.values()), name)
+    m, th = parts[name]
+    unit = ", margin in decades" if th.log else ""
+    item = f"least margin: {name} = {m.value:.3g} against {'>' if th.above else '<'} {th.value:g}{unit}"
+    return V.Measure(judged[name], 0.0, sum(m.evidence for m, _ in parts.values()), item)
 
 
 def margins_above_zero(key: str, *keys: str) -> V.Threshold:
     """The threshold of :func:`halves`: the least margin above 0; ``key`` (and ``keys``) name the config keys of
     the halves' thresholds."""
-    return V.Threshold(0.0, above=True, key=" and ".join(f"{SECTION}.{k}" for k in (key, *keys)))
+    keys_text = " and ".join(f"{SECTION}.{k}" for k in (key, *keys))
+    return V.Threshold(0.0, above=True, key=f"{keys_text} {HALVES}")
 
 
 def decay_rate(residual: np.ndarray, floor: float) -> tuple[float, float]:

@@ -205,6 +205,12 @@ def construction_row(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         f"tokens, d = {built['width']}), {ds.sizes['layer'] - 1} layers: at least {t['stay_fraction']:.0%} keep s2/s1 "
         f"of the centred tokens > {t['rank2_ratio']} at every layer with the sphere normalisation and with "
         "LayerNorm, fewer without (a draw that fell below once counts as collapsed: later readings are round-off)",
+        bound=threshold(t, "stay_fraction", above=True, spread=False),
+        inclusive=True,
+        items=[
+            {"item": n, "value": frac[n], "verdict": V.label(ok[n]), "must": V.FAILS if n == "none" else V.HOLDS}
+            for n in CONSTRUCTION_NORMS
+        ],
         detail=f"equilibrium s2/s1 {ds.attrs['construction_equilibrium_ratio']:.3f}; staying rank 2: sphere "
         f"{frac['sphere']:.0%}, LayerNorm {frac['layer_norm']:.0%}, none {frac['none']:.0%}; median last s2/s1 "
         + ", ".join(f"{n} {float(np.nanmedian(last.sel(construction_norm=n))):.1e}" for n in CONSTRUCTION_NORMS),

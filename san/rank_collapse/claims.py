@@ -141,7 +141,8 @@ def rank_collapse_claims(
                      kind=V.REGRESSION, form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2",
                      holds=V.judged(bool(skip) and min(skip) > floor, len(skip)),
                      value=min(skip) if skip else None, margin=min(skip) - floor if skip else None,
-                     test=f"every skip variant's last-layer ratio above {floor:g}")  # fmt: skip
+                     test=f"every skip variant's last-layer ratio above {floor:g}",
+                     bound=V.Threshold(floor, above=True, key="report.rank_collapse.floor"))  # fmt: skip
     return {
         "layer": layer,
         "threshold": threshold,

@@ -12,8 +12,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims.record import Scope, item
 from san.core import verdicts as V
 from san.rank_collapse.spec import METRICS
+
+SOURCE = "Dong et al. 2021, Fig. 2 (pretrained; the paper's models: BERT, ALBERT, XLNet as released)"
+#: the paper's pretrained models: bidirectional encoders as their authors released them; a fine-tune of one (a
+#: sentence-embedding model) is read with its caveat (san/claims/caveats.py), never as the paper's model
+PAPER_MODELS = Scope(("encoder",), sizes="base size (12 layers)", training="pretrained by their authors (BERT, "
+                     "ALBERT, XLNet as released); fine-tunes are other models, read with their caveat")  # fmt: skip
 
 
 def f_(x: Any) -> float:
@@ -104,9 +111,9 @@ def _collapse_row(curves: Mapping[str, xr.DataArray], threshold: float, fraction
                          f"{int(c['layer'].max())}" for n, c in curves.items())  # fmt: skip
 
     plateau = ", ".join(f"{n} {f_(c.sel(layer=1)):.2g}" for n, c in curves.items())
-    return V.check(
+    row = V.check(
         "pure_collapses_in_every_model", "with pretrained weights pure attention collapses slower, but still fast",
-        form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)",
+        form=V.UNIVERSAL, source=SOURCE,
         test=f"pretrained pure attention falls below {threshold:g} within {fraction:g} of the depth in every "
         "bidirectional model (value: the largest crossing of the threshold, interpolated in log between the layers, "
         "over the depth; never: depth + 1)",
@@ -116,6 +123,8 @@ def _collapse_row(curves: Mapping[str, xr.DataArray], threshold: float, fraction
         detail=f"crossing / depth: {crossings(0.0)}; the plateau at the first block's value ({plateau}) crosses at "
         f"{crossings(control)} (depth + 1: never)",
     )  # fmt: skip
+    rested = [item(n, plateau_fraction(c, threshold, 0.0), "of the depth") for n, c in curves.items()]
+    return {**row, "scope": PAPER_MODELS.record(), "items": rested}
 
 
 def pretrained_collapse_claims(
@@ -206,7 +215,7 @@ def pretrained_slower_claims(
 
     row = V.check(
         "slower_in_every_model", "pretrained pure attention collapses slower than at initialisation",
-        form=V.UNIVERSAL, source="Dong et al. 2021, Fig. 2 (pretrained)",
+        form=V.UNIVERSAL, source=SOURCE,
         test=f"pretrained pure attention at layer {layer} at least {min_factor:g}x above init in every bidirectional "
         "model (margin in decades)",
         statistic=statistic, threshold=threshold,
@@ -216,6 +225,8 @@ def pretrained_slower_claims(
         detail="; ".join(f"{n}: pretrained {e['pretrained']:.2g} / init {e['init']:.2g} = {e['factor']:.3g} (at the "
                          f"initialisation's rate: {e['init_rate_factor']:.3g})" for n, e in per_model.items()),
     )  # fmt: skip
+    row.update(scope=PAPER_MODELS.record(),
+               items=[item(n, e["factor"], "x init", layer=layer) for n, e in per_model.items()])  # fmt: skip
     factors = [e["factor"] for e in per_model.values()]
     return {
         "layer": layer,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from san.core.markdown import measured_cell, power_cell, wrong_cell
+from san.claims import cells
 from san.core.verdicts import NOT_JUDGED, verdict_of
 from san.report.front import findings, first_verdicts
 
@@ -20,6 +21,11 @@ def yes_no(flag: bool | None) -> str:
     """A verdict as the captions print it; None (the results hold no evidence for the claim) is "not judged",
     neither a yes nor a no (:mod:`san.core.verdicts`)."""
     return NOT_JUDGED if flag is None else "yes" if flag else "no"
+
+
+def finite(x: Any) -> bool:
+    """Whether ``x`` is a number a sentence can print (not None, NaN or infinite)."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def rst_text(text: object) -> str:
@@ -31,34 +37,32 @@ def rst_text(text: object) -> str:
 
 def verdict_item(row: Mapping[str, Any]) -> str:
     """One verdict row (:func:`san.core.verdicts.row`) as a caption's list item prints it: its statement, printed
-    verdict, kind, form, source, test and detail (where any), and its positive control with its power where
-    computed; the texts escaped (:func:`rst_text`)."""
+    verdict with its caveat markers, kind, form, source, test and detail (where any), and its positive control with
+    its power where computed; the texts escaped (:func:`rst_text`)."""
     control = ""
     if "positive_control" in row:
         c = row["positive_control"]
         power = "" if c.get("power") is None else f", passes up to {c['power']:.3g}"
         control = f"; positive control, {rst_text(c['reference'])}: {c['verdict']}{power}"
     detail = f"; {rst_text(row['detail'])}" if row.get("detail") else ""
+    marks = cells.caveat_cell(row)
+    caveat = f" [caveats: {marks}]" if marks else ""
     return (
-        f'"{rst_text(row["statement"])}" — **{row["verdict"]}** ({row["kind"]}, {row["form"]}; source: '
+        f'"{rst_text(row["statement"])}" — **{row["verdict"]}**{caveat} ({row["kind"]}, {row["form"]}; source: '
         f"{rst_text(row['source'])}; test: {rst_text(row['test'])}{detail}{control})"
     )
 
 
 def verdict_table(rows: list[Mapping[str, Any]]) -> str:
-    """The scientific verdicts at a glance as a reStructuredText list table, one row each: the claim (its statement
-    and key), its source, the printed verdict, the measured value against its threshold, the near-miss control at its
-    config setting with its verdict, and the power (:mod:`san.core.markdown`'s cells, the texts escaped)."""
-    header = ("claim", "source", "verdict", "value and threshold", "near-miss control and its verdict", "power")
-    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 24 14 8 18 26 10", ""]
-    body = [header] + [
-        (f"{r['statement']} ({r['claim']})", r["source"], r["verdict"], measured_cell(r), wrong_cell(r), power_cell(r))
-        for r in rows
-    ]
-    for cells in body:
-        # a cell of a lone "-" (no value) would read as an empty bullet list
-        lines += [f"   * - {rst_text(cells[0])}"] + [f"     - {rst_text(c) if c != '-' else 'none'}" for c in cells[1:]]
-    return "\n".join(lines) + "\n"
+    """The scientific verdicts at a glance as a reStructuredText list table, one row each, in the columns of the
+    README's table (:data:`san.claims.cells.SCIENCE_HEADER`: the measured value, the threshold and the margin each in
+    its own column, the caveat markers beside the verdict), the texts escaped; under it, the caveats its markers
+    stand for."""
+    lines = [".. list-table::", "   :header-rows: 1", "   :widths: 20 12 7 5 14 14 7 14 7", ""]
+    body = [list(cells.SCIENCE_HEADER)] + [cells.science_cells(r) for r in rows]
+    for row in body:
+        lines += [f"   * - {rst_text(row[0])}"] + [f"     - {rst_text(c) if c else 'none'}" for c in row[1:]]
+    return "\n".join(lines) + "\n" + rst_text(cells.legend(rows))
 
 
 def sweep_rows(section: Mapping[str, Any] | None, sweep: str) -> list[Mapping[str, Any]]:
@@ -80,8 +84,10 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters["e"] = lambda x: f"{x:.1e}"
-    env.filters["pct"] = lambda x: f"{100 * x:.1f}%"
+    env.filters["e"] = lambda x: f"{x:.1e}" if finite(x) else "none"
+    env.filters["pct"] = lambda x: f"{100 * x:.1f}%" if finite(x) else "none"
+    env.filters["num"] = lambda x, spec=".3g": format(x, spec) if finite(x) else "none"
+    env.globals["finite"] = finite
     env.globals["yes_no"] = yes_no
     env.globals["verdict"] = verdict_of
     env.globals["sweep_rows"] = sweep_rows

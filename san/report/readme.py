@@ -43,12 +43,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from san.core.markdown import lookup, markdown, measured_cell, power_cell, wrong_cell
+from san.claims import cells
+from san.core.markdown import lookup, markdown
 from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.figures import gallery, gallery_markdown, gallery_source
 from san.models.tables import TABLES as FAMILY_TABLES
+from san.report import published
 from san.report.benchmark_tables import benchmark_table
 from san.report.provenance import source_line
 
@@ -87,28 +89,22 @@ BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
 def verdicts_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
-    """Every verdict of the run at a glance: the scientific verdicts as one table (claim, source, verdict, the
-    measured value against its threshold, the near-miss control at its config setting with its verdict, and the
-    power: how far the reference can move before the test fails), then the regression checks (true by construction:
-    identities, proven inequalities, controls) and the demonstrations (examples built to satisfy an existential
-    claim) with their checks."""
+    """Every verdict of the run at a glance: the scientific verdicts as one table (claim, source, verdict, caveat
+    markers, the measured value, the threshold, the margin, the near-miss control at its config setting with its
+    verdict, and the power: how far the reference can move before the test fails), then the regression checks (true
+    by construction: identities, proven inequalities, controls) and the demonstrations (examples built to satisfy an
+    existential claim) with their checks; under each table, the caveats its markers stand for
+    (:mod:`san.claims.cells`)."""
     name = "verdicts"
-    science = [
-        [f"{v['statement']} (`{v.get('claim', v['key'])}`)", v["source"], v["verdict"], measured_cell(v), wrong_cell(v),
-         power_cell(v)]
-        for v in lookup(summary, "verdicts.scientific", name)
-    ]  # fmt: skip
-    checks = [
-        [f"{v['statement']} (`{v.get('claim', v['key'])}`)", kind, v["source"], v["verdict"], measured_cell(v)]
-        for kind in ("regression", "demonstration")
-        for v in lookup(summary, f"verdicts.{kind}", name)
-    ]
+    science = list(lookup(summary, "verdicts.scientific", name))
+    checks = [(kind, v) for kind in ("regression", "demonstration") for v in lookup(summary, f"verdicts.{kind}", name)]
     return (
-        markdown(["claim", "source", "verdict", "value and threshold", "near-miss control and its verdict", "power"],
-                 science)
+        markdown(cells.SCIENCE_HEADER, [cells.science_cells(v) for v in science])
+        + cells.legend(science)
         + "\n"
-        + markdown(["check", "kind", "source", "verdict", "value"], checks)
-    )  # fmt: skip
+        + markdown(cells.CHECK_HEADER, [cells.check_cells(v, kind) for kind, v in checks])
+        + cells.legend([v for _, v in checks])
+    )
 
 
 def tables() -> dict[str, Table]:
@@ -320,6 +316,8 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
             problems.append(f"{SNAPSHOTS / snap.name} names no source run")
     problems += [f"{MANIFEST} lists {SNAPSHOTS / n}, which is missing" for n in made if not (snapshots / n).is_file()]
     problems += _verify_run_tables(root, manifest)
+    problems += [f"{doc.relative_to(root)}: a generated block differs from its snapshot (python -m san.report.readme "
+                 "sync)" for doc in sync(root, check=True)]  # fmt: skip
     quoted = {m.group(2) for doc in documents(root) for m in BLOCK.finditer(doc.read_text())}
     for name in sorted(n for n in manifest.get("benchmarks", {}) if n.endswith(".md")):
         table, data = snapshots / name, snapshots / Path(name).with_suffix(".json").name
@@ -371,6 +369,8 @@ def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     if summary.get("provenance") != manifest.get("run"):
         problems.append(f"{SNAPSHOTS / 'summary.json'} is not the run {MANIFEST} records")
     problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in rederive_summary(summary)]
+    if summary.get("format", 1) >= published.FORMAT:
+        problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in published.problems(summary, root)]
     try:
         rendered = build_tables(summary, run_data(snapshots, snapshots=True))
     except (KeyError, ValueError) as err:

@@ -195,11 +195,13 @@ def _random_weight_verdicts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
         ("nominal.holds", "random weights respect the proven bound with gamma = 1", nominal["holds"],
          nominal["violations"], nominal["threshold"] - nominal["violations"],
          f"at most {nominal['threshold']} of {nominal['decided']} random-weight pairs without LayerNorm violate the "
-         "nominal bound", nominal["control"]),
+         "nominal bound", nominal["control"],
+         V.Threshold(nominal["threshold"], above=False, key="report.theorem.nominal_violations_max")),
         ("certified_holds_no_ln", "the certified bound holds on every random-weight pair (a proven inequality)",
-         out["certified_holds_no_ln"], certified_margin, certified_margin - out["certified_margin_threshold"],
-         f"every certified margin log10(bound / residual) at least {out['certified_margin_threshold']:g}",
-         out["certified_control"]),
+         out["certified_holds_no_ln"], certified_margin if not out["certified_missing_no_ln"] else None,
+         certified_margin - out["certified_margin_threshold"], f"every certified margin log10(bound / residual) at "
+         f"least {out['certified_margin_threshold']:g}", out["certified_control"],
+         V.Threshold(out["certified_margin_threshold"], above=True, key="report.theorem.certified_margin_min")),
     )  # fmt: skip
     return [
         V.row(
@@ -213,8 +215,10 @@ def _random_weight_verdicts(out: Mapping[str, Any]) -> list[dict[str, Any]]:
             margin=margin,
             test=test,
             positive_control=control,
+            bound=bound,
+            inclusive=True,
         )  # fmt: skip
-        for key, statement, holds, value, margin, test, control in rows
+        for key, statement, holds, value, margin, test, control, bound in rows
     ]
 
 
@@ -271,6 +275,11 @@ def _adversarial_verdicts(adv: Mapping[str, Any], thresholds: Mapping[str, Any])
             source="this project's adversarial search",
             holds=adv["controls_detected"],
             test=f"each negative control's largest log10 gamma above {adv['negative_control_criterion']:.3g}",
+            bound=V.Threshold(adv["negative_control_criterion"], above=True, key=""),
+            items=[
+                {"item": name, "value": c["log10_gamma_max"], "verdict": V.label(c["violated"]), "must": V.HOLDS}
+                for name, c in adv["controls"].items()
+            ],
         ),
     ]
 

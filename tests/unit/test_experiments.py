@@ -70,7 +70,7 @@ def test_a_wing_registered_once_reaches_checks_claims_tables_and_rules(monkeypat
     written = readme.write_tables(tmp_path, tmp_path / "out")
     assert [p.name for p in written] == ["fake.md", "verdicts.md"]
     assert "| 7 | table.csv |" in written[0].read_text()
-    row = "| the fake wing reads its result (`fake.works`) | regression | a test | holds | - |"
+    row = "| the fake wing reads its result (`fake.works`) | regression | a test | holds |  | none | none | none |"
     assert row in written[1].read_text()
 
 

@@ -27,6 +27,8 @@ rule summary:
     params:
         **SUMMARY_PARAMS,
         report=config["report"],
+        # the entries of the run's models: the facts their caveats are read from (san.claims.caveats)
+        model_entries={m: config["models"][m] for m in dict.fromkeys(RANK_COLLAPSE_MODELS + VISION_MODELS)},
     script:
         "../../scripts/summary.py"
 

@@ -88,7 +88,9 @@ def series_claims(
                   holds=learns, value=max(ratios) if ratios else None,
                   margin=max_loss_ratio - max(ratios) if ratios else None,
                   test=f"every seed's loss over the last tenth of the steps at most {max_loss_ratio:g} x the unigram "
-                  "baseline (margin: required - largest ratio)"),
+                  "baseline (margin: required - largest ratio)",
+                  bound=V.Threshold(max_loss_ratio, above=False, key="report.training_series.max_loss_ratio"),
+                  inclusive=True),
         ],
     }  # fmt: skip
 

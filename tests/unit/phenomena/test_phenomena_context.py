@@ -1,5 +1,7 @@
-"""Barbero et al.'s sinks growing with the context length, against the random-init twin's growth, on synthetic
-context-length runs (per sequence, so the growth is judged after standard errors over the sequences)."""
+"""Barbero et al.'s sinks growing with the pretraining context (not judged without models pretrained at several
+context lengths) and the sink share on longer prefixes (a row credited to no paper), against the random-init twin's
+growth, on synthetic context-length runs (per sequence, so the growth is judged after standard errors over the
+sequences)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from phenomena_results import REPORT, assert_rederived, context_result
 from san.phenomena.context import context_claims, growth, sink_by_length
 from san.phenomena.spec import DECODER, ENCODER
 
+INFERENCE = "sinks_at_longer_inference_context"
 R, SHARE = REPORT["phenomena"], REPORT["first_token_sink"]["share_threshold"]
 #: per sequence length (16, 32, 64) and sequence (4), the attention on the first token of every layer and head
 GROWING = np.array([[0.1, 0.1, 0.1, 0.1], [0.5, 0.1, 0.5, 0.1], [0.5, 0.5, 0.5, 0.5]])
@@ -29,7 +32,7 @@ def test_the_growth_is_paired_by_sequence():
 
 
 def test_sinks_that_grow_hold_and_the_twins_dilution_fails():
-    out = judge(GROWING, models=("dec", "other"))["sinks_grow_with_context"]
+    out = judge(GROWING, models=("dec", "other"))[INFERENCE]
     row = out["row"]
     assert row["verdict"] == "holds" and row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 8
     assert row["item"] == "16 -> 64 tokens"
@@ -41,30 +44,45 @@ def test_sinks_that_grow_hold_and_the_twins_dilution_fails():
 
 
 def test_a_twin_whose_sinks_grow_too_leaves_no_power():
-    row = judge(GROWING, init=GROWING)["sinks_grow_with_context"]["row"]
+    row = judge(GROWING, init=GROWING)[INFERENCE]["row"]
     assert row["holds"] is True and row["verdict"] == "no power"
     assert_rederived(row)
 
 
 def test_a_growth_within_the_noise_fails():
-    row = judge(NOISY)["sinks_grow_with_context"]["row"]
+    row = judge(NOISY)[INFERENCE]["row"]
     assert row["value"] == 0.0 and row["se"] == pytest.approx(1 / np.sqrt(3)) and row["verdict"] == "fails"
     assert_rederived(row)
 
 
 def test_a_run_with_the_mean_over_the_sequences_alone_is_one_item_without_spread():
     ds = context_result({"pretrained": GROWING, "init": DILUTING}).drop_vars("first_token_attention_by_sample")
-    row = context_claims({"dec": ds}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]["row"]
+    row = context_claims({"dec": ds}, {"dec": DECODER}, R, SHARE)[INFERENCE]["row"]
     # the mean attention is 0.1, 0.3 and 0.5 at the three lengths: no sink head at 16 tokens, every head at 64
     assert row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 1 and row["verdict"] == "holds"
     assert_rederived(row)
 
 
 def test_a_decoder_without_a_context_run_is_not_judged():
-    out = context_claims({}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]
+    out = context_claims({}, {"dec": DECODER}, R, SHARE)[INFERENCE]
     assert out["row"]["verdict"] == "not judged" and "no context-length run" in out["row"]["detail"]
     assert out["cells"]["dec"]["verdict"] == "not judged"
     assert_rederived(out["row"])
     one = context_result({"pretrained": GROWING[:1], "init": DILUTING[:1]}, seq_lens=(16,))
-    row = context_claims({"dec": one}, {"dec": DECODER}, R, SHARE)["sinks_grow_with_context"]["row"]
+    row = context_claims({"dec": one}, {"dec": DECODER}, R, SHARE)[INFERENCE]["row"]
     assert "fewer than two sequence lengths" in row["detail"]
+
+
+def test_barbero_is_not_judged_without_models_pretrained_at_several_context_lengths():
+    out = judge(GROWING, models=("dec", "other"))
+    row = out["sinks_grow_with_context"]["row"]
+    assert row["verdict"] == "not judged" and row["holds"] is None
+    assert "needs models pretrained at several context lengths" in row["detail"]
+    assert row["scope"]["covered"] is False and row["scope"]["sweep"] == ["pretraining context length"]
+    assert out["sinks_grow_with_context"]["cells"]["dec"]["verdict"] == "not judged"
+    assert out["sinks_grow_with_context"]["cells"]["enc"]["verdict"] == "n/a"
+    inference = out[INFERENCE]["row"]
+    assert inference["source"].startswith("this project's measurement") and "Barbero" not in inference["source"]
+    assert [i["item"] for i in inference["items"]] == ["dec", "other"]
+    assert [i["value"] for i in inference["items"]] == [1.0, 1.0]
+    assert_rederived(row)

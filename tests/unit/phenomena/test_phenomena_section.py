@@ -58,7 +58,8 @@ def test_every_claim_has_its_row_and_every_model_its_cells(section):
     assert [r["key"] for r in section["verdicts"]] == list(spec.CLAIMS)
     assert section["models"] == {"dec": "decoder", "enc": "encoder", "vit": "image encoder"}
     verdicts = {r["key"]: r["verdict"] for r in section["verdicts"]}
-    assert verdicts == dict.fromkeys(spec.CLAIMS, "holds"), verdicts
+    # Barbero et al.'s claim needs decoders pretrained at several context lengths, which no run holds
+    assert verdicts == {**dict.fromkeys(spec.CLAIMS, "holds"), "sinks_grow_with_context": "not judged"}, verdicts
     assert all(r["kind"] == V.SCIENTIFIC and "threshold" in r for r in section["verdicts"])
     for row in section["verdicts"]:
         assert V.rederive(row) == []
@@ -73,7 +74,7 @@ def test_a_run_without_the_context_runs_leaves_barbero_unjudged(tmp_path):
     decoder().to_netcdf(tmp_path / "dec.nc")
     params = {"models": ["dec"], "vision_models": [], "report": REPORT}
     out = phenomena_claims.claims({"rank_collapse": [str(tmp_path / "dec.nc")], "vision": []}, params)["phenomena"]
-    row = next(r for r in out["verdicts"] if r["key"] == "sinks_grow_with_context")
+    row = next(r for r in out["verdicts"] if r["key"] == "sinks_at_longer_inference_context")
     assert row["verdict"] == "not judged" and "no context-length run of this model" in row["detail"]
     assert phenomena_claims.claims({}, {"report": REPORT}) == {"phenomena": None}
 

@@ -13,8 +13,9 @@ import pytest
 
 from san.core import verdicts as V
 from san.core.markdown import MissingKey
-from san.report import readme
+from san.report import published, readme
 from san.report.benchmark_tables import benchmark_table
+from san.theory.claims import factor_scan
 
 from helpers import ROOT
 
@@ -140,12 +141,11 @@ def control(verdict: bool) -> dict:
 
 def _adversarial_row() -> dict:
     """A scientific row built by the one check: gamma 0.11 against 1, and the bound divided by a factor that it still
-    passes up to 9 (so at the setting 2 the control holds: no power)."""
+    passes up to 9, beyond the scan's 4 (so at the setting 2 the control holds: no power)."""
     return V.check(
         "adversarial.holds", "gamma <= 1 (adversarial)", form=V.UNIVERSAL, source="Theorem 2.2", test="gamma <= 1",
         statistic=lambda f: V.Measure(0.11 * f), threshold=V.Threshold(1.0, above=False, key="report.theorem.g"),
-        wrong=V.Wrong("the bound divided by {s:g}", 1.0, 2.0, "report.theorem.control_factor",
-                      (1.0, 2.0, 9.0, 9.1, 9.2)),
+        wrong=V.Wrong("the bound divided by {s:g}", 1.0, 2.0, "report.theorem.control_factor", factor_scan(2.0)),
     )  # fmt: skip
 
 
@@ -183,7 +183,7 @@ def _summary() -> dict:
             "slack_no_ln": {"min": 6.5, "median": 6.6},
             "certified_margin_min_no_ln": 6.2,
             "certified_margin_threshold": 0.0,
-            "certified_holds_no_ln": None,
+            "certified_holds_no_ln": True,
             "certified_control": control(False),
             "nominal": {"violations": 0, "threshold": 0, "holds": True, "control": control(True)},
             "adversarial": {
@@ -199,14 +199,32 @@ def _summary() -> dict:
             },
             "fig2_exponent": {"bert": {"init": 3.3}},
             "verdicts": [
-                V.row("nominal.holds", "nominal bound", holds=True, **regression),
-                V.row("certified_holds_no_ln", "certified bound", holds=None, value=6.2, **regression),
+                V.row(
+                    "nominal.holds",
+                    "nominal bound",
+                    holds=True,
+                    value=0,
+                    margin=0,
+                    inclusive=True,
+                    bound=V.Threshold(0, above=False, key="report.theorem.nominal_violations_max"),
+                    **regression,
+                ),
+                V.row(
+                    "certified_holds_no_ln",
+                    "certified bound",
+                    holds=True,
+                    value=6.2,
+                    margin=6.2,
+                    inclusive=True,
+                    bound=V.Threshold(0, above=True, key="report.theorem.certified_margin_min"),
+                    **regression,
+                ),
                 _adversarial_row(),
             ],
         },  # fmt: skip
         "propagation": {"verdicts": [claim]},
     }
-    return {**sections, "verdicts": V.collect(sections), "provenance": RUN}
+    return {**sections, "verdicts": V.collect(sections), "provenance": RUN, "format": published.FORMAT}
 
 
 def test_tables_from_a_summary(tmp_path):
@@ -217,8 +235,9 @@ def test_tables_from_a_summary(tmp_path):
     assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
     assert (
-        "| Noci et al. 2022, abstract | branches scaled | universal | holds | the unscaled residual, 1 of the way: "
-        "fails as it must; passes up to 0.55 | cosine 0.3 |" in out["propagation"]
+        "| Noci et al. 2022, abstract | branches scaled | universal | holds |  | 0.3 | < 0.9 (report.p.cosine) | 0.6 "
+        "| the unscaled residual, 1 of the way: fails as it must; passes up to 0.55 | cosine 0.3 |"
+        in out["propagation"]
     )
     assert "| no (the theorem) | gaussian | 5 | 0 | 0 | 1 |" in out["theorem"]
     assert (
@@ -227,19 +246,19 @@ def test_tables_from_a_summary(tmp_path):
         in out["theorem"]
     )
     assert (
-        "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | not judged | the bound divided by 2: "
+        "| certified bound: smallest margin (decades) | regression | 6.2 | >= 0 | holds | the bound divided by 2: "
         "fails as it must |" in out["theorem"]
     )
     assert "| negative control skip: largest log10 gamma | regression | 7.2 | > 0 | holds |  |" in out["theorem"]
     assert "no model" in out["pretrained"].lower()
     assert (
-        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power | 0.11 < 1 "
-        "(report.theorem.g) | the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: holds "
-        "| 9 |" in out["verdicts"]
+        "| gamma <= 1 (adversarial) (`theorem.adversarial.holds`) | Theorem 2.2 | no power |  | 0.11 | < 1 "
+        "(report.theorem.g) | 0.89 | the bound divided by 2 (report.theorem.control_factor = 2), measured 0.22: "
+        "holds | >= 4 |" in out["verdicts"]
     )
     assert (
-        "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | not judged | 6.2 |"
-        in out["verdicts"]
+        "| certified bound (`theorem.certified_holds_no_ln`) | regression | Theorem 2.2 | holds |  | 6.2 | > 0 "
+        "(report.theorem.certified_margin_min) | 6.2 |" in out["verdicts"]
     )
     line = "<sub>Source run: commit 0123456789ab, config abcdef012345, 2026-01-01 00:00 UTC, m.</sub>"
     assert all(text.rstrip().endswith(line) for text in out.values()), "every table names its run"
@@ -467,6 +486,7 @@ def _republished_with(root: Path, edit) -> None:
             if (snapshots / name).is_file():
                 section[name] = readme.sha256(snapshots / name)
     (root / readme.MANIFEST).write_text(json.dumps(manifest))
+    readme.sync(root)
 
 
 def _theorem_rows(summary: dict) -> list[dict]:

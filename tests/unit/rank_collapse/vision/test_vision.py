@@ -26,6 +26,8 @@ REPORT = {
     "decay_below": 0.01,
     "preserved_above": 0.5,
     "high_norm": 5.0,
+    # the synthetic results of _norms have 2 blocks: "large" here
+    "large_min_layers": 2,
     "constant_rate_control": 1.0,
     "init_twin_control": 1.0,
     "threshold_notes": {"preserved_above": "set to 0.5 before the first run"},
@@ -199,9 +201,18 @@ def test_high_norm_tokens_without_power_where_the_init_twin_has_them_too():
 def test_high_norm_tokens_fail_and_are_not_judged_without_pretrained_weights_or_their_twin():
     assert high_norm_tokens_claim({"m": _norms({"init": 1.0, "pretrained": 2.0})}, REPORT)["verdict"] == "fails"
     missing = high_norm_tokens_claim({"m": _norms({"init": 50.0})}, REPORT)
-    assert missing["verdict"] == "not judged" and "no pretrained weights" in missing["detail"]
+    assert missing["verdict"] == "not judged" and "no pretrained image encoder" in missing["detail"]
     alone = high_norm_tokens_claim({"m": _norms({"pretrained": 50.0})}, REPORT)
     assert alone["holds"] is True and alone["verdict"] == "not judged", "no twin: the placebo could not run"
+
+
+def test_high_norm_tokens_on_a_small_vit_are_not_judged_with_what_the_claim_needs():
+    report = {**REPORT, "large_min_layers": 24}
+    row = high_norm_tokens_claim({"small": _norms({"init": 1.0, "pretrained": 1.2})}, report)
+    assert row["verdict"] == "not judged" and row["holds"] is None and row["scope"]["covered"] is False
+    assert "needs a pretrained ViT with >= 300M parameters" in row["detail"] and "small: 2 blocks" in row["detail"]
+    judged = high_norm_tokens_claim({"small": _norms({"init": 1.0, "pretrained": 50.0})}, REPORT)
+    assert judged["items"] == [{"item": "small", "value": pytest.approx(50.0), "unit": "x median", "blocks": 2}]
 
 
 def test_every_vision_row_is_rederived_from_its_own_numbers():
