@@ -90,28 +90,32 @@ def missing_cf_attrs(ds: Any) -> list[str]:
 
 
 def compute_attrs(torch: Any) -> dict[str, Any]:
-    """What a result records of the compute environment: CUDA and cuDNN versions, the GPU in use (name, index,
-    capability, the job's peak allocated memory so far), TF32 and deterministic-algorithms settings. The CPU-only
-    fields when CUDA was never started. ``torch``: the module, already imported by the job (provenance itself
-    never imports it: a figure job has no torch)."""
+    """What a result records of the compute environment that applies to the job's device. A job that computed on
+    a GPU (CUDA started): ``device`` ``cuda``, the CUDA and cuDNN versions, the GPU in use (name, index,
+    capability, the job's peak allocated memory so far), the TF32 and deterministic-algorithms settings and cuBLAS's
+    workspace. A CPU job (CUDA never started): ``device`` ``cpu``, torch's version and its intra-op threads only;
+    the CUDA flags do not act on CPU kernels, so recording them would state settings that did not apply.
+    ``torch``: the module, already imported by the job (provenance itself never imports it: a figure job has no
+    torch)."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return {"device": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads()}
+    index = torch.cuda.current_device()
     out: dict[str, Any] = {
+        "device": "cuda",
         "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
         "cuda_version": torch.version.cuda or "none",
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "gpu": torch.cuda.get_device_name(index),
+        "gpu_index": index,
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+        "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
     }
     if torch.backends.cudnn.is_available():
         out["cudnn_version"] = torch.backends.cudnn.version()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        index = torch.cuda.current_device()
-        out |= {
-            "gpu": torch.cuda.get_device_name(index),
-            "gpu_index": index,
-            "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
-            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-            "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
-        }
     return out
 
 
