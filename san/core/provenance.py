@@ -80,13 +80,28 @@ def history_line(now: datetime | None = None) -> str:
     return f"{now.isoformat(timespec='seconds')}: written by san {version}"
 
 
+def unlabelled(ds: Any) -> list[str]:
+    """The labels that the variables and coordinates of ``ds`` lack, as ``"name: key"``: every one carries a
+    non-empty string ``long_name`` and a string ``units``. The one rule for what has no physical unit: ``"1"``, for
+    a dimensionless number, a count, a flag (with ``flag_values``/``flag_meanings``) and a label (a string
+    coordinate or variable: a model's name, a claim, a note), so no variable is exempt."""
+    missing = []
+    for name in ds.variables:
+        attrs = ds[name].attrs
+        long_name, units = attrs.get("long_name"), attrs.get("units")
+        if not (isinstance(long_name, str) and long_name.strip()):
+            missing.append(f"{name}: long_name")
+        if not (isinstance(units, str) and units.strip()):
+            missing.append(f"{name}: units")
+    return missing
+
+
 def missing_cf_attrs(ds: Any) -> list[str]:
     """What ``ds`` lacks of the CF metadata every result file carries: the global ``Conventions``, ``title``,
-    ``history`` and ``references``, and ``long_name`` and ``units`` on every variable and coordinate."""
+    ``history`` and ``references``, and ``long_name`` and ``units`` on every variable and coordinate
+    (:func:`unlabelled`)."""
     missing = [f"global {k}" for k in ("Conventions", "title", "history", "references") if k not in ds.attrs]
-    for name in ds.variables:
-        missing += [f"{name}: {k}" for k in ("long_name", "units") if k not in ds[name].attrs]
-    return missing
+    return missing + unlabelled(ds)
 
 
 def compute_attrs(torch: Any) -> dict[str, Any]:
