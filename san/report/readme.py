@@ -42,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from san.core.cli import add_verbose, quiet_libraries
 from san.core.markdown import lookup, markdown, measured_cell, power_cell, wrong_cell
 from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
@@ -402,7 +403,10 @@ def main(argv: list[str] | None = None) -> int:
     ver.add_argument("results", type=Path, nargs="?", default=None, help="the run to compare the tables with")
     for p in (pub, check, ver):
         p.add_argument("--root", type=Path, default=Path("."), help="the repository root")
+    for p in (run_tables, pub, check, ver):
+        add_verbose(p)
     args = ap.parse_args(argv)
+    quiet_libraries(args.verbose)
     if args.command == "tables":
         written = write_tables(args.results, args.results / "tables" / "readme")
     elif args.command == "publish":
