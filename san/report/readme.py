@@ -15,7 +15,8 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    width; then step 3. Without ``RESULTS``, only the benchmarks' tables.
 3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``, or, for a family table (:data:`FAMILY_TABLES`, the
-   README's family list and docs/models.md's tables), with the table rendered from the family table. The one
+   README's family list and docs/models.md's tables), with the table rendered from the family table, or, for a
+   sentence of :data:`SENTENCES` (the default run's time), with the sentence rendered from a benchmark's data. The one
    syntax and the one sync of every generated block; the tests run the check, so a hand edit of a block fails them.
 4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records; every verdict of the committed
    ``summary.json`` follows from its own numbers (:func:`san.core.verdicts.rederive_summary`: each row's margin from
@@ -48,7 +49,7 @@ from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.models.tables import TABLES as FAMILY_TABLES
-from san.report.benchmark_tables import benchmark_table
+from san.report.benchmark_tables import BenchmarkCells, benchmark_table
 from san.report.provenance import source_line
 
 SNAPSHOTS = Path("docs/results")
@@ -89,6 +90,27 @@ GALLERY = (
 """The figures (``results/figures/<name>.png``) that README.md shows, in its order."""
 GALLERY_WIDTH_PX = 1200
 """Width in pixels of a gallery copy (a README column; wider figures are scaled down)."""
+RUN_BENCHMARK = "bench_run.json"
+"""The published benchmark of the whole default run (``benchmarks/bench_run.py``): every run time a document states."""
+
+
+def run_time(snapshots: Path) -> str:
+    """The sentence that states the default run's time, read from the published benchmark (:data:`RUN_BENCHMARK`):
+    its wall time, cores and jobs, and the command, date and machine that measured it."""
+    path = snapshots / RUN_BENCHMARK
+    if not path.is_file():
+        raise FileNotFoundError(f"the run-time sentence reads {path}, which is missing: {RERUN_BENCHMARK}")
+    data = json.loads(path.read_text())
+    row, record = data["rows"][0], data["record"]
+    wall = BenchmarkCells().cell("{wall_s:.0f@min} min ({wall_s:.0f} s)", row)
+    return (
+        f"The whole default run ({row['jobs']} jobs) took {wall} on {row['cores']} CPU cores in the published "
+        f"benchmark (`{record['command']}`, {record['date']}).\n"
+    )
+
+
+SENTENCES = {"run-time": run_time}
+"""Generated blocks that are a sentence rendered from a snapshot's data, by block name: ``name(snapshots) -> text``."""
 BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
@@ -156,11 +178,14 @@ def documents(root: Path) -> list[Path]:
 
 def render(text: str, snapshots: Path, where: str = "") -> str:
     """``text`` with every generated block replaced by its body: a family table of :mod:`san.models.tables` rendered
-    from the family table, any other block its snapshot ``snapshots/<name>.md``."""
+    from the family table, a sentence of :data:`SENTENCES` from its snapshot's data, any other block its snapshot
+    ``snapshots/<name>.md``."""
 
     def fill(m: re.Match) -> str:
         if m.group(2) in FAMILY_TABLES:
             return m.group(1) + FAMILY_TABLES[m.group(2)]() + m.group(4)
+        if m.group(2) in SENTENCES:
+            return m.group(1) + SENTENCES[m.group(2)](snapshots) + m.group(4)
         path = snapshots / f"{m.group(2)}.md"
         if not path.is_file():
             raise FileNotFoundError(f"{where}: the generated block '{m.group(2)}' has no snapshot {path}")
