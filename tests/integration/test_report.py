@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from helpers import ROOT, copy_workflow, snakemake, tiny_config, write_config
+from helpers import ROOT, snakemake, tiny_config
 
 # Sections of summary.json, one per claim the wings check, plus the verdict table and the run record.
 SECTIONS = {
@@ -48,10 +48,9 @@ def config(default_config):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, config):
-    wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
-    write_config(wf, config)
-    snakemake(wf, "--cores", "2")
+def built(tiny_run):
+    """The tiny run (shared with the incremental tests) and its report."""
+    wf = tiny_run
     report = snakemake(wf, "--report", "results/report.html")
     (wf / "results" / "report.log").write_text(report.stdout + report.stderr)
     return wf
