@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import copy_workflow
+from helpers import copy_workflow, snakemake, tiny_config, write_config
 from helpers import default_config as _default_config
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 #: Fixtures that make a test slow: the local hub (a server, acquisition through the real clients) and a copy of the
 #: workflow (for Snakemake runs).
-SLOW_FIXTURES = frozenset({"hub", "hub_server", "workflow_copy"})
+SLOW_FIXTURES = frozenset({"hub", "hub_server", "workflow_copy", "tiny_run"})
 
 
 #: Variables of the caller's environment that change what the clients, transformers or torch do (an offline flag,
@@ -72,6 +72,18 @@ def workflow_copy(tmp_path: Path) -> Path:
 def default_config() -> dict:
     """The parsed config.yaml."""
     return _default_config()
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory, default_config) -> Path:
+    """The whole workflow on the tiny config (tests/config/tiny.yaml), run to completion once per test run and shared
+    by the tests that read a finished run: the report's structure and every result file's labels
+    (tests/integration/test_report.py) and the incremental reruns (tests/integration/test_incremental.py), which
+    edit only copies of it. A test may add files beside the run's (the report) but never change what it wrote."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("tiny_run") / "wf")
+    write_config(workdir, tiny_config(default_config))
+    snakemake(workdir, "--cores", "2", timeout=1500)
+    return workdir
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from san.core.cli import add_verbose, quiet_libraries
+
 #: what a workflow run needs from a checkout (no results, no virtual environment): the Snakefile is in workflow/; a
 #: root Snakefile is copied where a checkout has one (a commit that benchmarks/same_numbers.py compares)
 WORKFLOW_ITEMS = ("Snakefile", "config.yaml", "workflow", "scripts", "san", "envs", "profiles", "config")
@@ -68,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("a", type=Path)
     parser.add_argument("b", type=Path)
     parser.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0: bit-identical)")
+    add_verbose(parser)
     args = parser.parse_args(argv)
+    quiet_libraries(args.verbose)
     files_a = {p.relative_to(args.a) for p in args.a.rglob("*.nc")}
     files_b = {p.relative_to(args.b) for p in args.b.rglob("*.nc")}
     failed = 0

@@ -80,38 +80,57 @@ def history_line(now: datetime | None = None) -> str:
     return f"{now.isoformat(timespec='seconds')}: written by san {version}"
 
 
-def missing_cf_attrs(ds: Any) -> list[str]:
-    """What ``ds`` lacks of the CF metadata every result file carries: the global ``Conventions``, ``title``,
-    ``history`` and ``references``, and ``long_name`` and ``units`` on every variable and coordinate."""
-    missing = [f"global {k}" for k in ("Conventions", "title", "history", "references") if k not in ds.attrs]
+def unlabelled(ds: Any) -> list[str]:
+    """The labels that the variables and coordinates of ``ds`` lack, as ``"name: key"``: every one carries a
+    non-empty string ``long_name`` and a string ``units``. The one rule for what has no physical unit: ``"1"``, for
+    a dimensionless number, a count, a flag (with ``flag_values``/``flag_meanings``) and a label (a string
+    coordinate or variable: a model's name, a claim, a note), so no variable is exempt."""
+    missing = []
     for name in ds.variables:
-        missing += [f"{name}: {k}" for k in ("long_name", "units") if k not in ds[name].attrs]
+        attrs = ds[name].attrs
+        long_name, units = attrs.get("long_name"), attrs.get("units")
+        if not (isinstance(long_name, str) and long_name.strip()):
+            missing.append(f"{name}: long_name")
+        if not (isinstance(units, str) and units.strip()):
+            missing.append(f"{name}: units")
     return missing
 
 
+def missing_cf_attrs(ds: Any) -> list[str]:
+    """What ``ds`` lacks of the CF metadata every result file carries: the global ``Conventions``, ``title``,
+    ``history`` and ``references``, and ``long_name`` and ``units`` on every variable and coordinate
+    (:func:`unlabelled`)."""
+    missing = [f"global {k}" for k in ("Conventions", "title", "history", "references") if k not in ds.attrs]
+    return missing + unlabelled(ds)
+
+
 def compute_attrs(torch: Any) -> dict[str, Any]:
-    """What a result records of the compute environment: CUDA and cuDNN versions, the GPU in use (name, index,
-    capability, the job's peak allocated memory so far), TF32 and deterministic-algorithms settings. The CPU-only
-    fields when CUDA was never started. ``torch``: the module, already imported by the job (provenance itself
-    never imports it: a figure job has no torch)."""
+    """What a result records of the compute environment that applies to the job's device. A job that computed on
+    a GPU (CUDA started): ``device`` ``cuda``, the CUDA and cuDNN versions, the GPU in use (name, index,
+    capability, the job's peak allocated memory so far), the TF32 and deterministic-algorithms settings and cuBLAS's
+    workspace. A CPU job (CUDA never started): ``device`` ``cpu``, torch's version and its intra-op threads only;
+    the CUDA flags do not act on CPU kernels, so recording them would state settings that did not apply.
+    ``torch``: the module, already imported by the job (provenance itself never imports it: a figure job has no
+    torch)."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return {"device": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads()}
+    index = torch.cuda.current_device()
     out: dict[str, Any] = {
+        "device": "cuda",
         "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
         "cuda_version": torch.version.cuda or "none",
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+        "gpu": torch.cuda.get_device_name(index),
+        "gpu_index": index,
+        "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
+        "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
     }
     if torch.backends.cudnn.is_available():
         out["cudnn_version"] = torch.backends.cudnn.version()
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        index = torch.cuda.current_device()
-        out |= {
-            "gpu": torch.cuda.get_device_name(index),
-            "gpu_index": index,
-            "gpu_capability": ".".join(map(str, torch.cuda.get_device_capability(index))),
-            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""),
-            "gpu_peak_memory_mib": round(torch.cuda.max_memory_allocated(index) / 2**20, 1),
-        }
     return out
 
 

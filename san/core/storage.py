@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import xarray as xr
 
-from san.core.provenance import provenance_attrs
+from san.core.provenance import provenance_attrs, unlabelled
 
 
 class Variable(NamedTuple):
@@ -65,8 +65,18 @@ def write_netcdf(ds: xr.Dataset, path: str | Path, config: Any, seed: int | None
     interrupted job never leaves a half-written result behind: a failed write removes the part file, and one left
     by a killed job is replaced by the next write. The file gets the mode every other output gets (the umask's).
     String variables and coordinates are stored as character arrays (CF-1.8); they read back as strings.
+
+    Every variable and coordinate must carry ``long_name`` and ``units`` (:func:`san.core.provenance.unlabelled`;
+    an experiment's table through :func:`describe`): a dataset with an unlabelled one is refused with a ValueError
+    naming it, before anything is written.
     """
     path = Path(path)
+    missing = unlabelled(ds)
+    if missing:
+        raise ValueError(
+            f"result {path}: variables without their CF labels ({', '.join(missing)}); describe every variable "
+            "and coordinate with long_name and units (san.core.storage.describe, units '1' where it has none)"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = ds.copy()
     ds.attrs = provenance_attrs(config, seed=seed, **{**ds.attrs, **extra})

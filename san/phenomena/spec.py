@@ -86,6 +86,11 @@ VARIABLES = {
         "1",
         "how far the data can move toward the wrong theory before the test fails (NaN: it fails at once)",
     ),
+    "note": Variable(
+        "the cell's note",
+        "1",
+        "what the check measured on this model, or why the claim is not judged or does not apply",
+    ),
 }
 
 

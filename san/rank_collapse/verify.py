@@ -7,6 +7,7 @@ replaced by the identity first, since transformers' last hidden state of a decod
 the stored curve is the residual stream (:mod:`san.rank_collapse.experiment`).
 
     python -m san.rank_collapse.verify results        # every model of the run, every weight set
+    python -m san.rank_collapse.verify -v results     # with transformers' load reports and progress bars
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 import xarray as xr
 from transformers import AutoModel
 
+from san.core.cli import add_verbose, quiet_libraries
 from san.core.device import resolve_dtype
 from san.core.metrics import relative_residual
 from san.models.families import family as family_entry
@@ -62,10 +64,16 @@ def verify_run(results: Path) -> dict[str, dict[str, float]]:
     return report
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(
+        prog="python -m san.rank_collapse.verify",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("results", type=Path, help="a run's results folder")
-    args = ap.parse_args()
+    add_verbose(ap)
+    args = ap.parse_args(argv)
+    quiet_libraries(args.verbose)
     for model, per_weights in verify_run(args.results).items():
         for weights, diff in per_weights.items():
             print(f"{model:28s} {weights:10s} largest relative difference {diff:.1e}")

@@ -15,8 +15,9 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    width; then step 3. Without ``RESULTS``, only the benchmarks' tables.
 3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``, or, for a family table (:data:`FAMILY_TABLES`, the
-   README's family list and docs/models.md's tables), with the table rendered from the family table, and the
-   ``gallery`` block with the figure registry's gallery (:func:`san.figures.gallery_markdown`). The one
+   README's family list and docs/models.md's tables), with the table rendered from the family table, the
+   ``gallery`` block with the figure registry's gallery (:func:`san.figures.gallery_markdown`), or, for a sentence
+   of :data:`SENTENCES` (the default run's time), with the sentence rendered from a benchmark's data. The one
    syntax and the one sync of every generated block; the tests run the check, so a hand edit of a block fails them.
 4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records; every verdict of the committed
    ``summary.json`` follows from its own numbers (:func:`san.core.verdicts.rederive_summary`: each row's margin from
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from san.claims import cells
+from san.core.cli import add_verbose, quiet_libraries
 from san.core.markdown import lookup, markdown
 from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
@@ -51,7 +53,7 @@ from san.experiments import tables as wing_tables
 from san.figures import gallery, gallery_markdown, gallery_source
 from san.models.tables import TABLES as FAMILY_TABLES
 from san.report import published
-from san.report.benchmark_tables import benchmark_table
+from san.report.benchmark_tables import BenchmarkCells, benchmark_table
 from san.report.provenance import source_line
 
 SNAPSHOTS = Path("docs/results")
@@ -85,6 +87,27 @@ GALLERY_BLOCK = "gallery"
 """The generated block of README.md that shows the gallery (rendered from the figure registry, no snapshot)."""
 GALLERY_WIDTH_PX = 1200
 """Width in pixels of a gallery copy (a README column; wider figures are scaled down)."""
+RUN_BENCHMARK = "bench_run.json"
+"""The published benchmark of the whole default run (``benchmarks/bench_run.py``): every run time a document states."""
+
+
+def run_time(snapshots: Path) -> str:
+    """The sentence that states the default run's time, read from the published benchmark (:data:`RUN_BENCHMARK`):
+    its wall time, cores and jobs, and the command, date and machine that measured it."""
+    path = snapshots / RUN_BENCHMARK
+    if not path.is_file():
+        raise FileNotFoundError(f"the run-time sentence reads {path}, which is missing: {RERUN_BENCHMARK}")
+    data = json.loads(path.read_text())
+    row, record = data["rows"][0], data["record"]
+    wall = BenchmarkCells().cell("{wall_s:.0f@min} min ({wall_s:.0f} s)", row)
+    return (
+        f"The whole default run ({row['jobs']} jobs) took {wall} on {row['cores']} CPU cores in the published "
+        f"benchmark (`{record['command']}`, {record['date']}).\n"
+    )
+
+
+SENTENCES = {"run-time": run_time}
+"""Generated blocks that are a sentence rendered from a snapshot's data, by block name: ``name(snapshots) -> text``."""
 BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
@@ -146,13 +169,16 @@ def documents(root: Path) -> list[Path]:
 
 def render(text: str, snapshots: Path, where: str = "") -> str:
     """``text`` with every generated block replaced by its body: a family table of :mod:`san.models.tables` rendered
-    from the family table, any other block its snapshot ``snapshots/<name>.md``."""
+    from the family table, a sentence of :data:`SENTENCES` from its snapshot's data, any other block its snapshot
+    ``snapshots/<name>.md``."""
 
     def fill(m: re.Match) -> str:
         if m.group(2) in FAMILY_TABLES:
             return m.group(1) + FAMILY_TABLES[m.group(2)]() + m.group(4)
         if m.group(2) == GALLERY_BLOCK:
             return m.group(1) + gallery_markdown(str(FIGURES)) + m.group(4)
+        if m.group(2) in SENTENCES:
+            return m.group(1) + SENTENCES[m.group(2)](snapshots) + m.group(4)
         path = snapshots / f"{m.group(2)}.md"
         if not path.is_file():
             raise FileNotFoundError(f"{where}: the generated block '{m.group(2)}' has no snapshot {path}")
@@ -399,7 +425,10 @@ def main(argv: list[str] | None = None) -> int:
     ver.add_argument("results", type=Path, nargs="?", default=None, help="the run to compare the tables with")
     for p in (pub, check, ver):
         p.add_argument("--root", type=Path, default=Path("."), help="the repository root")
+    for p in (run_tables, pub, check, ver):
+        add_verbose(p)
     args = ap.parse_args(argv)
+    quiet_libraries(args.verbose)
     if args.command == "tables":
         written = write_tables(args.results, args.results / "tables" / "readme")
     elif args.command == "publish":

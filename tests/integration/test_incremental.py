@@ -1,7 +1,8 @@
 """Incremental reruns: after a complete run, an edit reruns exactly the jobs it affects, read from ``snakemake -n``.
 
-A minimal config of the whole workflow is built once (module fixture); each case copies that finished workspace (with
-its ``.snakemake`` metadata and file times), makes one edit and reads the dry run's jobs and ``reason:`` lines:
+A minimal config of the whole workflow is built once (the session's tiny run, shared with the report tests) and its
+rules listed once; each case copies that finished workspace (with its ``.snakemake`` metadata and file times), makes
+one edit and reads the dry run's jobs and ``reason:`` lines:
 
 * a config overlay (``--configfile``, the README's way to change settings) that restates a section's values in
   another key order: nothing to do, for every section of the config;
@@ -30,7 +31,7 @@ import yaml
 
 from san.imports import library_inputs
 
-from helpers import ROOT, TINY, copy_workflow, reversed_keys, snakemake, tiny_config, write_config
+from helpers import ROOT, TINY, reversed_keys, snakemake, tiny_config, write_config
 
 # Rules that read the experiments' results for the report (summary, captions, and what reads the summary: the
 # pretrained phenomena's table and its figure): a changed result may rerun them, a restyled figure must not (but the
@@ -81,13 +82,17 @@ def workflow_rules(workdir: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, default_config: dict) -> Path:
-    """A copy of the workflow with the minimal config, run to completion once."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("incremental") / "built")
-    write_config(workdir, tiny_config(default_config))
-    snakemake(workdir, "--cores", "2", timeout=1500)
-    assert dry_run(workdir) == [], "a finished run should leave nothing to do"
-    return workdir
+def built(tiny_run: Path) -> Path:
+    """The workflow with the minimal config, run to completion once (the session's tiny run, shared with the report
+    tests; every case edits a copy of it)."""
+    assert dry_run(tiny_run) == [], "a finished run should leave nothing to do"
+    return tiny_run
+
+
+@pytest.fixture(scope="module")
+def rules(built: Path) -> set[str]:
+    """The rules of the built workflow, listed once (no edit of a case adds or removes a rule)."""
+    return workflow_rules(built)
 
 
 @pytest.fixture
@@ -240,10 +245,10 @@ def set_key(config: dict, key: tuple[str, ...], value: Any) -> None:
     section[key[-1]] = value
 
 
-def check(work: Path, c: Case, *args: str) -> list[Job]:
+def check(work: Path, rules: set[str], c: Case, *args: str) -> list[Job]:
     """The dry run of ``work`` (with ``args``) reruns exactly ``c.direct`` for the edit, then ``c.downstream``
-    (+ report rules)."""
-    missing = c.needs - workflow_rules(work)
+    (+ report rules); every rule the case names is one of the workflow's ``rules``."""
+    missing = c.needs - rules
     assert not missing, f"{c.name} names rules {sorted(missing)} that the workflow does not define (renamed?)"
     jobs = dry_run(work, *args)
     direct = {j.rule for j in jobs if j.direct}
@@ -314,26 +319,26 @@ def test_overlay_restating_a_section_in_another_order_reruns_nothing(work: Path,
 
 
 @pytest.mark.parametrize("c", CONFIG_CASES, ids=lambda c: c.name)
-def test_overlay_changing_one_key_reruns_its_jobs(work: Path, c: Case) -> None:
-    jobs = check(work, c, *overlay(work, c.key[0], c.key, c.value))
+def test_overlay_changing_one_key_reruns_its_jobs(work: Path, rules: set[str], c: Case) -> None:
+    jobs = check(work, rules, c, *overlay(work, c.key[0], c.key, c.value))
     assert all(any("Params have changed" in r for r in j.reasons) for j in jobs if j.direct), describe(jobs)
 
 
 @pytest.mark.parametrize("c", MODULE_CASES, ids=lambda c: c.name)
-def test_module_edit_reruns_its_rules(work: Path, c: Case) -> None:
+def test_module_edit_reruns_its_rules(work: Path, rules: set[str], c: Case) -> None:
     path = work / "san" / f"{c.module}.py"
     assert path.is_file(), f"{c.name}: no module san/{c.module}.py (renamed?)"
     path.write_text(path.read_text() + "\n# edited by test_incremental\n")
-    check(work, c)
+    check(work, rules, c)
 
 
 @pytest.mark.parametrize("c", FIGURE_CASES, ids=lambda c: c.name)
-def test_figure_edit_reruns_only_figures(work: Path, c: Case) -> None:
+def test_figure_edit_reruns_only_figures(work: Path, rules: set[str], c: Case) -> None:
     """A figure-only key, edited in config.yaml itself (the overlays above change the other keys)."""
     config = yaml.safe_load((work / "config.yaml").read_text())
     set_key(config, c.key, c.value)
     write_config(work, config)
-    check(work, c)
+    check(work, rules, c)
 
 
 # --- every rule's library inputs are its script's imports (san.imports, added in workflow/rules/common.smk) -------

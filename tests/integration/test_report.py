@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from helpers import ROOT, copy_workflow, snakemake, tiny_config, write_config
+from helpers import ROOT, snakemake, tiny_config
 
 # Sections of summary.json, one per claim the wings check, plus the verdict table and the run record.
 SECTIONS = {
@@ -48,10 +48,9 @@ def config(default_config):
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory, config):
-    wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
-    write_config(wf, config)
-    snakemake(wf, "--cores", "2")
+def built(tiny_run):
+    """The tiny run (shared with the incremental tests) and its report."""
+    wf = tiny_run
     report = snakemake(wf, "--report", "results/report.html")
     (wf / "results" / "report.log").write_text(report.stdout + report.stderr)
     return wf
@@ -137,6 +136,27 @@ def test_provenance_names_the_run(summary):
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|unknown", record["commit"]), record
     assert re.fullmatch(r"[0-9a-f]{8,}", record["config_hash"]), record
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", record["date"]) and record["machine"], record
+
+
+def test_every_result_file_labels_every_variable(built):
+    """Every netCDF file of the run (every wing's results, model folders' token ids and pixels included) carries the
+    CF globals, and ``long_name`` and ``units`` on every data variable and coordinate, read as stored (no CF
+    decoding): the one rule of san.core.provenance.unlabelled, "1" where a variable has no physical unit."""
+    import xarray as xr
+
+    from san.core.provenance import missing_cf_attrs
+
+    files = sorted((built / "results").rglob("*.nc"))
+    assert files, "the run wrote no netCDF file"
+    problems = {}
+    for path in files:
+        with xr.open_dataset(path, engine="netcdf4", decode_cf=False) as ds:
+            missing = missing_cf_attrs(ds)
+        if missing:
+            problems[path.relative_to(built).as_posix()] = missing
+    assert not problems, f"result files without their CF labels: {problems}"
+    wings = {path.relative_to(built / "results").parts[0] for path in files}
+    assert {"circle", "phenomena"} <= wings, f"the run's netCDF files cover {sorted(wings)}"
 
 
 def test_runtimes_table_has_a_row_per_benchmarked_job(built):

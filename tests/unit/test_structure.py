@@ -209,10 +209,10 @@ def test_a_rule_that_names_its_experiment_depends_on_that_experiment(tmp_path: P
 
 #: what makes a test start a process, a hub server or a workflow: modules it imports, the names of tests/helpers.py
 #: that run Snakemake or read a workflow's jobs through a process, and the fixtures of tests/conftest.py that start
-#: a hub server or copy the workflow for a run
+#: a hub server, copy the workflow for a run or run it
 PROCESS_MODULES = {"subprocess", "multiprocessing", "hub_server", "snakemake"}
 PROCESS_HELPERS = {"snakemake", "job_params", "planned_jobs", "built_workflow", "copy_workflow"}
-PROCESS_FIXTURES = {"hub", "hub_server", "workflow_copy"}
+PROCESS_FIXTURES = {"hub", "hub_server", "workflow_copy", "tiny_run"}
 
 
 def starts_processes(tree: ast.Module) -> set[str]:

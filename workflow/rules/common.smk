@@ -4,13 +4,12 @@
 import os
 from pathlib import Path
 
-import yaml
 from snakemake.logging import logger
 from snakemake.utils import validate
 
 from san.core.gpus import visible_gpus
 from san.core.memory import declared_mem_mb, gpu_model_for
-from san.core.config import load_config_file
+from san.core.config import load_config_file, load_yaml
 from san.experiments import check_config, rules_files
 from san.figures import FIGURES as FIGURE_REGISTRY, caption_name as figure_caption
 from san.imports import PACKAGE, library_inputs
@@ -71,7 +70,7 @@ RESULT = {
 TORCH_ENV = f"../../envs/{config['torch_env']}.yaml"
 FIGURE_FORMATS = config["figures"]["formats"]
 # Memory, disk and wall time of every rule, in one table (a cluster profile submits what the rules declare).
-RESOURCES = yaml.safe_load(Path(WORKFLOW_DIR, "resources.yaml").read_text())
+RESOURCES = load_yaml(Path(WORKFLOW_DIR, "resources.yaml"))
 # The maker of the GPUs a GPU job asks for: Kubernetes' executor requests `<maker>.com/gpu` from it (CUDA: nvidia).
 GPU_MANUFACTURER = "nvidia"
 

@@ -264,13 +264,18 @@ def main(argv: list[str]) -> int:
 
     import yaml
 
+    from san.core.cli import add_verbose, quiet_libraries
+
     ap = argparse.ArgumentParser(
         prog="python -m san.models.sources.hub",
         description="Print the YAML pins (commits, sha256) of the hub models acquired in a run's model folders, to "
         "paste into the config that downloaded them (e.g. config/paper.yaml).",
     )
     ap.add_argument("models_dir", nargs="?", type=Path, default=Path("results/models"), help="a run's model folders")
-    models_dir = ap.parse_args(argv).models_dir
+    add_verbose(ap)
+    args = ap.parse_args(argv)
+    quiet_libraries(args.verbose)
+    models_dir = args.models_dir
     found = pins(models_dir)
     if not found["models"]:
         print(f"no hub models with a manifest under {models_dir}", file=sys.stderr)

@@ -130,11 +130,12 @@ def test_every_circle_row_is_rederived_from_its_own_numbers():
 
 
 def test_the_section_reads_the_table_and_the_gathered_result(tmp_path):
-    from san.core.storage import write_netcdf
+    from san.circle.results import VARIABLES
+    from san.core.storage import describe, write_netcdf
 
     table, distance = _runs([COLLAPSING] * 10, [_decay(0.05, until=10)] * 10)
     table.to_csv(tmp_path / "collapse.csv", index=False)
-    nc = write_netcdf(xr.Dataset({"token_distance": distance}), tmp_path / "circle.nc", {})
+    nc = write_netcdf(describe(xr.Dataset({"token_distance": distance}), VARIABLES), tmp_path / "circle.nc", {})
     params = {"report": default_config()["report"], "circle_collapse_threshold": THRESHOLD}
     section = claims({"circle": [str(tmp_path / "collapse.csv")], "circle_result": [str(nc)]}, params)["circle"]
     assert section["pure_collapsed"] == 10 and section["skip_collapsed_at_early_rate"] == 10

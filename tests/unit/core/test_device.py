@@ -147,11 +147,19 @@ def test_results_record_the_compute_environment(fake_cuda, monkeypatch):
     assert attrs["gpu"] == "NVIDIA H100 80GB HBM3" and attrs["gpu_index"] == 1 and attrs["gpu_capability"] == "9.0"
     assert attrs["gpu_peak_memory_mib"] == 3072.0
     assert {"cuda_version", "tf32_matmul", "tf32_cudnn", "deterministic_algorithms", "torch"} <= set(attrs)
+    assert attrs["device"] == "cuda"
 
 
-def test_cpu_results_record_no_gpu():
-    attrs = json.loads(provenance_attrs({"x": 1})["compute"])
-    assert "gpu" not in attrs and attrs["torch"] == torch.__version__
+def test_cpu_results_record_only_what_applies_to_the_cpu():
+    """A CPU job records its device, torch and threads, and none of the CUDA flags (TF32, deterministic
+    algorithms, cuBLAS, cuDNN), which do not act on its kernels, whatever they are set to."""
+    tf32 = torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        attrs = json.loads(provenance_attrs({"x": 1})["compute"])
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    assert attrs == {"device": "cpu", "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 # --- every random draw on a CPU generator ----------------------------------------------------------------------

@@ -8,7 +8,15 @@ import pytest
 import xarray as xr
 
 import san.core.storage as storage
-from san.core.storage import part_path, read_netcdf, read_structured_attr, structured_attr, write_netcdf
+from san.core.storage import (
+    Variable,
+    describe,
+    part_path,
+    read_netcdf,
+    read_structured_attr,
+    structured_attr,
+    write_netcdf,
+)
 
 
 def _dataset() -> xr.Dataset:
@@ -63,6 +71,7 @@ def test_strings_are_stored_as_character_arrays(tmp_path):
     import netCDF4
 
     ds = xr.Dataset({"x": (("v",), [1.0, 2.0]), "src": (("v",), ["paper", "config model"])}, coords={"v": ["a", "bc"]})
+    describe(ds, {"x": Variable("x", "1"), "src": Variable("source", "1"), "v": Variable("label", "1")})
     path = write_netcdf(ds, tmp_path / "s.nc", {})
     with netCDF4.Dataset(path) as raw:
         assert raw["v"].dtype == np.dtype("S1") and raw["src"].dtype == np.dtype("S1")
@@ -81,3 +90,18 @@ def test_structured_attributes_round_trip_as_json(tmp_path):
         == '{"residual": "skip", "mlp": false, "beta": 0.5, "window": null, "table": {"pure": {"skip": 0.0}}}'
     )
     assert read_structured_attr(back, "fixed") == value
+
+
+@pytest.mark.parametrize("drop", [("x", "long_name"), ("x", "units"), ("i", "long_name")])
+def test_a_variable_or_coordinate_without_its_labels_is_refused_and_nothing_written(tmp_path, drop):
+    """write_netcdf refuses a dataset with a variable or coordinate lacking long_name or units (or with an empty
+    one), naming it, before any file appears."""
+    ds = _dataset().assign_coords(i=("i", [0, 1, 2], {"long_name": "index", "units": "1"}))
+    name, key = drop
+    del ds[name].attrs[key]
+    with pytest.raises(ValueError, match=rf"r\.nc: variables without their CF labels \({name}: {key}\)"):
+        write_netcdf(ds, tmp_path / "r.nc", {})
+    ds[name].attrs[key] = " "
+    with pytest.raises(ValueError, match=rf"\({name}: {key}\)"):
+        write_netcdf(ds, tmp_path / "r.nc", {})
+    assert list(tmp_path.iterdir()) == []

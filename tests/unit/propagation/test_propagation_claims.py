@@ -540,11 +540,12 @@ def test_a_claim_the_results_cannot_test_is_not_printed_as_no():
 
 
 def test_the_wing_section_lists_rows_under_verdicts(tmp_path):
-    from san.core.storage import write_netcdf
+    from san.core.storage import describe, write_netcdf
     from san.propagation.claims import claims as wing_claims
+    from san.propagation.experiment import VARIABLES
 
     path = tmp_path / "sequence_length.nc"
-    write_netcdf(_lengths(8.0), path, {"sweep": "sequence_length"})
+    write_netcdf(describe(_lengths(8.0), VARIABLES), path, {"sweep": "sequence_length"})
     params = {"sweeps": ["sequence_length"], "report": {"propagation": T}}
     section = wing_claims({"propagation": [str(path)]}, params)["propagation"]
     assert [r["key"] for r in section["verdicts"]] == ["sequence_length.rank_collapse_in_width"]

@@ -69,7 +69,7 @@ def test_documents_match_their_generated_snapshots():
 
 def test_every_block_has_a_snapshot_and_the_readme_quotes_results_and_performance():
     names = {m.group(2) for doc in readme.documents(ROOT) for m in readme.BLOCK.finditer(doc.read_text())}
-    snapshots = names - set(readme.FAMILY_TABLES) - {readme.GALLERY_BLOCK}
+    snapshots = names - set(readme.FAMILY_TABLES) - set(readme.SENTENCES) - {readme.GALLERY_BLOCK}
     assert all((ROOT / readme.SNAPSHOTS / f"{name}.md").is_file() for name in snapshots), names
     assert set(readme.FAMILY_TABLES) <= names, "a family table that no document quotes"
     text = (ROOT / "README.md").read_text()
@@ -298,9 +298,16 @@ BENCH_RECORD = {
 
 
 def _benchmark(folder: Path, name: str, jobs: int = 3) -> Path:
-    """A benchmark's output as benchmarks/_common.write_table leaves it: its data and the table rendered from it."""
+    """A benchmark's output as benchmarks/_common.write_table leaves it: its data (measurements: the whole run's
+    jobs, cores and wall time, which the README's run-time sentence reads) and the table rendered from it."""
     folder.mkdir(parents=True, exist_ok=True)
-    data = {"header": ["jobs"], "rows": [[str(jobs)]], "note": "After a run.", "record": BENCH_RECORD}
+    row = {"jobs": str(jobs), "cores": 2, "wall_s": 60.0 * jobs}
+    data = {
+        "columns": [{"title": "jobs", "cell": "{jobs}"}],
+        "rows": [row],
+        "note": "After a run.",
+        "record": BENCH_RECORD,
+    }
     (folder / f"{name}.json").write_text(json.dumps(data))
     (folder / f"{name}.md").write_text(benchmark_table(data))
     return folder / f"{name}.md"
@@ -670,3 +677,36 @@ def test_a_benchmark_is_published_alone_and_the_run_stays(tmp_path):
     assert "| 7 |" in (root / "docs" / "new.md").read_text() and readme.verify(root) == []
     with pytest.raises(FileNotFoundError, match="nothing to publish"):
         readme.publish(None, root, tmp_path / "empty")
+
+
+#: a run time typed by hand: a number with a unit of time, or "in minutes", "a few CPU minutes", "about an hour"
+TYPED_TIME = re.compile(
+    r"\b\d[\d.,]*\s*(?:sec|seconds?|min|minutes?|hours?)\b|\b(?:in|few|several|CPU) (?:minutes|hours)\b"
+    r"|\babout an? (?:minute|hour)\b"
+)
+
+
+def test_the_run_time_sentence_reads_the_published_benchmark(tmp_path):
+    """The README's run time is rendered from docs/results/bench_run.json: another measurement, another sentence;
+    without the file, an error naming it."""
+    data = json.loads((ROOT / readme.SNAPSHOTS / readme.RUN_BENCHMARK).read_text())
+    data["rows"][0] |= {"wall_s": 5400.0, "cores": 8, "jobs": 7}
+    (tmp_path / readme.RUN_BENCHMARK).write_text(json.dumps(data))
+    text = readme.run_time(tmp_path)
+    assert text.startswith("The whole default run (7 jobs) took 90 min (5400 s) on 8 CPU cores in the published")
+    assert data["record"]["command"] in text and data["record"]["date"] in text
+    with pytest.raises(FileNotFoundError, match="bench_run.json"):
+        readme.run_time(tmp_path / "absent")
+
+
+def test_no_document_types_a_run_time_of_the_default_run_by_hand():
+    """The README states the default run's time only in its generated block, and config.yaml's comments state no
+    run time at all (they point to the published benchmark)."""
+    text = readme.BLOCK.sub("", (ROOT / "README.md").read_text())
+    intro = text.split("## Quick start", 1)[0]
+    assert not TYPED_TIME.findall(intro), "the README's opening types a run time"
+    assert "run-time" in {m.group(2) for m in readme.BLOCK.finditer((ROOT / "README.md").read_text())}
+    comments = "\n".join(
+        line for line in (ROOT / "config.yaml").read_text().splitlines() if line.lstrip().startswith("#")
+    )
+    assert not TYPED_TIME.findall(comments), f"config.yaml's comments type run times: {TYPED_TIME.findall(comments)}"

@@ -1,6 +1,7 @@
 """The conda environments in envs/ pin exactly what the test suite runs with, within pyproject.toml's ranges, and
 install the project itself (a post-deploy script next to each environment file)."""
 
+import re
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -171,3 +172,26 @@ def test_setup_commands_use_the_constraints():
     for command in commands:
         assert "-c requirements/constraints.txt -e " in command, command
     assert commands[1] == commands[2], "CI must run the README's test command"
+
+
+def test_readme_names_the_system_packages_ci_installs():
+    """Every system package .ci/run installs (apt-get install) is named beside the README's test command, and each
+    test that needs its program skips with a reason naming it: a clean clone's README command either runs the test
+    or says what is missing."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    packages = set()
+    for line in ci.splitlines():
+        if "apt-get install" in line:
+            words = line.split("apt-get install", 1)[1].split(">")[0].split()
+            packages |= {w for w in words if not w.startswith("-")}
+    assert packages, ".ci/run installs no system package (the fs storage test needs rsync)"
+    readme = (ROOT / "README.md").read_text()
+    setup = readme[readme.index("Set up and pass the test suite") : readme.index("## Gallery")]
+    tests = {p: p.read_text() for p in (ROOT / "tests").rglob("test_*.py")}
+    for package in sorted(packages):
+        assert f"`apt-get install {package}`" in setup, f"the README's test set-up does not name {package}"
+        users = [p for p, text in tests.items() if f'shutil.which("{package}")' in text]
+        assert users, f"no test uses {package}, which .ci/run installs"
+        for path in users:
+            skips = re.findall(r'shutil\.which\("' + package + r'"\) is None:\n\s+pytest\.skip\(([^\n]+)', tests[path])
+            assert skips and all(package in s for s in skips), f"{path.name}: its skip without {package} must name it"
