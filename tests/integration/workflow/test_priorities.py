@@ -10,10 +10,10 @@ from helpers import ROOT, copy_workflow
 
 
 def test_rank_collapse_priorities_follow_the_models_cost_below_the_path_chains(default_config, tmp_path):
-    """The rank-collapse jobs start with the costliest model (the measured order of their jobs' times: Qwen2.5-0.5B's 0.6 B parameters, MPNet's two
-    float64 weight sets, SmolLM2's 30 layers, Gemma-3 before the base-size encoders, MiniLM last), all in (0, 0.5]
-    so that the path-effectiveness chains (priority >= 1) go first; a model made bigger moves forward. The dry run
-    shows the rules' priorities: a pretrained acquisition adds 0.5."""
+    """The rank-collapse jobs start with the costliest model (the measured order of their jobs' times: Qwen2.5-0.5B's
+    0.6 B parameters, MPNet's two float64 weight sets, SmolLM2's 30 layers, Gemma-3 before the base-size encoders,
+    MiniLM last), all in (0, 0.5] so that the path-effectiveness chains (priority >= 1) go first; a model made bigger
+    moves forward. The dry run shows the rules' priorities: a pretrained acquisition adds 0.5."""
     import copy
 
     from san.experiments import check_config
