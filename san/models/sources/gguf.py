@@ -58,12 +58,13 @@ def gguf_tensor_types(path: Path) -> dict[str, int]:
     return dict(sorted(Counter(t.tensor_type.name for t in gguf.GGUFReader(path).tensors).items()))
 
 
-def dequantise_gguf(folder: Path, gguf_file: str, family: str) -> None:
+def dequantise_gguf(folder: Path, gguf_file: str, family: str) -> list[str]:
     """Write the float32 dequantisation of the GGUF file ``gguf_file`` of ``folder`` beside it as the family's causal
     LM (:func:`write_dequantised`) and its tokenizer (transformers' reading of the file's vocabulary); call it within
-    :func:`gguf_parsed_once` to parse the file once."""
-    write_dequantised(folder, gguf_file, family)
+    :func:`gguf_parsed_once` to parse the file once. The weight files written."""
+    files = write_dequantised(folder, gguf_file, family)
     AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file).save_pretrained(folder)
+    return files
 
 
 def write_dequantised(folder: Path, gguf_file: str, family: str) -> list[str]:
@@ -102,11 +103,11 @@ def dequantised(name: str, family: str | None) -> Callable[[Path], Derived]:
     def derive(folder: Path) -> Derived:
         with gguf_parsed_once():
             types = gguf_tensor_types(folder / name)
-            dequantise_gguf(folder, name, family)
+            files = dequantise_gguf(folder, name, family)
         return {
             "gguf_tensor_types": types,
             "dequantised": (
-                f"model.safetensors, config.json and the tokenizer files were written from {name} by the "
+                f"{', '.join(files)}, config.json and the tokenizer files were written from {name} by the "
                 f"acquisition job (dequantised tensor by tensor with the gguf package into transformers' names and "
                 f"layout, float32); the weights are a quantisation of the original ones ({types}), not the original "
                 "weights"
