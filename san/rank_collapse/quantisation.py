@@ -7,6 +7,10 @@ the input sequences moved from the weights' own. The verdicts on quantised weigh
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import xarray as xr
 
@@ -39,3 +43,28 @@ def measure_drift(ds: xr.Dataset, reference: str = "pretrained") -> xr.Dataset:
         "reference": reference,
     }
     return result
+
+
+def quantisation_control(
+    family: str,
+    folder: Path,
+    inputs: xr.Dataset,
+    settings: Mapping[str, Any],
+    kinds: Sequence[str],
+    work: Path,
+    reference: str = "pretrained",
+) -> tuple[xr.Dataset, xr.Dataset]:
+    """The quantisation control of one model folder: its copies requantised to each of ``kinds`` (written under
+    ``work``, :func:`san.models.quantise.quantised_copy`), the rank-collapse result of the folder and its copies as
+    weight sets of one :func:`san.rank_collapse.experiment.run` (``settings``: the ``rank_collapse`` config slice;
+    ``inputs``: the folder's tokenised input, shared by its copies, which keep its tokenizer), and the drift of every
+    measure (:func:`measure_drift`)."""
+    from san.models.quantise import quantised_copy
+    from san.rank_collapse.experiment import run
+
+    folders = {reference: Path(folder)}
+    for kind in kinds:
+        quantised_copy(Path(folder), kind, Path(work) / kind)
+        folders[kind] = Path(work) / kind
+    result = run(family, folders, dict.fromkeys(folders, inputs), settings)
+    return result, measure_drift(result, reference)

@@ -129,3 +129,28 @@ def test_a_margin_within_the_drift_prints_as_such():
     assert against_drift("holds", 0.2, None) == "holds"
     assert drift_cell(0.123, 0.0314) == "margin 0.12, drift 0.031"
     assert drift_in_decades(1.0, 0.5) == pytest.approx(np.log10(2))
+
+
+@pytest.mark.slow
+def test_the_control_runs_the_copies_as_weight_sets_of_one_result(tmp_path):
+    """The control of a tiny llama: the result holds the weights and each copy, the weights' own measures equal a run
+    of the folder alone, and the drift is the result's (:func:`measure_drift`), larger for Q4_0 than for Q8_0."""
+    from san.models.store import materialise_init
+    from san.rank_collapse.experiment import run
+    from san.rank_collapse.quantisation import quantisation_control
+
+    arch = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "vocab_size": 256}  # fmt: skip
+    materialise_init("llama", arch, 0, tmp_path / "pretrained")
+    ids = np.random.default_rng(0).integers(0, 256, size=(3, 12))
+    inputs = xr.Dataset({"input_ids": (("sample", "token"), ids)}, attrs={"input_sha256": "0" * 64})
+    settings = {"variants": ["SAN", "transformer"], "dtype": "float64", "batch_size": 3,
+                "albert_no_mlp": "identity_linears", "control_token_seed": 0, "massive_token_factor": 10.0}  # fmt: skip
+    result, drift = quantisation_control("llama", tmp_path / "pretrained", inputs, settings, ["Q4_0", "Q8_0"], tmp_path)
+    assert list(result["weights"].values) == ["pretrained", "Q4_0", "Q8_0"]
+    alone = run("llama", {"pretrained": tmp_path / "pretrained"}, {"pretrained": inputs}, settings)
+    np.testing.assert_array_equal(result["residual_ratio"].sel(weights="pretrained"), alone["residual_ratio"].sel(
+        weights="pretrained"))  # fmt: skip
+    xr.testing.assert_identical(drift, measure_drift(result))
+    ratio = drift["massive_ratio"].sel(variant="transformer")
+    assert float(ratio.sel(copy="Q4_0").sum()) > float(ratio.sel(copy="Q8_0").sum()) > 0
