@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import subprocess
@@ -161,7 +162,8 @@ def built_workflow(dest: Path, config: dict, targets: list[str]) -> Path:
 
 
 def rank_collapse_targets(cfg: dict) -> list[str]:
-    """The rank-collapse results and figures of ``cfg`` (attention products only for ``attention_products.models``)."""
+    """The rank-collapse results and figures of ``cfg`` (attention products only for those of
+    ``attention_products.models``)."""
     models = cfg["rank_collapse"]["models"]
     products = cfg.get("attention_products", {}).get("models")
     out = []
@@ -169,7 +171,7 @@ def rank_collapse_targets(cfg: dict) -> list[str]:
         out += [f"results/rank_collapse/{m}.nc"]
         out += [f"results/figures/{s}.{ext}" for s in (f"rank_collapse_model_{m}", f"rank_collapse_model_{m}_log")
                 for ext in cfg["figures"]["formats"]]  # fmt: skip
-    for m in models if products is None else products:
+    for m in models if products is None else [p for p in products if p in models]:
         out += [f"results/attention_products/{m}.nc"]
         out += [f"results/figures/attention_products_model_{m}.{ext}" for ext in cfg["figures"]["formats"]]
     return out
@@ -327,3 +329,32 @@ def documented(pattern: re.Pattern[str]) -> dict[str, set[str]]:
         for match in pattern.finditer(path.read_text(encoding="utf-8")):
             out.setdefault(match.group(match.re.groups and 1), set()).add(str(path.relative_to(ROOT)))
     return out
+
+
+def save_tiny_llama(folder: Path, layers: int = 4, seed: int = 1) -> Path:
+    """A random Llama of ``layers`` blocks (width 32) saved in ``folder`` as save_pretrained writes it, with the
+    bundled tokenizer's files: a new user's own model (tests/integration/test_model_report.py and
+    benchmarks/bench_model_report.py)."""
+    import shutil
+
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from san.models.folders import bundled_model_dir, tokenizer_files
+
+    src = bundled_model_dir()
+    vocab = json.loads((src / "config.json").read_text())["vocab_size"]
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
+    torch.manual_seed(seed)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    for name in tokenizer_files(src):
+        shutil.copy2(src / name, folder / name)
+    return folder

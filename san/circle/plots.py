@@ -17,13 +17,13 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from san.core.plotting import figsize, legend_below  # noqa: E402
+from san.core.plotting import PALETTE, figsize, legend_below, legend_of_panels, variant_palette  # noqa: E402
 
 
 def _variant_label(ds: xr.Dataset, variant: str) -> str:
-    """Variant name with its switches, e.g. ``SAN+skip\\n(layer skip, step skip)``."""
+    """Variant name with its switches, e.g. ``SAN+skip (layer skip, step skip)``."""
     on = [k.replace("_", " ") for k in ("layer_skip", "step_skip", "mlp") if int(ds[k].sel(variant=variant))]
-    return f"{variant}\n({', '.join(on) if on else 'pure attention'})"
+    return f"{variant} ({', '.join(on) if on else 'pure attention'})"
 
 
 def _trajectory_panel(ax: plt.Axes, ds: xr.Dataset, traj: xr.DataArray, colors: list) -> None:
@@ -36,7 +36,7 @@ def _trajectory_panel(ax: plt.Axes, ds: xr.Dataset, traj: xr.DataArray, colors: 
     for tok in range(traj.sizes["token"]):
         t = traj.sel(token=tok)
         x, y = t.sel(coord="x").values, t.sel(coord="y").values
-        ax.plot(x, y, "-", color=colors[tok], lw=0.8, marker=".", ms=2, zorder=2, label=f"sequence {tok + 1}")
+        ax.plot(x, y, "-", color=colors[tok], lw=0.8, marker=".", ms=2, zorder=2, label=f"token {tok + 1}")
         ax.plot(x[0], y[0], "o", color=colors[tok], ms=5, mec="k", mew=0.5, zorder=3)
         ax.plot(x[-1], y[-1], "X", color=colors[tok], ms=6, mec="k", mew=0.5, zorder=3)
 
@@ -45,52 +45,36 @@ def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float
     """The paper's Fig. 3 grid for one ``seed`` (default: the first): per variant (row) and hidden dim (column),
     the two tokens' trajectories of the recurrent rollout, over the two training sequences in light grey.
 
-    ``axis_limit`` is the half-width of every panel around the centre (points beyond are clipped; the panel notes
-    the final token distance and radius so that a trajectory that leaves the view is still described); ``None``
-    fits each panel to its data.
+    ``axis_limit`` is the smallest half-width of every panel around the centre, widened to hold every trajectory of
+    the seed (none leaves its panel); each panel notes the token distance at the last step; ``None`` fits each
+    panel to its data.
     """
     seed = int(ds.seed.values[0]) if seed is None else int(seed)
     variants, dims = list(ds.variant.values), list(ds.hidden_dim.values)
-    colors = sns.color_palette("colorblind", 2)
+    colors = [PALETTE[0], PALETTE[1]]
     fig, axes = plt.subplots(
-        len(variants),
-        len(dims),
-        figsize=figsize(len(dims), len(variants), aspect=1.0),
-        squeeze=False,
-        sharex=True,
-        sharey=True,
-    )
+        len(variants), len(dims), figsize=figsize(len(dims), len(variants), aspect=1.0), squeeze=False, sharex=True,
+        sharey=True, layout="constrained",
+    )  # fmt: skip
+    last = int(ds.step.values[-1])
+    extent = float(np.nanmax(np.abs(ds["trajectory"].sel(seed=seed).values))) * 1.08
+    limit = None if axis_limit is None else max(float(axis_limit), extent)
     for i, v in enumerate(variants):
         for j, d in enumerate(dims):
             ax = axes[i][j]
             _trajectory_panel(ax, ds, ds["trajectory"].sel(variant=v, hidden_dim=d, seed=seed), colors)
-            last = int(ds.step.values[-1])
             dist = float(ds["token_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last))
-            radius = float(ds["centre_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last).max())
-            ax.text(
-                0.03,
-                0.03,
-                f"T={last}: dist {dist:.2g}\nmax radius {radius:.2g}",
-                transform=ax.transAxes,
-                fontsize="x-small",
-                va="bottom",
-                ha="left",
-                bbox={"fc": "white", "ec": "none", "alpha": 0.7},
-            )
-            if axis_limit is not None:
-                ax.set_xlim(-axis_limit, axis_limit)
-                ax.set_ylim(-axis_limit, axis_limit)
+            ax.text(0.03, 0.03, f"distance at step {last}: {dist:.2g}", transform=ax.transAxes, fontsize="x-small",
+                    va="bottom", ha="left", bbox={"fc": "white", "ec": "none", "alpha": 0.7})  # fmt: skip
+            if limit is not None:
+                ax.set_xlim(-limit, limit)
+                ax.set_ylim(-limit, limit)
             ax.set_aspect("equal", adjustable="box")
-            if i == 0:
-                ax.set_title(f"hidden dim {int(d)}")
-            if j == 0:
-                ax.set_ylabel(_variant_label(ds, v))
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=2, bbox_to_anchor=(0.5, 1.0), frameon=False)
-    fig.suptitle(
-        f"Recurrent rollout of the trained layer (seed {seed}; o start, x step {int(ds.step.values[-1])})", y=1.03
-    )
-    fig.tight_layout()
+            ax.set_title(f"{_variant_label(ds, v)}, hidden dim {int(d)}", fontsize="x-small")
+            ax.set_xlabel("first coordinate" if i == len(variants) - 1 else "")
+            ax.set_ylabel("second coordinate" if j == 0 else "")
+    legend_of_panels(fig, [axes[0][0]], ncol=2)
+    fig.suptitle(f"Recurrent rollout of the trained layer, seed {seed}: o start, x step {last}", fontsize="small")
     return fig
 
 
@@ -118,8 +102,10 @@ def distance_figure(ds: xr.Dataset, collapse_threshold: float | None = None) -> 
         ax.set_yscale("log")  # set first: seaborn then aggregates over seeds in log space (a geometric mean)
         lines = {"data": df[df["hidden_dim"] == d], "x": "step", "y": "distance", "hue": "variant", "hue_order": order}
         # every seed, thin: collapse is often all-or-nothing per seed; then mean and std over seeds
+        lines["palette"] = variant_palette(order)
         sns.lineplot(**lines, units="seed", estimator=None, lw=0.5, alpha=0.35, ax=ax, legend=False)
-        sns.lineplot(**lines, errorbar="sd", ax=ax, legend=ax is axes[0][-1])
+        sns.lineplot(**lines, errorbar="sd", ax=ax, legend=ax is axes[0][-1], style="variant", markers=True,
+                     markevery=max(1, int(df["step"].max()) // 10))  # fmt: skip
         if collapse_threshold is not None:
             ax.axhline(collapse_threshold, color="0.4", ls="--", lw=0.8)
         ax.axhline(floor, color="0.7", ls=":", lw=0.8)
@@ -148,6 +134,9 @@ def loss_figure(ds: xr.Dataset) -> plt.Figure:
             y="loss",
             hue="variant",
             hue_order=order,
+            palette=variant_palette(order),
+            style="variant",
+            markers=True,
             errorbar="sd",
             ax=ax,
             legend=ax is axes[0][-1],

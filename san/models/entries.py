@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
+from san.models.local import check_local, folder_text_config
 from san.models.spec import CAUSAL, FAMILIES, FAMILY_TABLE, row
 
 #: architecture keys that count things (layers, heads, widths, positions): positive integers
@@ -232,8 +233,9 @@ def check_models(config: dict[str, Any]) -> None:
     weights to analyse; an explicit
     architecture names its family, is valid for it (:func:`check_architecture`) and has position embeddings for
     ``text.seq_len`` tokens; an init without architecture has pretrained weights to take it from; only causal
-    decoder families take decoder-only pretrained weights; raises :class:`ConfigError` naming the key. (An entry
-    without ``family`` is recognised from its config.json by its acquisition job, the first job of the model.)"""
+    decoder families take decoder-only pretrained weights; a local folder is recognised, pinned and long enough
+    (:func:`san.models.local.check_local`); raises :class:`ConfigError` naming the key. (Another entry without
+    ``family`` is recognised from its config.json by its acquisition job, the first job of the model.)"""
     text = config.get("text", {})
     for name, spec in config.get("models", {}).items():
         if spec.get("family") is not None and spec["family"] not in FAMILY_TABLE:
@@ -263,6 +265,9 @@ def check_models(config: dict[str, Any]) -> None:
             _check_positions(name, *explicit, text.get("seq_len"))
         _check_decoder_only(name, spec)
         _check_onnx(name, spec)
+        recognition = check_local(name, spec)
+        if recognition is not None:
+            _check_folder_positions(name, spec, recognition.family, text.get("seq_len"))
 
 
 def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any) -> None:
@@ -274,6 +279,23 @@ def _check_positions(name: str, family: str, arch: dict[str, Any], seq_len: Any)
         raise ConfigError(
             f"config key 'text.seq_len': {seq_len} tokens exceed the {positions - offset} usable position "
             f"embeddings of model {name!r} (models.{name}.init.config.{position_key})"
+        )
+
+
+def _check_folder_positions(name: str, spec: Mapping[str, Any], family: str, seq_len: Any) -> None:
+    """Local model ``name`` (of ``family``, recognised from its folder) embeds ``text.seq_len`` tokens: the position
+    embeddings its ``config.json`` sets (the family row's ``position_key``; the config class's default when the file
+    leaves it out) suffice."""
+    position_key, offset = FAMILY_TABLE[family].position_key, FAMILY_TABLE[family].position_offset
+    if position_key is None:
+        return
+    positions = arch_value(family, folder_text_config(spec), position_key)
+    if isinstance(positions, int) and isinstance(seq_len, int) and seq_len + offset > positions:
+        path = Path(spec["pretrained"]["path"]).expanduser() / "config.json"
+        raise ConfigError(
+            f"config key 'text.seq_len': {seq_len} tokens exceed the {positions - offset} usable position "
+            f"embeddings of model {name!r} ({position_key}: {positions} in {path}); lower text.seq_len to "
+            f"{positions - offset} or less"
         )
 
 

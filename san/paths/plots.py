@@ -5,6 +5,7 @@ Only the ``.nc`` results are read: restyling never reruns training or evaluation
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import matplotlib
@@ -14,8 +15,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from san.core.plotting import COLUMN_IN, figsize  # noqa: E402
+from san.core.plotting import COLUMN_IN, PALETTE, figsize, legend_of_panels  # noqa: E402
 from san.paths.table import seed_band, task_name, task_title  # noqa: E402
 
 
@@ -41,32 +43,29 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[st
     over seeds and repeats with the seeds' range (lowest to highest seed's mean over repeats) as a band, and the full
     model (mean, seeds' range) and the chance level as horizontal lines. ``titles``: panel titles by task name (see
     :func:`task_title`)."""
-    fig, axes = plt.subplots(1, len(datasets), figsize=figsize(len(datasets), aspect=0.9), squeeze=False)
-    palette = sns.color_palette("colorblind")
+    fig, axes = plt.subplots(1, len(datasets), figsize=figsize(len(datasets), aspect=1.0), squeeze=False, sharey=True,
+                             layout="constrained")  # fmt: skip
+    palette = PALETTE
     for ax, ds in zip(axes[0], datasets, strict=True):
         n_values = [int(n) for n in ds["n_paths"].values]
         k = ds["path_length"].values
         offsets = np.linspace(-0.08, 0.08, len(n_values)) if len(n_values) > 1 else [0.0]
         for i, (n, dx) in enumerate(zip(n_values, offsets, strict=True)):
             _band_line(ax, ds["accuracy"].sel(n_paths=n), k + dx, palette[i], f"{n} paths", "o", 1.3)
-        _level(ax, ds["full_model_accuracy"], "black", "-", "entire model")
+        _level(ax, ds["full_model_accuracy"], "black", "-", "full model")
         _level(ax, ds["chance_accuracy"], "grey", "--", "input-blind predictor")
-        ax.set_title(task_title(ds, titles))
-        ax.set_xlabel("path length")
+        ax.set_title(_wrapped(task_title(ds, titles)), fontsize="small")
+        ax.set_xlabel("path length $k$")
         ax.set_xticks(k)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6))
         ax.set_ylabel("token accuracy" if ax is axes[0][0] else "")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    order = sorted(range(len(labels)), key=lambda i: (not labels[i].endswith("paths"), i))  # path sets first
-    fig.tight_layout()
-    fig.legend(
-        [handles[i] for i in order],
-        [labels[i] for i in order],
-        loc="lower center",
-        ncol=min(len(labels), 4),
-        bbox_to_anchor=(0.5, 1.0),
-        frameon=False,
-    )
+    legend_of_panels(fig, list(axes[0]), ncol=4)
     return fig
+
+
+def _wrapped(title: str, width: int = 22) -> str:
+    """A panel title broken into lines of about ``width`` characters, so that it stays within its panel."""
+    return "\n".join(textwrap.wrap(title, width)) or title
 
 
 def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
@@ -76,9 +75,9 @@ def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
     One column wide; the legend below the panel names each architecture with its ``layers x heads`` in two columns
     (line style: solid for the paper's architectures, dashed for the configured model, dotted for the paths task).
     """
-    fig, ax = plt.subplots(figsize=figsize(width=COLUMN_IN, aspect=0.7))
+    fig, ax = plt.subplots(figsize=figsize(width=COLUMN_IN, aspect=0.7), layout="constrained")
     names = list(ds["architecture"].values)
-    palette = sns.color_palette("tab20" if len(names) > 10 else "tab10", len(names))
+    palette = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     styles = {"paper": "-", "config model": "--", "paths task": ":"}
     for color, name in zip(palette, names, strict=True):
         share = ds["share"].sel(architecture=name)
@@ -97,11 +96,9 @@ def path_length_distribution_figure(ds: xr.Dataset) -> plt.Figure:
     ax.set_xticks(ticks, [str(t) for t in ticks])
     ax.set_xlabel("path length")
     ax.set_ylabel("share of paths")
-    fig.tight_layout()
     fig.legend(
         *ax.get_legend_handles_labels(),
-        loc="upper center",
-        bbox_to_anchor=(0.5, 0.0),
+        loc="outside lower center",
         ncol=2,
         fontsize="x-small",
         handlelength=1.8,
@@ -127,7 +124,7 @@ def _norm_share_panel(top: plt.Axes, ds: xr.Dataset, palette: list, first: bool)
         y="norm_share",
         hue="state",
         hue_order=["trained", "init"],
-        palette=[palette[0], palette[7]],
+        palette=[palette[0], palette[5]],
         ax=top,
         legend=first,
         errorbar=("pi", 100) if "seed" in share else None,
@@ -140,7 +137,7 @@ def _norm_share_panel(top: plt.Axes, ds: xr.Dataset, palette: list, first: bool)
         label="share of paths",
     )
     top.set_xlabel("")
-    top.set_ylabel("norm share" if first else "")
+    top.set_ylabel("share of the output norm" if first else "")
 
 
 def path_decomposition_figure(
@@ -160,38 +157,31 @@ def path_decomposition_figure(
 
     sampled = {task_name(ds): ds for ds in sampled_datasets}
     n = len(exact_datasets)
-    fig, axes = plt.subplots(2, n, figsize=figsize(n, 2, aspect=0.8 if n > 1 else 0.7), squeeze=False, sharex="col")
-    palette = sns.color_palette("colorblind")
+    fig, axes = plt.subplots(2, n, figsize=figsize(n, 2, aspect=0.8 if n > 1 else 0.7), squeeze=False, sharex="col",
+                             sharey="row", layout="constrained")  # fmt: skip
+    palette = PALETTE
     for col, ds in enumerate(exact_datasets):
         top, bottom = axes[0][col], axes[1][col]
         k = ds["path_length"].values
         _norm_share_panel(top, ds, palette, col == 0)
-        top.set_title(task_title(ds, titles))
+        top.set_title(_wrapped(task_title(ds, titles)), fontsize="small")
         # barplot puts categories at 0..L, the same positions as the path lengths
         trained = ds.sel(state="trained")
-        _band_line(bottom, trained["truncated_accuracy"], k, palette[0], "exact: paths of length ≤ K", "o", 1.5)
+        _band_line(bottom, trained["truncated_accuracy"], k, palette[0], "exact: all paths up to length $k$", "o", 1.5)
         _band_line(
-            bottom, trained["single_length_accuracy"], k, palette[2], "exact: paths of length k only", "s", 1.2, "--"
+            bottom, trained["single_length_accuracy"], k, palette[2], "exact: paths of length $k$ only", "s", 1.2, "--"
         )
         if task_name(ds) in sampled:
             sds = sampled[task_name(ds)]
             n_paths = int(sds["n_paths"].max())
             acc = sds["accuracy"].sel(n_paths=n_paths)
-            label = f"sampled: {n_paths} paths of length k"
+            label = f"sampled: {n_paths} paths of length $k$"
             _band_line(bottom, acc, acc["path_length"].values, palette[1], label, "^", 1.0)
-        _level(bottom, trained["full_accuracy"], "black", "-", "entire model")
+        _level(bottom, trained["full_accuracy"], "black", "-", "full model")
         if "chance_accuracy" in ds:
             _level(bottom, ds["chance_accuracy"], "grey", "--", "input-blind predictor")
         bottom.set_xticks(k, [str(int(v)) for v in k])
-        bottom.set_xlabel("path length k (K)")
+        bottom.set_xlabel("path length $k$")
         bottom.set_ylabel("token accuracy" if col == 0 else "")
-    handles, labels = [], []
-    for ax in (axes[0][0], axes[1][0]):
-        h, lab = ax.get_legend_handles_labels()
-        handles += h
-        labels += lab
-    if axes[0][0].get_legend() is not None:
-        axes[0][0].get_legend().remove()
-    fig.tight_layout()
-    fig.legend(handles, labels, loc="lower center", ncol=4 if n > 1 else 2, bbox_to_anchor=(0.5, 1.0), frameon=False)
+    legend_of_panels(fig, [axes[0][0], axes[1][0]], ncol=3 if n > 1 else 2, fontsize="small")
     return fig

@@ -3,35 +3,59 @@
 
 from __future__ import annotations
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from san.core.markdown import fmt
-from san.core.plotting import DOUBLE_IN
-from san.phenomena.spec import CELL_STATES
+from san.core.plotting import DOUBLE_IN, OKABE_ITO
+from san.phenomena.spec import CELL_STATES, NOT_APPLICABLE
 
-#: one colour per state of :data:`~san.phenomena.spec.CELL_STATES`: holds, fails, no power, not judged, n/a
-COLOURS = ("#4c9a5a", "#c4473a", "#e0a030", "#b8b8b8", "#f2f2f2")
+#: one colour per state of :data:`~san.phenomena.spec.CELL_STATES` (holds, fails, no power, not judged, n/a), from
+#: Okabe & Ito's colour-blind-safe palette; "n/a" (the claim is not about that kind of model) is hatched
+COLOURS = (OKABE_ITO["bluish green"], OKABE_ITO["vermillion"], OKABE_ITO["yellow"], "#BBBBBB", "#FFFFFF")
+NOT_JUDGED_STATES = (3, 4)
+"""The states of a cell without a verdict (not judged, n/a): a model with only these is left out of the grid."""
 
 
 def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
-    """A grid of models (rows, with their kind) by claims (columns, their short labels): each cell's colour is its
-    verdict, its text the statistic (none where the claim is not judged or not about that kind of model)."""
+    """A grid of the models with at least one judged claim (rows, with their kind) by claims (columns, their short
+    labels): each cell's colour is the claim's verdict on that model alone, its text the claim's statistic on it
+    (none where the claim is not judged); "n/a" cells (the claim is not about that kind of model) hatched. The
+    models left out (every cell not judged or n/a) are named under the grid."""
+    codes_all = np.asarray(ds["verdict"].transpose("model", "claim").values, dtype=int)
+    judged = ~np.isin(codes_all, NOT_JUDGED_STATES).all(axis=1)
+    left_out = [str(m) for m, keep in zip(ds["model"].values, judged, strict=True) if not keep]
+    ds = ds.isel(model=np.flatnonzero(judged)) if judged.any() else ds
     models, labels = list(map(str, ds["model"].values)), list(map(str, ds["label"].values))
     codes = np.asarray(ds["verdict"].transpose("model", "claim").values, dtype=int)
-    fig, ax = plt.subplots(figsize=(DOUBLE_IN, 0.5 + 0.4 * len(models)))
+    fig, ax = plt.subplots(figsize=(DOUBLE_IN, 2.2 + 0.42 * len(models)), layout="constrained")
     ax.imshow(codes, cmap=ListedColormap(COLOURS), vmin=-0.5, vmax=len(COLOURS) - 0.5, aspect="auto")
     values = ds["value"].transpose("model", "claim").values
     for i, j in np.ndindex(codes.shape):
+        if codes[i, j] == CELL_STATES.index(NOT_APPLICABLE):
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.75", lw=0))
         if np.isfinite(values[i, j]):
             ax.text(j, i, fmt(float(values[i, j])), ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    ax.set_xticks(range(len(labels)), ["\n".join(textwrap.wrap(lab, 13)) for lab in labels], fontsize="x-small")
     kinds = list(map(str, ds["kind"].values))
-    ax.set_yticks(range(len(models)), [f"{m} ({k})" for m, k in zip(models, kinds, strict=True)])
+    ax.set_yticks(range(len(models)), [f"{m} ({k})" for m, k in zip(models, kinds, strict=True)], fontsize="x-small")
+    ax.set_xticks(np.arange(len(labels) + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(len(models) + 1) - 0.5, minor=True)
     ax.grid(False)
-    handles = [Patch(facecolor=c, edgecolor="0.5", label=s) for s, c in zip(CELL_STATES, COLOURS, strict=True)]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), bbox_to_anchor=(0.5, 1.0), frameon=False)
+    ax.grid(which="minor", color="white", lw=1.5)
+    ax.tick_params(which="minor", length=0)
+    note = "\n".join(textwrap.wrap("left out, no claim judged: " + ", ".join(left_out), 80)) if left_out else ""
+    ax.set_xlabel("claim (cell text: the claim's statistic on that model)" + (f"\n{note}" if note else ""),
+                  fontsize="small")  # fmt: skip
+    ax.set_ylabel("pretrained model (kind)", fontsize="small")
+    ax.set_title("The pretrained phenomena: each claim judged on each model alone", fontsize="small")
+    present = sorted(set(codes.ravel().tolist()))
+    handles = [Patch(facecolor=COLOURS[c], edgecolor="0.5", label=CELL_STATES[c], hatch="///" if c == 4 else None)
+               for c in present]  # fmt: skip
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize="small")
     return fig

@@ -11,34 +11,42 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 import xarray as xr  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import LogLocator, MaxNLocator  # noqa: E402
 
-from san.core.plotting import COLUMN_IN, DOUBLE_IN, figsize, legend_below  # noqa: E402
+from san.core.plotting import COLUMN_IN, DOUBLE_IN, PALETTE, VARIANT_STYLE, figsize, variant_style  # noqa: E402
 from san.rank_collapse.spec import METRICS, VARIANTS  # noqa: E402
 
 RATIO_LABEL = r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$"
 METRIC_TITLES = {
     "residual_ratio": RATIO_LABEL,
-    "residual_ratio_no_first": RATIO_LABEL + " without token 1",
+    "residual_ratio_no_first": RATIO_LABEL + r", without the first token $x_0$",
     "residual_ratio_frobenius": r"$\|res(X_l)\|_F / \|X_l\|_F$",
 }
 
 
-def _variant_lines(ax: plt.Axes, ds: xr.Dataset, log_scale: bool, legend: bool) -> None:
-    """One weights' relative residual per layer on ``ax``: per variant the mean over sequences, +-1 std band.
+def _variant_lines(ax: plt.Axes, ds: xr.Dataset, log_scale: bool, legend: bool = True) -> None:
+    """One weights' relative residual per layer on ``ax``: per variant the mean over sequences as a line with the
+    variant's fixed colour, marker and dash pattern (:data:`san.core.plotting.VARIANT_STYLE`, so a variant lying on
+    another stays visible), and +-1 std over sequences as a band.
 
     On a log axis exact zeros are clipped to the smallest positive double, so that a collapse to 0 stays visible.
     """
-    df = ds["residual_ratio"].to_dataframe().reset_index()
-    order = [v for v in VARIANTS if v in set(df["variant"])]
+    ratio = ds["residual_ratio"]
     if log_scale:
-        df = df.assign(residual_ratio=df["residual_ratio"].clip(lower=1e-300))
-    sns.lineplot(
-        data=df, x="layer", y="residual_ratio", hue="variant", hue_order=order, errorbar="sd", marker="o",
-        markersize=3, ax=ax, legend=legend,
-    )  # fmt: skip
+        ratio = ratio.clip(min=1e-300)
+    layers = ratio["layer"].values
+    others = [d for d in ratio.dims if d not in ("variant", "layer")]
+    for variant in [v for v in VARIANTS if v in set(map(str, ratio["variant"].values))]:
+        one = ratio.sel(variant=variant)
+        mean, std = one.mean(others), one.std(others)
+        style = variant_style(variant)
+        ax.plot(layers, mean, label=variant if legend else None, lw=1.2, markevery=max(1, len(layers) // 12), **style)
+        low = (mean - std).clip(min=1e-300) if log_scale else mean - std
+        ax.fill_between(layers, low, mean + std, color=style["color"], alpha=0.15, lw=0)
     if log_scale:
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, numticks=6))
 
 
 def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) -> plt.Figure:
@@ -47,14 +55,15 @@ def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) ->
     With ``log_scale`` the y axis is logarithmic, which shows the doubly exponential decay in float64.
     """
     weights = list(ds["weights"].values)
-    fig, axes = plt.subplots(1, len(weights), figsize=figsize(len(weights), aspect=0.75), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(weights), figsize=figsize(len(weights), aspect=0.75), sharey=True, squeeze=False,
+                             layout="constrained")  # fmt: skip
     for ax, w in zip(axes[0], weights, strict=True):
-        _variant_lines(ax, ds.sel(weights=w), log_scale, legend=ax is axes[0][-1])
-        ax.set_title(f"{model} ({w})")
-        ax.set_xlabel("layer")
-        ax.set_ylabel(RATIO_LABEL)
-    fig.tight_layout()
-    legend_below(fig, axes[0][-1])
+        _variant_lines(ax, ds.sel(weights=w), log_scale, legend=ax is axes[0][0])
+        ax.set_title(f"{model}, {w} weights")
+        ax.set_xlabel("layer $l$")
+        ax.set_ylabel(RATIO_LABEL if ax is axes[0][0] else "")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.legend(loc="outside lower center", ncol=4, frameon=False)
     return fig
 
 
@@ -91,14 +100,16 @@ def rank_collapse_overview_figure(
                 free.append(ax)
                 continue
             _variant_lines(ax, datasets[models[j]].sel(weights=w), log_scale, legend=legend_ax is None)
+            if legend_ax is None:
+                ax.legend()
             legend_ax = legend_ax or ax
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
-            ax.set_title(models[j], fontsize="x-small", pad=2)
+            ax.set_title(f"{models[j]} ({w})", fontsize="x-small", pad=2)
             ax.set_xlabel("")
-            ax.set_ylabel(w if j == 0 else "", fontsize="small")
+            ax.set_ylabel("")
             ax.tick_params(labelsize="x-small", pad=1)
-    fig.supxlabel("layer", fontsize="small")
-    fig.supylabel(RATIO_LABEL, fontsize="small")
+    fig.supxlabel("layer $l$ (each model to its own depth)", fontsize="small")
+    fig.supylabel("relative residual " + RATIO_LABEL, fontsize="small")
     _place_legend(fig, legend_ax, free)
     return fig
 
@@ -112,9 +123,12 @@ def _place_legend(fig: plt.Figure, ax: plt.Axes | None, free: list[plt.Axes]) ->
         if free:
             free[0].set_visible(False)
         if ax is not None:
-            legend_below(fig, ax)
+            handles, labels = ax.get_legend_handles_labels()
+            if legend is not None:
+                legend.remove()
+            fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
         return
-    handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+    handles, labels = ax.get_legend_handles_labels()
     legend.remove()
     free[0].axis("off")
     free[0].legend(handles, labels, loc="center", frameon=False, fontsize="small")
@@ -125,12 +139,15 @@ def attention_products_figure(ds: xr.Dataset, model: str) -> plt.Figure:
     df = ds["rank1_residual"].to_dataframe().reset_index()
     df["rank1_residual"] = df["rank1_residual"].clip(lower=1e-300)
     width = COLUMN_IN if ds.sizes["depth"] * ds.sizes["weights"] <= 10 else DOUBLE_IN
-    fig, ax = plt.subplots(figsize=figsize(width=width, aspect=0.75 if width == COLUMN_IN else 0.45))
-    sns.boxplot(data=df, x="depth", y="rank1_residual", hue="weights", log_scale=True, fliersize=1.5, ax=ax)
-    ax.set_xlabel("path length (number of attention matrices multiplied)")
-    ax.set_ylabel(r"$\|P - P_1\|_F / \|P\|_F$")
-    ax.set_title(f"{model}: chained attention along random paths")
-    fig.tight_layout()
+    fig, ax = plt.subplots(figsize=figsize(width=width, aspect=0.75 if width == COLUMN_IN else 0.45),
+                           layout="constrained")  # fmt: skip
+    weights = list(dict.fromkeys(df["weights"]))
+    sns.boxplot(data=df, x="depth", y="rank1_residual", hue="weights", log_scale=True, fliersize=1.5, ax=ax,
+                palette=dict(zip(weights, PALETTE, strict=False)))  # fmt: skip
+    ax.set_xlabel("path length (attention matrices multiplied)")
+    ax.set_ylabel(r"rank-1 residual $\|P - P_1\|_F / \|P\|_F$")
+    ax.set_title(f"{model}: chained attention", fontsize="small")
+    sns.move_legend(ax, "best", title="weights", frameon=False)
     return fig
 
 
@@ -157,18 +174,22 @@ def pretrained_collapse_figure(
     df = pd.concat(frames, ignore_index=True)
     df["ratio"] = df["ratio"].clip(lower=1e-300)
     metrics = [m for m in METRICS if m in set(df["metric"])]
-    fig, axes = plt.subplots(1, len(metrics), figsize=figsize(len(metrics), aspect=1.0), sharey=True, squeeze=False)
-    dashes = {v: "" if i == 0 else (4, 1.5) for i, v in enumerate(variants)}
+    fig, axes = plt.subplots(1, len(metrics), figsize=figsize(len(metrics), aspect=1.0), sharey=True, squeeze=False,
+                             layout="constrained")  # fmt: skip
+    models = list(dict.fromkeys(df["model"]))
+    colours = {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
+    dashes = {v: VARIANT_STYLE.get(v, {"ls": "-"})["ls"] for v in variants}
     for ax, metric in zip(axes[0], metrics, strict=True):
-        sns.lineplot(
-            data=df[df["metric"] == metric], x="depth", y="ratio", hue="model", style="variant", style_order=variants,
-            dashes=dashes, ax=ax, legend=ax is axes[0][-1],
-        )  # fmt: skip
+        part = df[df["metric"] == metric]
+        for (model, variant), line in part.groupby(["model", "variant"], sort=False):
+            ax.plot(line["depth"], line["ratio"], color=colours[model], ls=dashes[variant], lw=1.2)
         ax.set_yscale("log")
-        ax.set_xlabel("layer / depth")
+        ax.set_xlabel("relative depth $l / L$")
         ax.set_ylabel("")
         ax.set_title(METRIC_TITLES[metric], fontsize="small")
-    axes[0][0].set_ylabel("relative residual, pretrained")
-    fig.tight_layout()
-    legend_below(fig, axes[0][-1], ncol=4)
+    axes[0][0].set_ylabel("ratio, pretrained")
+    handles = [Line2D([], [], color=colours[m], lw=1.5) for m in models]
+    handles += [Line2D([], [], color="0.3", ls=dashes[v], lw=1.2) for v in variants]
+    labels = models + [f"{v} variant" for v in variants]
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), frameon=False, fontsize="small")
     return fig

@@ -12,6 +12,7 @@ from typing import Any
 
 from san.core.config import ConfigError
 from san.models.entries import arch_value, check_models, depth_and_heads, explicit_architecture, weight_sets
+from san.models.local import entry_family
 from san.models.spec import FAMILY_TABLE, VARIANTS
 
 #: floating point type of each variant's forward passes by default: the variants without skips fall doubly
@@ -96,8 +97,8 @@ PLACEBO = {
 def check_config(config: dict[str, Any], schemas: Path) -> None:
     """Cross-checks of the ``models``, ``text``, ``rank_collapse`` and ``attention_products`` sections that the schema
     cannot express: every model the experiment names is defined, every model is valid
-    (:func:`san.models.entries.check_models`), and the attention products draw from no more sequences than the input
-    has; raises :class:`ConfigError` naming the key."""
+    (:func:`san.models.entries.check_models`), the attention products' models are defined and draw from no more
+    sequences than the input has; raises :class:`ConfigError` naming the key."""
     models = config.get("models", {})
     for i, name in enumerate(config.get("rank_collapse", {}).get("models", [])):
         if name not in models:
@@ -107,11 +108,11 @@ def check_config(config: dict[str, Any], schemas: Path) -> None:
             )
     check_models(config)
     text = config.get("text", {})
-    analysed = config.get("rank_collapse", {}).get("models", [])
     for i, name in enumerate(config.get("attention_products", {}).get("models") or []):
-        if name not in analysed:
+        if name not in models:
             raise ConfigError(
-                f"config key 'attention_products.models.{i}': model {name!r} is not in rank_collapse.models {analysed}"
+                f"config key 'attention_products.models.{i}': unknown model {name!r}; "
+                f"define it under 'models' (defined: {sorted(models)})"
             )
     wanted, available = config.get("attention_products", {}).get("n_sequences"), text.get("n_sequences")
     if isinstance(wanted, int) and isinstance(available, int) and wanted > available:
@@ -122,19 +123,28 @@ def check_config(config: dict[str, Any], schemas: Path) -> None:
     check_context(config)
 
 
+def attention_product_models(config: dict[str, Any]) -> list[str]:
+    """The models whose attention products are sampled: those of ``attention_products.models`` that
+    ``rank_collapse.models`` analyses (null: all of these), so that a run of fewer models needs no edit there."""
+    analysed = list(config.get("rank_collapse", {}).get("models", []))
+    named = config.get("attention_products", {}).get("models")
+    return analysed if named is None else [name for name in named if name in analysed]
+
+
 def context_models(config: dict[str, Any]) -> list[str]:
     """The models whose first-token sink is measured at several context lengths (``phenomena.context.models``; null:
-    the causal decoders of ``rank_collapse.models`` with pretrained weights whose entry names its family)."""
+    the causal decoders of ``rank_collapse.models`` with pretrained weights whose family is known before acquisition:
+    named by the entry, or recognised from a local folder's config.json, :func:`san.models.local.entry_family`)."""
     context = config.get("phenomena", {}).get("context", {})
     if context.get("models") is not None:
         return list(context["models"])
     models = config.get("models", {})
+    families = {name: entry_family(models[name], name) for name in config.get("rank_collapse", {}).get("models", [])}
     return [
         name
-        for name in config.get("rank_collapse", {}).get("models", [])
-        if models[name].get("pretrained") and models[name].get("family") in FAMILY_TABLE
-        and FAMILY_TABLE[models[name]["family"]].causal
-    ]  # fmt: skip
+        for name, family in families.items()
+        if models[name].get("pretrained") and family in FAMILY_TABLE and FAMILY_TABLE[family].causal
+    ]
 
 
 def check_context(config: dict[str, Any]) -> None:
@@ -144,7 +154,7 @@ def check_context(config: dict[str, Any]) -> None:
     context = config.get("phenomena", {}).get("context", {})
     analysed, models = config.get("rank_collapse", {}).get("models", []), config.get("models", {})
     for i, name in enumerate(context.get("models") or []):
-        family = models.get(name, {}).get("family")
+        family = entry_family(models[name], name) if name in models else None
         if name not in analysed:
             raise ConfigError(
                 f"config key 'phenomena.context.models.{i}': model {name!r} is not in rank_collapse.models {analysed}"

@@ -13,6 +13,7 @@ import jinja2
 
 from san.core.markdown import measured_cell, power_cell, wrong_cell
 from san.core.verdicts import NOT_JUDGED, verdict_of
+from san.report.front import findings, first_verdicts
 
 
 def yes_no(flag: bool | None) -> str:
@@ -86,6 +87,8 @@ def render_captions(templates: Path, out_dir: Path, context: Mapping[str, Any]) 
     env.globals["sweep_rows"] = sweep_rows
     env.globals["verdict_item"] = verdict_item
     env.globals["verdict_table"] = verdict_table
+    env.globals["findings"] = lambda: findings(context)
+    env.globals["first_verdicts"] = lambda: first_verdicts(context)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for path in sorted(Path(templates).glob("*.rst")):

@@ -15,7 +15,8 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    width; then step 3. Without ``RESULTS``, only the benchmarks' tables.
 3. ``sync`` (``--check``: only report): rewrite every block ``<!-- generated: NAME -->`` ... ``<!-- end -->`` of
    README.md and ``docs/*.md`` with ``docs/results/NAME.md``, or, for a family table (:data:`FAMILY_TABLES`, the
-   README's family list and docs/models.md's tables), with the table rendered from the family table. The one
+   README's family list and docs/models.md's tables), with the table rendered from the family table, and the
+   ``gallery`` block with the figure registry's gallery (:func:`san.figures.gallery_markdown`). The one
    syntax and the one sync of every generated block; the tests run the check, so a hand edit of a block fails them.
 4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records; every verdict of the committed
    ``summary.json`` follows from its own numbers (:func:`san.core.verdicts.rederive_summary`: each row's margin from
@@ -46,6 +47,7 @@ from san.core.markdown import lookup, markdown, measured_cell, power_cell, wrong
 from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
+from san.figures import gallery, gallery_markdown, gallery_source
 from san.models.tables import TABLES as FAMILY_TABLES
 from san.report.benchmark_tables import benchmark_table
 from san.report.provenance import source_line
@@ -75,17 +77,10 @@ DOCUMENTS = ("README.md", "docs/*.md")
 """The files whose generated blocks ``sync`` rewrites (globs relative to the repository root)."""
 BENCHMARK_TABLES = Path("benchmarks/out")
 """Where the benchmark scripts write their tables (``benchmarks/_common.py``)."""
-GALLERY = (
-    "rank_collapse_overview",
-    "rank_collapse_pretrained",
-    "circle",
-    "path_effectiveness",
-    "path_decomposition",
-    "theorem_bound",
-    "propagation_masks",
-    "phenomena",
-)
-"""The figures (``results/figures/<name>.png``) that README.md shows, in its order."""
+GALLERY = tuple(gallery())
+"""The figures that README.md shows, in its order: the figure registry's gallery (:func:`san.figures.gallery`)."""
+GALLERY_BLOCK = "gallery"
+"""The generated block of README.md that shows the gallery (rendered from the figure registry, no snapshot)."""
 GALLERY_WIDTH_PX = 1200
 """Width in pixels of a gallery copy (a README column; wider figures are scaled down)."""
 BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
@@ -160,6 +155,8 @@ def render(text: str, snapshots: Path, where: str = "") -> str:
     def fill(m: re.Match) -> str:
         if m.group(2) in FAMILY_TABLES:
             return m.group(1) + FAMILY_TABLES[m.group(2)]() + m.group(4)
+        if m.group(2) == GALLERY_BLOCK:
+            return m.group(1) + gallery_markdown(str(FIGURES)) + m.group(4)
         path = snapshots / f"{m.group(2)}.md"
         if not path.is_file():
             raise FileNotFoundError(f"{where}: the generated block '{m.group(2)}' has no snapshot {path}")
@@ -239,7 +236,7 @@ def _checked_run(results: Path) -> tuple[list[Path], list[Path], dict[str, Path]
     """A run's tables, gallery figures, data (by snapshot name) and record, after checking that every one exists
     and every table equals the one rendered from the run's ``summary.json`` (one run for all of them)."""
     written = [results / "tables" / "readme" / f"{name}.md" for name in tables()]
-    figures = [results / "figures" / f"{name}.png" for name in GALLERY]
+    figures = [gallery_source(results / "figures", name) for name in GALLERY]
     missing = [p for p in written + figures + [results / SUMMARY] if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"not in the run at {results}: {', '.join(map(str, missing))}")
@@ -281,8 +278,8 @@ def publish(results: Path | None, root: Path, benchmarks: Path | None = None) ->
             shutil.copyfile(src, snapshots / snap)
         for snap in set(data_files()) - set(data):  # a run without path tasks: no paths summary of an earlier run stays
             (snapshots / snap).unlink(missing_ok=True)
-        for figure in figures:
-            gallery_copy(figure, root / FIGURES / figure.name)
+        for name, figure in zip(GALLERY, figures, strict=True):
+            gallery_copy(figure, root / FIGURES / f"{name}.png")
         manifest |= {
             "run": record,
             "data": {snap: sha256(snapshots / snap) for snap in data},

@@ -177,11 +177,15 @@ def test_a_scripts_library_inputs_are_its_imports_with_theirs_and_their_packages
 
 
 def test_figure_scripts_depend_on_no_experiment_module():
-    """The derivation follows the real imports: a figure job reruns for its plots and the figure style, never for
-    the experiment that computed its data."""
-    closure = imports_closure(ROOT / "scripts" / "rank_collapse_model.py")
-    assert {"san.rank_collapse.plots", "san.core.plotting", "san.rank_collapse", "san"} <= closure
-    assert not {"san.rank_collapse.experiment", "san.models.load", "san.core.device"} & closure
+    """The derivation follows the real imports: a figure job reruns for its plots (the draw module the figure
+    registry names, passed as a module the script runs) and the figure style, never for the experiment that computed
+    its data."""
+    closure = imports_closure(ROOT / "scripts" / "figure.py")
+    assert {"san.figures", "san.core.plotting", "san"} <= closure
+    inputs = {p.relative_to(SAN).as_posix() for p in library_inputs(ROOT / "scripts" / "figure.py",
+                                                                    runs=["san.rank_collapse.plots"])}  # fmt: skip
+    assert {"rank_collapse/plots.py", "core/plotting.py", "figures.py"} <= inputs
+    assert not {"rank_collapse/experiment.py", "models/load.py", "core/device.py"} & inputs
     training = imports_closure(ROOT / "scripts" / "circle_train.py")
     assert {"san.circle.experiment", "san.core.attention", "san.core.storage"} <= training
 

@@ -97,12 +97,7 @@ rule circle:
     input:
         data=rules.circle_gather.output[0],
     output:
-        report(
-            figures("circle"),
-            caption=caption("circle"),
-            category="Circle (Fig. 3)",
-            labels={"figure": "trajectories"},
-        ),
+        figure_report("circle", labels={"figure": "trajectories"}),
     log:
         "logs/circle.log",
     benchmark:
@@ -116,7 +111,7 @@ rule circle:
         figures=config["figures"],
         plot=CIRCLE["plot"],
     script:
-        "../../scripts/circle.py"
+        "../../scripts/figure.py"
 
 
 rule circle_distance:
@@ -124,12 +119,7 @@ rule circle_distance:
     input:
         data=rules.circle_gather.output[0],
     output:
-        report(
-            figures("circle_distance"),
-            caption=caption("circle_distance"),
-            category="Circle (Fig. 3)",
-            labels={"figure": "token distance"},
-        ),
+        figure_report("circle_distance", labels={"figure": "token distance"}),
     log:
         "logs/circle_distance.log",
     benchmark:
@@ -143,7 +133,7 @@ rule circle_distance:
         figures=config["figures"],
         collapse_threshold=CIRCLE["report"]["collapse_threshold"],
     script:
-        "../../scripts/circle_distance.py"
+        "../../scripts/figure.py"
 
 
 rule circle_loss:
@@ -151,12 +141,7 @@ rule circle_loss:
     input:
         data=rules.circle_gather.output[0],
     output:
-        report(
-            figures("circle_loss"),
-            caption=caption("circle_loss"),
-            category="Circle (Fig. 3)",
-            labels={"figure": "training loss"},
-        ),
+        figure_report("circle_loss", labels={"figure": "training loss"}),
     log:
         "logs/circle_loss.log",
     benchmark:
@@ -169,7 +154,7 @@ rule circle_loss:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/circle_loss.py"
+        "../../scripts/figure.py"
 
 
 FIG3 = [f"{RESULTS}/circle.nc", RESULT["circle_collapse"]]

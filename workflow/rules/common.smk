@@ -12,11 +12,13 @@ from san.core.gpus import visible_gpus
 from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file
 from san.experiments import check_config, rules_files
+from san.figures import FIGURES as FIGURE_REGISTRY, caption_name as figure_caption
 from san.imports import PACKAGE, library_inputs
 from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
-from san.rank_collapse.spec import model_priorities, variant_dtypes
+from san.rank_collapse.spec import attention_product_models, model_priorities, variant_dtypes
 from san.rank_collapse.series.spec import MODEL as SERIES_MODEL
+from san.report.model_report import is_decoder, resolve_model
 
 # The workflow's own files are found from its folder (WORKFLOW_DIR, the Snakefile's), never from the working directory.
 SCHEMAS = WORKFLOW_DIR / "schemas"
@@ -26,6 +28,9 @@ SCHEMAS = WORKFLOW_DIR / "schemas"
 # folder itself, not workflow.source_path's cached copy of one file, so its $refs to sibling schema files resolve.)
 # Every mapping's keys are put in the order of CONFIG_FILE: a job's params, which Snakemake compares by their text,
 # then depend on the config's values only, not on the order in which an overlay (--configfile, --config) wrote them.
+# The model of the model_report target (config `model`): a name under `models`, or a local folder whose entry is added
+# there (pinned) before the check (san.report.model_report.resolve_model).
+MODEL = resolve_model(config)
 CHECKED = check_config(
     config, SCHEMAS, reference=load_config_file(CONFIG_FILE) if Path(CONFIG_FILE).is_file() else None
 )
@@ -229,6 +234,9 @@ def add_library_inputs(rules):
             script = Path(one.basedir.join(one.script).get_path_or_uri(secret_free=True))
             # a script that calls the `run` of the experiment its rule names (params.experiment) runs that module too
             runs = [value for name, value in one.params.items() if name == "experiment"]
+            # the figure script draws with the registry's draw functions (san.figures), imported by name
+            if script.name == "figure.py":
+                runs += [FIGURE_REGISTRY[n].draw.split(":")[0] for n in list(one.output.keys()) or [one.name]]
             one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
             one.set_input(lib=[shipped(p) for p in library_inputs(script, PACKAGE, runs)])
 
@@ -236,6 +244,24 @@ def add_library_inputs(rules):
 def figures(stem):
     """Paths of one figure in every configured format."""
     return expand(f"{RESULTS}/figures/{stem}.{{ext}}", ext=FIGURE_FORMATS)
+
+
+def model_figure(name, suffix=""):
+    """Paths of figure ``name`` of one model (the ``{model}`` wildcard) in every configured format."""
+    return expand(f"{RESULTS}/figures/{name}_{{{{model}}}}{suffix}.{{ext}}", ext=FIGURE_FORMATS)
+
+
+def figure_report(name, paths=None, labels=None):
+    """Figure ``name`` of the figure registry (san.figures) as a rule's report output: its files (``paths``, default
+    :func:`figures`), its caption, category and subcategory from the registry."""
+    entry = FIGURE_REGISTRY[name]
+    return report(
+        paths or figures(name),
+        caption=caption(figure_caption(name)),
+        category=entry.category,
+        subcategory=entry.subcategory,
+        labels=labels,
+    )
 
 
 # Models of the rank-collapse experiment (and of every experiment that reads its inputs).
@@ -312,3 +338,21 @@ SUMMARY_PARAMS = {}
 # The run's data besides summary.json that the wings' documents tables read (san.experiments.table_data), registered
 # by the rules file that writes it; the readme_tables rule takes them all.
 TABLE_INPUTS = []
+
+
+# ---- One model's report (model_report.smk; config `model`, MODEL above).
+
+
+def model_context(w):
+    """The context-length run of model ``w.model`` when it is a decoder with pretrained weights (none otherwise)."""
+    return [RESULT["sink_context"].format(model=w.model)] if is_decoder(config, w.model) else []
+
+
+def model_report_inputs(wildcards):
+    """The page of config `model` (a missing `model` is named)."""
+    if MODEL is None:
+        raise WorkflowError(
+            "target model_report: config key 'model' is not set; give the model on the command line: "
+            "snakemake --cores all model_report --config model=<folder or name under models>"
+        )
+    return f"{RESULTS}/model_report/{MODEL}/README.md"

@@ -135,12 +135,7 @@ rule path_effectiveness:
     input:
         data=expand(RESULT["paths"], task=PATHS_TASKS),
     output:
-        report(
-            figures("path_effectiveness"),
-            caption=caption("path_effectiveness"),
-            category="Path effectiveness (Fig. 4)",
-            labels={"figure": "accuracy by path length"},
-        ),
+        figure_report("path_effectiveness", labels={"figure": "accuracy by path length"}),
     log:
         "logs/path_effectiveness.log",
     benchmark:
@@ -154,7 +149,7 @@ rule path_effectiveness:
         figures=config["figures"],
         titles=PATHS_TITLES,
     script:
-        "../../scripts/path_effectiveness.py"
+        "../../scripts/figure.py"
 
 
 rule path_length_distribution:
@@ -162,12 +157,7 @@ rule path_length_distribution:
     input:
         data=rules.paths_counts.output[0],
     output:
-        report(
-            figures("path_length_distribution"),
-            caption=caption("path_length_distribution"),
-            category="Path effectiveness (Fig. 4)",
-            labels={"figure": "path length distribution"},
-        ),
+        figure_report("path_length_distribution", labels={"figure": "path length distribution"}),
     log:
         "logs/path_length_distribution.log",
     benchmark:
@@ -180,7 +170,7 @@ rule path_length_distribution:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/path_length_distribution.py"
+        "../../scripts/figure.py"
 
 
 FIG4 = expand(RESULT["paths"], task=PATHS_TASKS)

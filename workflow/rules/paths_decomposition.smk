@@ -33,12 +33,7 @@ rule path_decomposition:
         exact=expand(RESULT["paths_exact"], task=PATHS_TASKS),
         sampled=expand(RESULT["paths"], task=PATHS_TASKS),
     output:
-        report(
-            figures("path_decomposition"),
-            caption=caption("path_decomposition"),
-            category="Path effectiveness (Fig. 4)",
-            labels={"figure": "exact path-length decomposition"},
-        ),
+        figure_report("path_decomposition", labels={"figure": "exact path-length decomposition"}),
     log:
         "logs/path_decomposition.log",
     benchmark:
@@ -52,7 +47,7 @@ rule path_decomposition:
         figures=config["figures"],
         titles=PATHS_TITLES,
     script:
-        "../../scripts/path_decomposition.py"
+        "../../scripts/figure.py"
 
 
 PATHS_DECOMPOSITION = expand(RESULT["paths_exact"], task=PATHS_TASKS)

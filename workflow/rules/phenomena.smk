@@ -83,11 +83,7 @@ rule phenomena:
     input:
         data=rules.phenomena_table.output.nc,
     output:
-        report(
-            figures("phenomena"),
-            caption=caption("phenomena"),
-            category="Pretrained phenomena (beyond the paper)",
-        ),
+        figure_report("phenomena"),
     log:
         "logs/phenomena.log",
     benchmark:
@@ -100,7 +96,7 @@ rule phenomena:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/phenomena.py"
+        "../../scripts/figure.py"
 
 
 if RANK_COLLAPSE_MODELS or VISION_MODELS:

@@ -55,15 +55,7 @@ rule propagation:
     input:
         **{s: RESULT["propagation"].format(sweep=s) for s in PROPAGATION_SWEEPS},
     output:
-        **{
-            s: report(
-                figures(f"propagation_{s}"),
-                caption=caption(f"propagation_{s}"),
-                category="Signal propagation (beyond the paper)",
-                labels={"sweep": s},
-            )
-            for s in PROPAGATION_SWEEPS
-        },
+        **{f"propagation_{s}": figure_report(f"propagation_{s}", labels={"sweep": s}) for s in PROPAGATION_SWEEPS},
     log:
         "logs/propagation.log",
     benchmark:
@@ -76,7 +68,7 @@ rule propagation:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/propagation.py"
+        "../../scripts/figure.py"
 
 
 PROPAGATION_TARGETS = [RESULT["propagation"].format(sweep=s) for s in PROPAGATION_SWEEPS]

@@ -1,9 +1,7 @@
 # Rank collapse in BERT, ALBERT and XLNet (the paper's Sec. 4, Fig. 2) and attention products along paths (appendix).
 RANK_COLLAPSE_MODELS = config["rank_collapse"]["models"]
 # Models whose attention products are sampled (null: every analysed model).
-ATTENTION_PRODUCT_MODELS = (
-    RANK_COLLAPSE_MODELS if config["attention_products"]["models"] is None else config["attention_products"]["models"]
-)
+ATTENTION_PRODUCT_MODELS = attention_product_models(config)
 # Models with pretrained weights (the side-by-side figure of the pretrained architectures).
 PRETRAINED_MODELS = [m for m in RANK_COLLAPSE_MODELS if config["models"][m].get("pretrained")]
 
@@ -133,18 +131,12 @@ rule rank_collapse_model:
     input:
         data=rules.rank_collapse.output[0],
     output:
-        linear=report(
-            expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("rank_collapse_model"),
-            category="Rank collapse (Fig. 2)",
-            subcategory="{model}",
-            labels={"model": "{model}", "scale": "linear"},
+        rank_collapse_model=figure_report(
+            "rank_collapse_model", model_figure("rank_collapse_model"), labels={"model": "{model}", "scale": "linear"}
         ),
-        log=report(
-            expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}_log.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("rank_collapse_model_log"),
-            category="Rank collapse (Fig. 2)",
-            subcategory="{model}",
+        rank_collapse_model_log=figure_report(
+            "rank_collapse_model_log",
+            model_figure("rank_collapse_model", "_log"),
             labels={"model": "{model}", "scale": "log"},
         ),
     log:
@@ -159,7 +151,7 @@ rule rank_collapse_model:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/rank_collapse_model.py"
+        "../../scripts/figure.py"
 
 
 rule rank_collapse_overview:
@@ -167,11 +159,7 @@ rule rank_collapse_overview:
     input:
         data=expand(RESULT["rank_collapse"], model=RANK_COLLAPSE_MODELS),
     output:
-        report(
-            figures("rank_collapse_overview"),
-            caption=caption("rank_collapse_overview"),
-            category="Rank collapse (Fig. 2)",
-        ),
+        figure_report("rank_collapse_overview"),
     log:
         "logs/rank_collapse_overview.log",
     benchmark:
@@ -185,7 +173,7 @@ rule rank_collapse_overview:
         models=RANK_COLLAPSE_MODELS,
         figures=config["figures"],
     script:
-        "../../scripts/rank_collapse_overview.py"
+        "../../scripts/figure.py"
 
 
 rule rank_collapse_pretrained:
@@ -193,11 +181,7 @@ rule rank_collapse_pretrained:
     input:
         data=expand(RESULT["rank_collapse"], model=PRETRAINED_MODELS),
     output:
-        report(
-            figures("rank_collapse_pretrained"),
-            caption=caption("rank_collapse_pretrained"),
-            category="Rank collapse (Fig. 2)",
-        ),
+        figure_report("rank_collapse_pretrained"),
     log:
         "logs/rank_collapse_pretrained.log",
     benchmark:
@@ -211,7 +195,7 @@ rule rank_collapse_pretrained:
         models=PRETRAINED_MODELS,
         figures=config["figures"],
     script:
-        "../../scripts/rank_collapse_pretrained.py"
+        "../../scripts/figure.py"
 
 
 rule attention_products_model:
@@ -219,12 +203,7 @@ rule attention_products_model:
     input:
         data=rules.attention_products.output[0],
     output:
-        report(
-            expand(f"{RESULTS}/figures/attention_products_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("attention_products_model"),
-            category="Chained attention along paths (appendix)",
-            labels={"model": "{model}"},
-        ),
+        figure_report("attention_products_model", model_figure("attention_products_model"), labels={"model": "{model}"}),
     log:
         "logs/attention_products_model/{model}.log",
     benchmark:
@@ -237,7 +216,7 @@ rule attention_products_model:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/attention_products_model.py"
+        "../../scripts/figure.py"
 
 
 FIG2 = figures("rank_collapse_overview") if RANK_COLLAPSE_MODELS else []

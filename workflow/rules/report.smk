@@ -35,7 +35,7 @@ rule runtimes:
     """Wall time, CPU time and peak memory of every job, from the benchmark files."""
     input:
         # ancient: the table is refreshed when the summary changes, not when a figure is restyled
-        results=[ancient(f) for f in REPORT_INPUTS],
+        results=REPORT_INPUTS,
         summary=rules.summary.output.json,
     output:
         report(
@@ -80,3 +80,41 @@ rule readme_tables:
 
 
 TARGETS += [rules.summary.output.json, rules.runtimes.output[0], *rules.readme_tables.output]
+
+
+rule report_pages:
+    """The report's verdicts page (every verdict with its numbers) and its interactive models x claims x layers view,
+    self-contained HTML pages that the front page links to."""
+    input:
+        summary=rules.summary.output.json,
+        verdicts=f"{RESULTS}/report/captions/verdicts.rst",
+        rank_collapse=expand(RESULT["rank_collapse"], model=RANK_COLLAPSE_MODELS),
+    output:
+        verdicts=report(
+            f"{RESULTS}/report/verdicts.html",
+            caption=caption("verdicts_page"),
+            category="Verdicts",
+            labels={"page": "every verdict"},
+        ),
+        view=report(
+            f"{RESULTS}/report/models_claims_layers.html",
+            caption=caption("models_claims_layers"),
+            category="Verdicts",
+            labels={"page": "models x claims x layers"},
+        ),
+    log:
+        "logs/report_pages.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report_pages.tsv"
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("report_pages"),
+    params:
+        models=RANK_COLLAPSE_MODELS,
+    script:
+        "../../scripts/report_pages.py"
+
+
+TARGETS += rules.report_pages.output

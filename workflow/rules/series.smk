@@ -57,11 +57,7 @@ rule training_dynamics:
     input:
         data=rules.rank_collapse_series.output[0],
     output:
-        report(
-            figures("training_dynamics"),
-            caption=caption("training_dynamics"),
-            category="Rank collapse along training",
-        ),
+        figure_report("training_dynamics"),
     log:
         "logs/training_dynamics.log",
     benchmark:
@@ -75,7 +71,7 @@ rule training_dynamics:
         figures=config["figures"],
         share_threshold=config["report"]["first_token_sink"]["share_threshold"],
     script:
-        "../../scripts/training_dynamics.py"
+        "../../scripts/figure.py"
 
 
 # Series of hub revisions (models.<name>.pretrained.revisions), one job per model.
@@ -114,12 +110,7 @@ rule training_dynamics_model:
     input:
         data=rules.rank_collapse_hub_series.output[0],
     output:
-        report(
-            expand(f"{RESULTS}/figures/training_dynamics_model_{{{{model}}}}.{{ext}}", ext=FIGURE_FORMATS),
-            caption=caption("training_dynamics_model"),
-            category="Rank collapse along training",
-            labels={"model": "{model}"},
-        ),
+        figure_report("training_dynamics_model", model_figure("training_dynamics_model"), labels={"model": "{model}"}),
     log:
         "logs/training_dynamics_model/{model}.log",
     benchmark:
@@ -133,7 +124,7 @@ rule training_dynamics_model:
         figures=config["figures"],
         share_threshold=config["report"]["first_token_sink"]["share_threshold"],
     script:
-        "../../scripts/training_dynamics_model.py"
+        "../../scripts/figure.py"
 
 
 # The offline series' result (the summary reads it) and every series target.

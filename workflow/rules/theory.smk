@@ -29,11 +29,7 @@ rule theorem_bound:
     input:
         data=rules.theorem_sweep.output[0],
     output:
-        report(
-            figures("theorem_bound"),
-            caption=caption("theorem_bound"),
-            category="Theorem 2.2 vs its bound",
-        ),
+        figure_report("theorem_bound"),
     log:
         "logs/theorem_bound.log",
     benchmark:
@@ -46,7 +42,7 @@ rule theorem_bound:
     params:
         figures=config["figures"],
     script:
-        "../../scripts/theorem_bound.py"
+        "../../scripts/figure.py"
 
 
 THEOREM = [RESULT["theorem"]] + figures("theorem_bound")

@@ -62,11 +62,7 @@ rule vision:
     input:
         data=expand(RESULT["vision"], model=VISION_MODELS),
     output:
-        report(
-            figures("vision"),
-            caption=caption("vision"),
-            category="Rank collapse in image encoders (beyond the paper)",
-        ),
+        figure_report("vision"),
     log:
         "logs/vision.log",
     benchmark:
@@ -80,7 +76,7 @@ rule vision:
         models=VISION_MODELS,
         figures=config["figures"],
     script:
-        "../../scripts/vision.py"
+        "../../scripts/figure.py"
 
 
 if VISION_MODELS:

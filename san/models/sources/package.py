@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import shutil
 import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
 
-from san.models.folders import TOKENIZER_FILES, AcquisitionError, bundled_model_dir, tokenizer_files
+from san.models.folders import TOKENIZER_FILES, AcquisitionError, bundled_model_dir
+from san.models.local import model_folder_files as _model_folder_files
 from san.models.sources.fetched import Fetched
 from san.models.sources.gguf import dequantised
 
@@ -153,30 +153,3 @@ def _reassemble(parts: list[dict[str, str]], target: Path) -> tuple[dict[str, st
                     digest.update(block)
                     out.write(block)
     return versions, digest.hexdigest()
-
-
-def _model_folder_files(src: Path, allow_pickle: bool = False) -> tuple[dict[str, Path], list[str]]:
-    """The files of a model folder that a copy of it takes: its config, safetensors weights (one file or a sharded
-    checkpoint) and tokenizer files, by name; a folder with only pickle weights (``pytorch_model*.bin``) is taken
-    only with ``allow_pickle`` (the store converts them, :func:`san.models.sources.extract.convert_pickle`). Also the
-    pickle files."""
-    weights = _weight_files(src, "model", ".safetensors")
-    pickles = [] if weights else _weight_files(src, "pytorch_model", ".bin")
-    if not weights and not (allow_pickle and pickles):
-        raise AcquisitionError(
-            f"{src} has no model.safetensors (only safetensors weights are loaded"
-            + ("; its pickle weights only when the entry opts in with allow_pickle: true)" if pickles else ")")
-        )
-    names = ["config.json", *weights, *pickles, *tokenizer_files(src)]
-    return {name: src / name for name in names}, [name for name in pickles if name.endswith(".bin")]
-
-
-def _weight_files(src: Path, stem: str, suffix: str) -> list[str]:
-    """The weight files of a folder in one format: ``<stem><suffix>``, or a sharded checkpoint's index
-    ``<stem><suffix>.index.json`` and the shards its ``weight_map`` names; empty when the folder has neither."""
-    if (src / f"{stem}{suffix}").is_file():
-        return [f"{stem}{suffix}"]
-    index = src / f"{stem}{suffix}.index.json"
-    if index.is_file():
-        return [index.name, *sorted(set(json.loads(index.read_text()).get("weight_map", {}).values()))]
-    return []

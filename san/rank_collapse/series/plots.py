@@ -11,8 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from san.core.plotting import figsize, legend_below  # noqa: E402
+from san.core.plotting import figsize, legend_of_panels, variant_style  # noqa: E402
 from san.core.sink import sink_share  # noqa: E402
 from san.rank_collapse.plots import RATIO_LABEL  # noqa: E402
 from san.rank_collapse.series.measures import Over, has_unmodified, over_layers  # noqa: E402
@@ -66,8 +67,12 @@ def _residual_row(fig: plt.Figure, cell: Any, ds: xr.Dataset, model: str, colors
             _band(ax, ds["step"].values, ratio.sel(variant=v, layer=layer), v, colors[v])
         ax.set_yscale("log")
         _step_axis(ax)
-        ax.set_title(f"{model}, layer {layer}")
-        ax.set_ylabel(RATIO_LABEL if ax is axes[0] else "")
+        ax.set_title(f"{model}, layer {layer}", fontsize="small")
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("relative residual\n" + RATIO_LABEL if ax is axes[0] else "", fontsize="small")
+        if ax is not axes[0]:
+            ax.sharey(axes[0])
+            ax.tick_params(labelleft=False)
     return axes
 
 
@@ -86,8 +91,8 @@ def _phenomena_row(
         else:
             ax.set_ylim(-0.02, 1.02)
         _step_axis(ax)
-        ax.set_title(title)
-        ax.set_ylabel(UNMODIFIED if ax is axes[0] else "")
+        ax.set_title(title, fontsize="small")
+        ax.set_ylabel(f"{UNMODIFIED}: " + ("ratio" if scale == "ratio" else "normalised value"), fontsize="small")
     return axes
 
 
@@ -103,11 +108,11 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
     :func:`~san.rank_collapse.series.experiment.run_hub_series`' result."""
     ds = ds.isel(revision=np.argsort(ds["step"].values))
     variants = [v for v in DRAWN if v in ds["variant"]]
-    colors = dict(zip(DRAWN, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
+    colors = {v: variant_style(v)["color"] for v in DRAWN}
     # each measure reduced over the layers (san.rank_collapse.series.measures), read before the figure is drawn
     curves = [over_layers(ds, name, over) for name, over, _, _ in PHENOMENA_PANELS] if has_unmodified(ds) else []
     n_layers = len(drawn_layers(int(ds["layer"].max())))
-    fig = plt.figure(figsize=figsize(3, 2, aspect=1.0) if curves else figsize(n_layers, aspect=1.2))
+    fig = plt.figure(figsize=figsize(3, 3, aspect=0.85) if curves else figsize(n_layers, 2, aspect=0.9))
     grid = fig.add_gridspec(3 if curves else 2, 1)
     top = _residual_row(fig, grid[0], ds, model, colors)
     middle = _phenomena_row(fig, grid[1], ds["step"].values, curves, colors[UNMODIFIED]) if curves else []
@@ -119,9 +124,8 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
     for ax in [*middle, bottom]:
         ax.set_xlim(top[0].get_xlim())  # the same step axis as the residual panels
     bottom.set_ylim(-0.02, 1.02)
-    bottom.set_ylabel(f"share of heads with\nattention on token 1 > {share_threshold:g}")
+    bottom.set_ylabel(f"share of heads with attention\non the first token $> {share_threshold:g}$", fontsize="small")
+    bottom.set_title("attention sinks, mean over the blocks", fontsize="small")
     _mark_duplicates([*top, *middle, bottom], ds)
-    bottom.legend()
-    fig.tight_layout()
-    legend_below(fig, bottom)
+    legend_of_panels(fig, [*top, bottom], ncol=4)
     return fig

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 import matplotlib.pyplot as plt
 import xarray as xr
 
-from san.core.plotting import figsize, legend_below
+from san.core.plotting import figsize, legend_of_panels, variant_style
 
 #: the rows of the figure: measure and y-axis label
 ROWS = (
-    ("residual_ratio_frobenius_patches", "patch tokens\n||X - 1x̄ᵀ||_F / ||X||_F", True),
-    ("residual_ratio_frobenius", "all tokens\n||X - 1x̄ᵀ||_F / ||X||_F", True),
+    ("residual_ratio_frobenius_patches", "patch tokens\n" + r"$\|X - \mathbf{1}\bar{x}^\top\|_F / \|X\|_F$", True),
+    ("residual_ratio_frobenius", "all tokens\n" + r"$\|X - \mathbf{1}\bar{x}^\top\|_F / \|X\|_F$", True),
     ("spatial_high_frequency_share", "patch grid: high-\nfrequency energy share", True),
 )
 
@@ -26,7 +26,7 @@ def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
     """One column per model (its first weight set, init when present), one row per measure of :data:`ROWS`."""
     models = list(datasets)
     fig, axes = plt.subplots(len(ROWS), len(models), figsize=figsize(len(models), len(ROWS)), squeeze=False,
-                             sharex="col")  # fmt: skip
+                             sharex="col", sharey="row", layout="constrained")  # fmt: skip
     for col, model in enumerate(models):
         ds = datasets[model]
         weights = "init" if "init" in ds["weights"].values else str(ds["weights"].values[0])
@@ -36,16 +36,18 @@ def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
             data = ds[measure].sel(weights=weights, image=photos)
             for name in map(str, ds["variant"].values):
                 values = data.sel(variant=name)
-                ax.plot(ds["layer"].values, values.mean("image").values, marker="o", markersize=2.5, label=name)
-                ax.fill_between(ds["layer"].values, values.min("image").values, values.max("image").values, alpha=0.2)
+                style = variant_style(name)
+                ax.plot(ds["layer"].values, values.mean("image").values, label=name, lw=1.2, **style)
+                ax.fill_between(ds["layer"].values, values.min("image").values, values.max("image").values, alpha=0.15,
+                                color=style["color"], lw=0)  # fmt: skip
             if log:
                 ax.set_yscale("log")
             if row == 0:
-                ax.set_title(f"{model} ({weights})")
-            if col == 0:
-                ax.set_ylabel(label)
+                ax.set_title(f"{model} ({weights})", fontsize="small")
+            ax.set_ylabel(label if col == 0 else "", fontsize="small")
+            if col:
+                ax.tick_params(labelleft=False)
             if row == len(ROWS) - 1:
-                ax.set_xlabel("layer")
-    axes[0][0].legend()
-    legend_below(fig, axes[0][0], ncol=4)
+                ax.set_xlabel("layer $l$")
+    legend_of_panels(fig, [axes[0][0]], ncol=4)
     return fig

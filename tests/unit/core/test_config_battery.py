@@ -221,11 +221,6 @@ CASES = [
         r"128 tokens exceed the 127 usable position embeddings of model 'roberta-base'",
     ),
     (
-        "attention-products-model",
-        _both(set_key("rank_collapse.models", [BERT]), set_key("attention_products.models", [MINILM])),
-        r"'attention_products\.models\.0': model 'all-MiniLM-L6-v2' is not in rank_collapse\.models",
-    ),
-    (
         "attention-products-unknown",
         set_key("attention_products.models", [MINILM, "nope"]),
         r"'attention_products\.models\.1'",

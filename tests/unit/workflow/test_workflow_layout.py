@@ -43,7 +43,8 @@ def target_rules(blocks: dict[str, str]) -> set[str]:
 
 def test_rule_script_log_and_benchmark_share_the_rule_name():
     """A rule's script, log and benchmark share its name; a rule derived from another's job shape runs that rule's
-    script and keeps its own log and benchmark."""
+    script and keeps its own log and benchmark; a figure rule runs the one figure script (scripts/figure.py, which
+    draws each figure from the figure registry, san.figures)."""
     blocks = rule_blocks()
     assert derived_rules() == {"vision_model": "rank_collapse"}
     assert {"fig2", "fig3", "fig4", "theorem"} <= target_rules(blocks)
@@ -55,7 +56,8 @@ def test_rule_script_log_and_benchmark_share_the_rule_name():
         # a rule derived from another runs its base's script (the one job shape, e.g. vision_model: rank_collapse)
         base = derived_rules().get(name, name)
         script = re.search(r'"\.\./\.\./scripts/(\w+)\.py"', blocks[base].split("\n\n\n")[0])
-        assert script and script.group(1) == base, f"rule {name} runs {script and script.group(1)}"
+        expected = "figure" if figure_stems(body) else base
+        assert script and script.group(1) == expected, f"rule {name} runs {script and script.group(1)}"
         assert re.search(rf'"logs/{name}[/.]', body), f"rule {name}: log not under logs/{name}"
         assert re.search(rf"benchmarks/{name}[/.]", body), f"rule {name}: benchmark not under benchmarks/{name}"
 
@@ -66,14 +68,16 @@ def figure_stems(body: str) -> list[str]:
     ``propagation_``."""
     outputs = body.split("    output:", 1)[1].split("\n    log:", 1)[0] if "    output:" in body else ""
     stems = re.findall(r'figures\(f?"([^"{]*)', outputs)
+    stems += re.findall(r'figure_report\(\s*f?"([^"{]*)', outputs)
     stems += re.findall(r"/figures/([^\"{]*)", outputs)
     return stems
 
 
 def test_figure_stems_are_read_from_the_outputs():
     body = '    """Doc."""\n    output:\n        a=figures("circle"),\n        b=figures(f"propagation_{s}"),\n'
-    body += '        c=expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}"),\n    log:\n'
-    assert figure_stems(body) == ["circle", "propagation_", "rank_collapse_model_"]
+    body += '        c=expand(f"{RESULTS}/figures/rank_collapse_model_{{{{model}}}}.{{ext}}"),\n'
+    body += '        d=figure_report(f"propagation_{s}", labels={"sweep": s}),\n    log:\n'
+    assert figure_stems(body) == ["circle", "propagation_", "propagation_", "rank_collapse_model_"]
 
 
 def test_every_figure_is_named_after_the_rule_that_writes_it():

@@ -1,0 +1,30 @@
+"""Snakemake entry of every figure rule: draws each figure the rule outputs (named by its output key, or the rule's
+name for a rule of one figure) from the figure registry (san.figures), checks it and writes it in every format."""
+
+from san.core.jobs import job_log
+from san.core.plotting import apply_style, save
+from san.core.storage import read_netcdf
+from san.figures import FIGURES, draw
+
+
+def _read(paths, kind, models):
+    """One input of the rule as the figure reads it: a dataset, a list of them, or a mapping by model."""
+    if kind == "one":
+        return read_netcdf(paths)
+    datasets = [read_netcdf(p) for p in paths]
+    return dict(zip(models, datasets, strict=True)) if kind == "by_model" else datasets
+
+
+with job_log(snakemake.log[0]) as log:
+    fig_cfg = snakemake.params.figures
+    apply_style(fig_cfg)
+    names = list(snakemake.output.keys()) or [snakemake.rule]
+    params = dict(snakemake.params.items())
+    for name in names:
+        figure = FIGURES[name]
+        models = params.get("models", [])
+        inputs = {k: _read(snakemake.input[k], kind, models) for k, kind in figure.inputs.items()}
+        fig = draw(name, inputs, params, dict(snakemake.wildcards.items()))
+        paths = snakemake.output[name] if len(names) > 1 or snakemake.output.keys() else snakemake.output
+        save(fig, list(paths), fig_cfg["dpi"])
+        log.info("figure %s: %s", name, ", ".join(map(str, paths)))
