@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from helpers import ROOT, synthetic_pretrained, synthetic_rank_collapse
 from san.report.front import findings, first_verdicts
+
+from helpers import ROOT, synthetic_pretrained, synthetic_rank_collapse
 
 SUMMARY = json.loads((ROOT / "docs/results/summary.json").read_text())
 
