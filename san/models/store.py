@@ -39,6 +39,20 @@ from san.models.sources.onnx import onnx_source
 from san.models.sources.package import local_source, package_parts_source, package_source
 from san.models.sources.series import REPO_BRANCH, drop_cached, expand_revisions, pinned_revisions, weight_hashes
 
+#: one trip to a source of pretrained weights: ``(source, family, out, key) -> Fetched``, where ``source`` is the
+#: config entry, ``family`` the configured family (None: recognised), ``out`` the staging folder a source may place
+#: files in and ``key`` the entry's config path, named in errors; the store verifies every pin afterwards
+Source = Callable[[dict[str, Any], str | None, Path, str], Fetched]
+
+#: the sources of pretrained weights by the config's ``source`` kind (init weights: :func:`fetch_source`)
+SOURCES: dict[str, Source] = {
+    "hub": hub_source,
+    "package": package_source,
+    "local": local_source,
+    "package_parts": package_parts_source,
+    "onnx": onnx_source,
+}
+
 
 def materialise(
     name: str,
@@ -71,17 +85,9 @@ def fetch_source(
             return init_of_source(pretrained, int(source.get("seed", 0)))
         return init_source(family, source["config"], int(source.get("seed", 0)))
     kind = source["source"]
-    if kind == "hub":
-        return hub_source(source, family, out, f"models.{name}.{weights}")
-    if kind == "package":
-        return package_source(source, family)
-    if kind == "local":
-        return local_source(source, family)
-    if kind == "package_parts":
-        return package_parts_source(source, family, out)
-    if kind == "onnx":
-        return onnx_source(source, family)
-    raise AcquisitionError(f"model {name!r}: unknown source {kind!r}")
+    if kind not in SOURCES:
+        raise AcquisitionError(f"model {name!r}: unknown source {kind!r}; expected one of {sorted(SOURCES)}")
+    return SOURCES[kind](source, family, out, f"models.{name}.{weights}")
 
 
 def store(out: Path, fetched: Fetched) -> dict[str, Any]:

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoTokenizer, PreTrainedModel
-from transformers.initialization import no_init_weights
+from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
 from san.models.families import family as family_entry
 from san.models.folders import AcquisitionError
 from san.models.sources.fetched import Derived
+from san.models.sources.gguf_tensors import write_gguf_weights
 
 
 @contextmanager
@@ -58,44 +58,60 @@ def gguf_tensor_types(path: Path) -> dict[str, int]:
     return dict(sorted(Counter(t.tensor_type.name for t in gguf.GGUFReader(path).tensors).items()))
 
 
-def dequantise_gguf(folder: Path, gguf_file: str, family: str) -> PreTrainedModel:
-    """Load a GGUF file of ``folder`` as the family's causal LM and save its float32 dequantisation (config,
-    model.safetensors, generation config) and its tokenizer beside it; returns the loaded LM (float32). Call it
-    within :func:`gguf_parsed_once` to parse the file once instead of three times."""
+def dequantise_gguf(folder: Path, gguf_file: str, family: str) -> list[str]:
+    """Write the float32 dequantisation of the GGUF file ``gguf_file`` of ``folder`` beside it as the family's causal
+    LM (:func:`write_dequantised`) and its tokenizer (transformers' reading of the file's vocabulary); call it within
+    :func:`gguf_parsed_once` to parse the file once. The weight files written."""
+    files = write_dequantised(folder, gguf_file, family)
+    AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file).save_pretrained(folder)
+    return files
+
+
+def write_dequantised(folder: Path, gguf_file: str, family: str) -> list[str]:
+    """Write config.json, the generation config and the float32 safetensors weights of the GGUF file ``gguf_file``
+    of ``folder`` as the family's causal LM: the config is transformers' reading of the file's metadata, the weights
+    are written tensor by tensor (:func:`san.models.sources.gguf_tensors.write_gguf_weights`: one float32 tensor in
+    memory at a time, never the whole model) in the names and layout transformers' GGUF loader gives them. The
+    weight files written."""
+    import gguf
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
     entry = family_entry(family)
     if entry.lm_cls is None:
         raise AcquisitionError(f"family {family!r} has no causal-LM class: GGUF weights are for decoders")
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    packed = entry.lm_cls.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
-    config = packed.config
+    path = folder / gguf_file
+    metadata = load_gguf_checkpoint(str(path))["config"]
+    config = AutoConfig.from_pretrained(folder, gguf_file=gguf_file)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    with no_init_weights():  # every weight is overwritten next: skip drawing random ones (seconds for Gemma-3)
+    config.dtype = torch.float32
+    with torch.device("meta"):
         lm = entry.lm_cls(config)
-    lm.load_state_dict(packed.state_dict(), strict=True)
-    lm.tie_weights()  # no_init_weights also skips tying the LM head to the embeddings
-    del packed
-    lm.save_pretrained(folder, safe_serialization=True)
-    tokenizer.save_pretrained(folder)
-    return lm.eval()
+    files = write_gguf_weights(gguf.GGUFReader(path), metadata, lm, folder)
+    config.architectures = [type(lm).__name__]
+    config.save_pretrained(folder)
+    if lm.can_generate():
+        GenerationConfig.from_model_config(config).save_pretrained(folder)
+    return files
 
 
 def dequantised(name: str, family: str | None) -> Callable[[Path], Derived]:
     """The ``derive`` step of a model folder holding the GGUF file ``name`` (checked against its pin by then): its
     tensor types and float32 dequantisation (:func:`dequantise_gguf`, the file parsed once), and what the manifest
-    records of them; the loaded LM runs the sanity check."""
+    records of them (the sanity check loads the folder)."""
 
     def derive(folder: Path) -> Derived:
         with gguf_parsed_once():
             types = gguf_tensor_types(folder / name)
-            lm = dequantise_gguf(folder, name, family)
+            files = dequantise_gguf(folder, name, family)
         return {
             "gguf_tensor_types": types,
             "dequantised": (
-                f"model.safetensors, config.json and the tokenizer files were written from {name} by the "
-                f"acquisition job (transformers' GGUF loader, float32); the weights are a quantisation of the "
-                f"original ones ({types}), not the original weights"
+                f"{', '.join(files)}, config.json and the tokenizer files were written from {name} by the "
+                f"acquisition job (dequantised tensor by tensor with the gguf package into transformers' names and "
+                f"layout, float32); the weights are a quantisation of the original ones ({types}), not the original "
+                "weights"
             ),
-        }, lm
+        }, None
 
     return derive

@@ -80,14 +80,16 @@ class Graph:
         return self.nodes[name]
 
 
-def locate(source: Mapping[str, Any]) -> tuple[Path, dict[str, Any]]:
+def locate(source: Mapping[str, Any], verified: str | None = None) -> tuple[Path, dict[str, Any]]:
     """The ONNX file ``source['file']`` of distribution ``source['distribution']``, checked against its pin
     ``source['sha256'][<file name>]`` (required) before anything reads it, and what the manifest records of its
-    origin: distribution, version, declared licence (its metadata's licence fields and files), file, sha256, size."""
+    origin: distribution, version, declared licence (its metadata's licence fields and files), file, sha256, size.
+    ``verified``: the file's sha256 as the store's pin check already verified it (the file is then not hashed
+    again)."""
     path = distribution_file(source["distribution"], source["file"])
     dist = importlib.metadata.distribution(source["distribution"])
     name = Path(source["file"]).name
-    digest = sha256_file(path)
+    digest = verified or sha256_file(path)
     verify_hashes({name: digest}, source.get("sha256"), f"distribution {source['distribution']!r}", True)
     meta = dist.metadata
     licence = {
@@ -373,16 +375,17 @@ def write_processor(folder: Path, side: int) -> str:
     )
 
 
-def convert(source: Mapping[str, Any], folder: str | Path) -> dict[str, Any]:
+def convert(source: Mapping[str, Any], folder: str | Path, verified: str | None = None) -> dict[str, Any]:
     """Write the model folder of the DINOv2 backbone in the ONNX file of ``source`` into ``folder``: ``config.json``,
     ``model.safetensors`` and ``preprocessor_config.json``. ``source``: ``distribution`` and ``file`` (the file in
     its RECORD), ``sha256`` (``{<file name>: <sha256>}``, checked before the file is read), ``lineage`` (what the
     weights are, recorded as stated) and optionally ``prefix`` (the backbone's submodule, :data:`DEFAULT_PREFIX`).
-    Returns what the manifest records (module docstring)."""
+    ``verified``: the file's sha256 already checked against that pin by the store (not computed again). Returns what
+    the manifest records (module docstring)."""
     where = f"{source.get('file')!r} of distribution {source.get('distribution')!r}"
     if not source.get("lineage"):
         raise AcquisitionError(f"{where}: the source states no lineage (what the weights are and where they come from)")
-    path, origin = locate(source)
+    path, origin = locate(source, verified)
     model = read_onnx(path, where)
     g = index_graph(model, source.get("prefix", DEFAULT_PREFIX), where)
     state, tensors = backbone_tensors(g)
@@ -412,20 +415,22 @@ def convert(source: Mapping[str, Any], folder: str | Path) -> dict[str, Any]:
     }
 
 
-def onnx_source(source: Mapping[str, Any], family: str | None) -> Fetched:
+def onnx_source(source: Mapping[str, Any], family: str | None, out: Path, key: str) -> Fetched:
     """The ``onnx`` source of :func:`san.models.store.fetch_source`: the ONNX file ``source['file']`` of the installed
     distribution ``source['distribution']``, its sha256 handed to the store's one pin check (``source['sha256']``:
     the file's pin, required), and :func:`convert` as the step that derives the model folder from it (the manifest
     records what :func:`convert` returns: origin, lineage, architecture, tensors, image processor). ``family``:
-    the configured family (the folder holds a ``Dinov2Model``; None: recognised from its config.json)."""
+    the configured family (the folder holds a ``Dinov2Model``; None: recognised from its config.json). The file is
+    hashed once: the store checks that sha256 against the pin, and :func:`convert` takes it as verified."""
     path = distribution_file(source["distribution"], source["file"])
+    digest = sha256_file(path)
     return Fetched(
         "onnx",
         f"{source['file']!r} of distribution {source['distribution']!r}",
         {},
         family,
-        digests={Path(source["file"]).name: sha256_file(path)},
+        digests={Path(source["file"]).name: digest},
         pins=source["sha256"],
         require_all=True,
-        derive=lambda out: (convert(source, out), None),
+        derive=lambda folder: (convert(source, folder, digest), None),
     )

@@ -24,7 +24,7 @@ from san.models.sources.fetched import Fetched
 from san.models.sources.gguf import dequantised
 
 
-def package_source(source: dict[str, Any], family: str | None) -> Fetched:
+def package_source(source: dict[str, Any], family: str | None, out: Path, key: str) -> Fetched:
     """A model bundled in an installed package (its code is never run), every file the model is loaded from
     pinned: weights, ``config.json`` and each tokenizer file."""
     package = source["package"]
@@ -45,7 +45,7 @@ def package_source(source: dict[str, Any], family: str | None) -> Fetched:
     )
 
 
-def local_source(source: dict[str, Any], family: str | None) -> Fetched:
+def local_source(source: dict[str, Any], family: str | None, out: Path, key: str) -> Fetched:
     """A model folder on this machine (``source['path']``; a relative path counts from the working directory),
     every file pinned by ``source['sha256']`` (pickle weights only with ``allow_pickle``, converted to
     safetensors); its family recognised from its config.json."""
@@ -66,7 +66,7 @@ def local_source(source: dict[str, Any], family: str | None) -> Fetched:
     )
 
 
-def package_parts_source(source: dict[str, Any], family: str | None, out: Path) -> Fetched:
+def package_parts_source(source: dict[str, Any], family: str | None, out: Path, key: str) -> Fetched:
     """A model reassembled in ``out`` from files of installed distributions (``source['parts']``, concatenated in
     order), every file the model is loaded from pinned: a zip archive's model folder (``format: zip``, ``folder``;
     the archive itself by ``archive_sha256`` when given, checked first), or one GGUF file (``format: gguf``,
@@ -91,7 +91,8 @@ def package_parts_source(source: dict[str, Any], family: str | None, out: Path) 
         finally:
             target.unlink(missing_ok=True)
     else:
-        record["gguf_file"], fetched.placed = target.name, [target.name]
+        # the sha256 of the bytes written while reassembling: the store checks it against the pin, no second read
+        record["gguf_file"], fetched.digests = target.name, {target.name: digest}
         fetched.derive = dequantised(target.name, family)
     return fetched
 

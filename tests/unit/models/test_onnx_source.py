@@ -312,13 +312,18 @@ def test_tensors_outside_the_file_are_refused(tmp_path):
 def test_the_store_acquires_the_graph_as_an_onnx_source(tmp_path, monkeypatch):
     """``source: onnx`` through :func:`san.models.store.materialise`: the file's pin in the store's one check, the
     folder derived by ``convert``, recognised as DINOv2, recorded (lineage, file, pin) and loaded by the library
-    computing what the graph computes; a file off its pin is refused before it is read, leaving no folder."""
+    computing what the graph computes, the ONNX file hashed once (the pin check's hash serves the record); a file off
+    its pin is refused before it is read, leaving no folder."""
+    import san.models.folders as folders
     from san.models.load import load_model
     from san.models.store import materialise
 
     model, built = export()
     entry = {"source": "onnx", **installed_onnx(tmp_path, monkeypatch, model)}
+    hashed, sha256_file = [], folders.sha256_file
+    monkeypatch.setattr(source, "sha256_file", lambda path: hashed.append(Path(path).name) or sha256_file(path))
     manifest = materialise("m", "dinov2", "pretrained", entry, tmp_path / "pretrained")
+    assert hashed == ["tiny.onnx"]
     assert (manifest["source"], manifest["family"], manifest["lineage"]) == ("onnx", "dinov2", entry["lineage"])
     assert manifest["file_sha256"] == entry["sha256"]["tiny.onnx"] and "check" not in manifest
     assert manifest["architecture"]["num_hidden_layers"] == 2
