@@ -44,6 +44,16 @@ def pytest_configure(config: pytest.Config) -> None:
     hermetic_environment(os.environ, tempfile.mkdtemp(prefix="san-tests-hf-home-"))
 
 
+@pytest.fixture(autouse=True)
+def _no_tool_switches_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool run in a test (``python -m san...``'s ``main``) sets the libraries' quiet switches in this process's
+    environment (:func:`san.core.cli.quiet_libraries`); they are taken away after the test, so no later test or
+    process it starts inherits them."""
+    for key in ("TRANSFORMERS_VERBOSITY", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if INTEGRATION in Path(item.fspath).parents or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):

@@ -25,11 +25,6 @@ WINDOWS = ((1400, 1000), (1920, 1080))
 TITLE = "Attention is not all you need: a rebuild and its verdicts"
 
 
-def _chromium() -> str | None:
-    """Debian's chromium, or the one Playwright installed; None where neither is there."""
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 def _rule_names() -> list[str]:
     """The real workflow's rule names, in the order its rules files define them."""
     files = [ROOT / "workflow" / "rules" / f for f in ("common.smk",)]
@@ -100,9 +95,9 @@ def _overlap(a: dict, b: dict) -> bool:
 @pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (the dev extra)")
-    executable = _chromium()
-    if executable is None:
-        pytest.skip("no chromium to drive: install Debian's chromium package (.ci/run does)")
+    if shutil.which("chromium") is None:
+        pytest.skip("no chromium to drive: install Debian's chromium package (apt-get install chromium; .ci/run does)")
+    executable = shutil.which("chromium")
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=["--no-sandbox"])
         yield browser
