@@ -58,14 +58,14 @@ FIGURES: dict[str, Figure] = {
     "rank_collapse_overview": Figure(
         "san.rank_collapse.plots:rank_collapse_overview_figure",
         FIG2,
-        {"datasets": "by_model"},
+        {"data": "by_model"},
         gallery="Fig. 2: the relative residual per layer of every model, four variants each, encoders and decoders "
         "at initialisation and pretrained",
     ),
     "rank_collapse_pretrained": Figure(
         "san.rank_collapse.plots:pretrained_collapse_figure",
         FIG2,
-        {"datasets": "by_model"},
+        {"data": "by_model"},
         gallery="Pretrained models against relative depth, three token-uniformity measures",
     ),
     "rank_collapse_model": Figure(
@@ -98,7 +98,7 @@ FIGURES: dict[str, Figure] = {
     "path_effectiveness": Figure(
         "san.paths.plots:path_effectiveness_figure",
         FIG4,
-        {"datasets": "list"},
+        {"data": "list"},
         params=("titles",),
         gallery="Fig. 4: accuracy of sampled path sets by path length",
     ),
@@ -132,7 +132,7 @@ FIGURES: dict[str, Figure] = {
     "vision": Figure(
         "san.rank_collapse.vision.plots:vision_figure",
         VISION,
-        {"datasets": "by_model"},
+        {"data": "by_model"},
         gallery="Image encoders: the patch tokens' high-frequency share per layer, four variants each",
     ),
     "training_dynamics": Figure(

@@ -76,8 +76,8 @@ def rank_collapse() -> dict[str, dict]:
     )
     one = {"inputs": {"data": "rank_collapse_tiny-bert.nc"}, "wildcards": {"model": "tiny-bert"}}
     return {
-        "rank_collapse_overview": {"inputs": {"datasets": files}},
-        "rank_collapse_pretrained": {"inputs": {"datasets": {k: files[k] for k in ("tiny-bert", "tiny-gpt")}}},
+        "rank_collapse_overview": {"inputs": {"data": files}},
+        "rank_collapse_pretrained": {"inputs": {"data": {k: files[k] for k in ("tiny-bert", "tiny-gpt")}}},
         "rank_collapse_model": one,
         "rank_collapse_model_log": one,
         "attention_products_model": {
@@ -138,7 +138,7 @@ def vision() -> dict[str, dict]:
         materialise_init("dinov2_with_registers", ARCH, 0, folder)
         ds = run("dinov2_with_registers", {"init": folder}, {"init": pixel_inputs(folder, SETTINGS)}, SETTINGS)
     name = _write(ds, "vision.nc")
-    return {"vision": {"inputs": {"datasets": {"tiny-dinov2": name, "tiny-dinov2-b": name}}}}
+    return {"vision": {"inputs": {"data": {"tiny-dinov2": name, "tiny-dinov2-b": name}}}}
 
 
 def paths() -> dict[str, dict]:
@@ -194,7 +194,7 @@ def paths() -> dict[str, dict]:
     )
     titles = {"sorting": "Sorting", "memorization": "Memorization"}
     return {
-        "path_effectiveness": {"inputs": {"datasets": cases_sampled}, "params": {"titles": titles}},
+        "path_effectiveness": {"inputs": {"data": cases_sampled}, "params": {"titles": titles}},
         "path_decomposition": {
             "inputs": {"exact": cases_exact, "sampled": cases_sampled},
             "params": {"titles": titles},
