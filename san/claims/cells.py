@@ -45,8 +45,9 @@ def threshold_cell(row: Mapping[str, Any]) -> str:
     t = row.get("threshold") or row.get("bound")
     if not t:
         return NONE
-    spread = f", after {number(t['sigmas'])} s.e." if t.get("sigmas") else ""
-    return f"{'>' if t['above'] else '<'} {number(t['value'])} ({t['key']}{spread})"
+    spread = f"after {number(t['sigmas'])} s.e." if t.get("sigmas") else ""
+    where = ", ".join(part for part in (t.get("key") or "", spread) if part)
+    return f"{'>' if t['above'] else '<'} {number(t['value'])}" + (f" ({where})" if where else "")
 
 
 def margin_cell(row: Mapping[str, Any]) -> str:
