@@ -15,7 +15,7 @@ gallery block and publishes the gallery's figures in its order. Every draw funct
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +179,20 @@ def gallery_source(figures: Path, name: str) -> Path:
 def caption_name(name: str) -> str:
     """The caption template of figure ``name`` (``workflow/report/<it>.rst``)."""
     return FIGURES[name].caption or name
+
+
+def figure_names(rule: str, outputs: Sequence[str] = ()) -> list[str]:
+    """The registered figures a figure rule draws: its output keys, or, for a rule of one figure, the figure its rule
+    is named after; a workflow that imports this one as a module renames the rule with a prefix (``san_vision``), so
+    the longest registered name the rule's name ends with is taken."""
+    if outputs:
+        return list(outputs)
+    if rule in FIGURES:
+        return [rule]
+    ends = [n for n in FIGURES if rule.endswith("_" + n)]
+    if not ends:
+        raise KeyError(f"rule {rule} draws no registered figure (san.figures.FIGURES)")
+    return [max(ends, key=len)]
 
 
 def draw(name: str, inputs: Mapping[str, Any], params: Mapping[str, Any], wildcards: Mapping[str, str]) -> Any:

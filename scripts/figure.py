@@ -4,7 +4,7 @@ name for a rule of one figure) from the figure registry (san.figures), checks it
 from san.core.jobs import job_log
 from san.core.plotting import apply_style, save
 from san.core.storage import read_netcdf
-from san.figures import FIGURES, draw
+from san.figures import FIGURES, draw, figure_names
 
 
 def _read(paths, kind, models):
@@ -18,7 +18,7 @@ def _read(paths, kind, models):
 with job_log(snakemake.log[0]) as log:
     fig_cfg = snakemake.params.figures
     apply_style(fig_cfg)
-    names = list(snakemake.output.keys()) or [snakemake.rule]
+    names = figure_names(snakemake.rule, list(snakemake.output.keys()))
     params = dict(snakemake.params.items())
     for name in names:
         figure = FIGURES[name]

@@ -11,7 +11,7 @@ from san.core.gpus import visible_gpus
 from san.core.memory import declared_mem_mb, gpu_model_for
 from san.core.config import load_config_file, load_yaml
 from san.experiments import check_config, rules_files
-from san.figures import FIGURES as FIGURE_REGISTRY, caption_name as figure_caption
+from san.figures import FIGURES as FIGURE_REGISTRY, caption_name as figure_caption, figure_names
 from san.imports import PACKAGE, library_inputs
 from san.models.disk import declared_disk_mb, footprint, pinned_files
 from san.models.entries import explicit_architecture, init_entry, weight_sets
@@ -235,7 +235,8 @@ def add_library_inputs(rules):
             runs = [value for name, value in one.params.items() if name == "experiment"]
             # the figure script draws with the registry's draw functions (san.figures), imported by name
             if script.name == "figure.py":
-                runs += [FIGURE_REGISTRY[n].draw.split(":")[0] for n in list(one.output.keys()) or [one.name]]
+                drawn = figure_names(one.name, list(one.output.keys()))
+                runs += [FIGURE_REGISTRY[n].draw.split(":")[0] for n in drawn]
             one.input_modifier = one.input_modifier or workflow.modifier.path_modifier  # a rule without inputs
             one.set_input(lib=[shipped(p) for p in library_inputs(script, PACKAGE, runs)])
 

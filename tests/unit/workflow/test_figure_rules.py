@@ -42,3 +42,14 @@ def test_a_figure_rule_declares_every_input_its_figures_read(rule):
     for name in figures:
         missing = set(FIGURES[name].inputs) - keys
         assert not missing, f"rule {rule}: figure {name} reads inputs {sorted(missing)}, the rule declares {keys}"
+
+
+def test_a_figure_rule_renamed_by_an_importing_workflow_draws_its_figure():
+    from san.figures import figure_names
+
+    assert figure_names("vision") == ["vision"]
+    assert figure_names("san_rank_collapse_overview") == ["rank_collapse_overview"]
+    assert figure_names("san_training_dynamics_model") == ["training_dynamics_model"]
+    assert figure_names("san_propagation", ["propagation_depth"]) == ["propagation_depth"]
+    with pytest.raises(KeyError, match="no registered figure"):
+        figure_names("san_unknown")
