@@ -37,7 +37,7 @@ from helpers import ROOT, TINY, reversed_keys, snakemake, tiny_config, write_con
 # pretrained phenomena's table and its figure): a changed result may rerun them, a restyled figure must not (but the
 # phenomena figure, which is a figure rule too, and the runtimes table, which reads the benchmark file of every job and
 # so follows every rerun). Listed here so that the cases need not name them.
-REPORT_RULES = frozenset({"summary", "runtimes", "readme_tables", "phenomena_table", "phenomena"})
+REPORT_RULES = frozenset({"summary", "runtimes", "readme_tables", "phenomena_table", "phenomena", "report_pages"})
 FOLLOWS_EVERY_RERUN = frozenset({"runtimes"})
 # Reruns because an input was rebuilt by another job (every other reason counts as a direct effect of the edit).
 REBUILT_INPUT = "Input files updated by another job"
