@@ -16,11 +16,14 @@ class MissingKey(KeyError):
         return str(self.args[0])
 
 
-def lookup(summary: Mapping[str, Any], dotted: str, table: str) -> Any:
-    """``summary[a][b]...`` for ``dotted`` = ``"a.b..."``; a missing key raises :class:`MissingKey` naming the key,
-    the table that needs it and what to do."""
+def lookup(summary: Mapping[str, Any], dotted: str | tuple[str, ...], table: str) -> Any:
+    """``summary[a][b]...`` for ``dotted`` = ``"a.b..."`` (or the tuple of its parts, for keys that hold a dot
+    themselves: a model named ``Qwen2.5-...``); a missing key raises :class:`MissingKey` naming the key, the table
+    that needs it and what to do."""
     node: Any = summary
-    for part in dotted.split("."):
+    parts = tuple(dotted) if isinstance(dotted, tuple) else tuple(dotted.split("."))
+    dotted = ".".join(parts)
+    for part in parts:
         if not isinstance(node, Mapping) or part not in node:
             raise MissingKey(
                 f"summary.json has no key '{dotted}' (missing: '{part}'), which the README table '{table}' needs: "

@@ -11,20 +11,25 @@ from san.core.markdown import fmt, lookup, markdown
 
 def rank_collapse_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
     """Fig. 2: per model and weights, pure attention at ``report.rank_collapse.layer`` and the variants with skips
-    at the last layer (mean relative residual over sequences)."""
+    at the last layer (mean relative residual over sequences), then the SAN's rate (medians over sequences): its
+    contraction exponent (3: cubic, 1: exponential) and the later half's share of its collapse (1/2: exponential);
+    a dash where the curve has too few layers in range."""
     name = "rank_collapse"
     layer = lookup(summary, "rank_collapse.layer", name)
     rows = []
     for model, entry in lookup(summary, "rank_collapse.per_model", name).items():
         for weights in entry:
-            key = f"rank_collapse.per_model.{model}.{weights}"
-            pure = lookup(summary, f"{key}.pure_at_layer", name)
-            skip = lookup(summary, f"{key}.skip_at_last", name)
-            last = lookup(summary, f"{key}.last_layer", name)
+            key = ("rank_collapse", "per_model", model, weights)
+            pure = lookup(summary, (*key, "pure_at_layer"), name)
+            skip = lookup(summary, (*key, "skip_at_last"), name)
+            last = lookup(summary, (*key, "last_layer"), name)
+            # a summary from before the rate measures has none: dashes
+            rate = (lookup(summary, ("rank_collapse",), name).get("rate") or {}).get(model, {}).get(weights, {})
             rows.append([model, weights, last, *(fmt(pure.get(v)) for v in ("SAN", "SAN+MLP"))]
-                        + [fmt(skip.get(v)) for v in ("SAN+skip", "transformer")])  # fmt: skip
+                        + [fmt(skip.get(v)) for v in ("SAN+skip", "transformer")]
+                        + [fmt(rate.get("exponent")), fmt(rate.get("late_share"))])  # fmt: skip
     header = ["model", "weights", "layers", f"SAN, layer {layer}", f"SAN+MLP, layer {layer}", "SAN+skip, last",
-              "transformer, last"]  # fmt: skip
+              "transformer, last", "SAN exponent", "SAN late share"]  # fmt: skip
     return markdown(header, rows)
 
 
@@ -37,10 +42,10 @@ def pretrained_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> st
     threshold = lookup(summary, "pretrained_collapse.threshold", name)
     rows = []
     for model in lookup(summary, "pretrained_collapse.per_model", name):
-        key = f"pretrained_collapse.per_model.{model}"
-        paper = lookup(summary, f"{key}.residual_ratio", name)
+        key = ("pretrained_collapse", "per_model", model)
+        paper = lookup(summary, (*key, "residual_ratio"), name)
         first = paper.get("san_first_below")
-        rows.append([model, lookup(summary, f"{key}.depth", name), "never" if first is None else first,
+        rows.append([model, lookup(summary, (*key, "depth"), name), "never" if first is None else first,
                      fmt(paper.get("san_last")), fmt(paper.get("transformer_last"))])  # fmt: skip
     return markdown(["model", "layers", f"SAN < {fmt(threshold)} at layer", "SAN, last", "transformer, last"], rows)
 

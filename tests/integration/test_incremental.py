@@ -150,7 +150,7 @@ CONFIG_CASES = [
         {"corpus"},
         {"tokenize_inputs", "rank_collapse", "attention_products", "theorem_sweep", "propagation_sweep"}
         | RANK_PLOTS
-        | {"theorem_bound", "propagation", "rank_collapse_series"},
+        | {"theorem_bound", "propagation", "rank_collapse_series", "training_dynamics"},
         key=("text", "seed"),
         value=1,
     ),
@@ -180,7 +180,7 @@ CONFIG_CASES = [
     case(
         "rank_collapse.dtype",
         {"rank_collapse", "rank_collapse_series"},
-        {"rank_collapse_model", "rank_collapse_overview"},
+        {"rank_collapse_model", "rank_collapse_overview", "training_dynamics"},
         key=("rank_collapse", "dtype"),
         value="float32",
     ),
@@ -214,7 +214,7 @@ MODULE_CASES = [
     case(
         "san/core/metrics.py",
         {"rank_collapse", "attention_products", "propagation_sweep", "rank_collapse_series", "vision_inputs"},
-        RANK_PLOTS | {"propagation", "vision_model", "vision"},
+        RANK_PLOTS | {"propagation", "vision_model", "vision", "training_dynamics"},
         module="core/metrics",
     ),
     case(
@@ -229,7 +229,7 @@ MODULE_CASES = [
         {"paths_evaluate", "paths_decompose", "paths_table", "path_effectiveness", "path_decomposition"},
         module="paths/training",
     ),
-    case("san/core/plotting.py", FIGURE_RULES, module="core/plotting", report=False),
+    case("san/core/plotting.py", FIGURE_RULES | {"report_pages"}, module="core/plotting", report=False),
 ]
 FIGURE_CASES = [
     case("figures.dpi", FIGURE_RULES, key=("figures", "dpi"), value=41, report=False),
@@ -387,7 +387,8 @@ def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> No
             declared.setdefault(rule, set()).update(re.findall(r"(?:^|[\s,])(san/[\w/.-]+)", line))
     scripts = rule_scripts(workflow_copy)
     # a hub checkpoint series' rules run only for `series.hub_models` (tests/integration/test_hub_series_workflow.py)
-    unscheduled = {"rank_collapse_hub_series", "training_dynamics_model"}
+    # one model's report runs only for the target model_report (tests/integration/test_model_report.py)
+    unscheduled = {"rank_collapse_hub_series", "training_dynamics_model", "model_page", "model_verdicts"}
     assert set(scripts) - unscheduled <= set(declared), "every rule with a script is scheduled"
     package = workflow_copy / "san"
     problems = []
@@ -401,6 +402,6 @@ def test_every_rule_has_its_scripts_imports_as_inputs(workflow_copy: Path) -> No
 
 def test_tiny_config_shrinks_every_section(default_config: dict) -> None:
     """The tiny config shrinks every experiment section (a new section needs an entry in tests/config/tiny.yaml)."""
-    known = set(yaml.safe_load(TINY.read_text())) | {"torch_env"}  # a scalar, not an experiment section
+    known = set(yaml.safe_load(TINY.read_text())) | {"torch_env", "model"}  # scalars, not experiment sections
     new = set(default_config) - known
     assert not new, f"config sections {sorted(new)} are not shrunk by tests/config/tiny.yaml"

@@ -20,11 +20,11 @@ def vision_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
     rows = []
     for model, entry in lookup(summary, "vision.per_model", name).items():
         for weights in entry:
-            key = f"vision.per_model.{model}.{weights}"
-            share = lookup(summary, f"{key}.patch_share", name)
-            noise = lookup(summary, f"{key}.noise_patch_share", name) or {}
-            rows.append([model, weights, lookup(summary, f"{key}.layers", name), *(fmt(share.get(v)) for v in variants),
-                         fmt(noise.get("SAN"))])  # fmt: skip
+            key = ("vision", "per_model", model, weights)
+            share = lookup(summary, (*key, "patch_share"), name)
+            noise = lookup(summary, (*key, "noise_patch_share"), name) or {}
+            layers = lookup(summary, (*key, "layers"), name)
+            rows.append([model, weights, layers, *(fmt(share.get(v)) for v in variants), fmt(noise.get("SAN"))])
     header = ["model", "weights", "layers", *(f"{v}, last / first" for v in variants), "SAN on noise"]
     return markdown(header, rows)
 

@@ -51,6 +51,7 @@ def _speak() -> dict:
 
 def test_quiet_libraries_silences_reports_bars_and_warnings(library_state):
     tlog.set_verbosity_warning()
+    tlog.enable_progress_bar()
     cli.quiet_libraries(verbose=True)
     assert tlog.get_verbosity() == logging.WARNING and tlog.is_progress_bar_enabled()
     cli.quiet_libraries()

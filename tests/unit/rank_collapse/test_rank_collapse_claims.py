@@ -52,54 +52,93 @@ def _init_row(*curves: list[float], causal: tuple[str, ...] = (), **report) -> d
 # ------------------------------------------------------------------------------------------ Fig. 2 at initialisation
 
 
-def test_pure_collapse_holds_where_an_exponential_decay_would_not_reach_the_threshold():
-    # r_0 0.6, r_1 0.1, r_2 1e-7: the exponential continuation predicts 0.1 x (0.1 / 0.6) = 1.7e-2 at layer 2
-    out = _init_row([0.6, 0.1, 1e-7, 1e-16])
-    row = _row(out)
-    assert row["verdict"] == "holds" and row["positive_control"]["verdict"] == "fails"
-    assert row["positive_control"]["key"] == "report.rank_collapse.exponential_control"
-    assert row["positive_control"]["measured_value"] == pytest.approx(0.1 * 0.1 / 0.6)
-    # log10 moved: -7 (1 - s) + log10(1.7e-2) s < -3 up to s = 0.766: the power is the last scanned value below it
-    power = row["positive_control"]["power"]
-    assert power == pytest.approx(0.75)
-    print(f"pure_collapses: power {power}")
-    assert row["margin"] == pytest.approx(np.log10(RC["threshold"] / 1e-7))
-    assert "exponential 0.017" in row["detail"]
+#: r_(l+1) = r_l^3 / 2 from 0.3: the theorem's cubic rate (contraction exponent 3), at the float floor by layer 4
+CUBIC = [0.9, 0.3, 0.3**3 / 2, (0.3**3 / 2) ** 3 / 2, 1e-16, 1e-16]
+#: r_(l+1) = 0.02 r_l: an exponential decay at a steep factor (exponent 1), below 1e-3 by layer 2 all the same
+STEEP = [0.9 * 0.02**layer for layer in range(6)]
 
 
-def test_a_plain_exponential_decay_passes_the_fig2_test_without_power():
-    """The old reading of Fig. 2 ("below 1e-3 by layer 2") passes a decay by a constant factor per layer: the test
-    cannot tell it from a doubly exponential one, so a row that holds on such data says "no power"."""
-    exponential = [0.6 * 0.03**layer for layer in range(4)]  # 0.6, 1.8e-2, 5.4e-4, 1.6e-5
-    row = _row(_init_row(exponential))
-    assert row["holds"] is True and row["positive_control"]["verdict"] == "holds"
-    assert row["verdict"] == "no power"
+def _rows(out: dict) -> dict[str, dict]:
+    return {r["key"]: r for r in out["verdicts"]}
 
 
-def test_one_block_that_collapses_most_of_the_way_leaves_the_test_without_power():
-    # r_1 1e-2: the exponential continuation already reaches 1.7e-4 < 1e-3 by layer 2
-    row = _row(_init_row([0.6, 1e-2, 2e-7, 1e-16]))
-    assert row["holds"] is True and row["verdict"] == "no power"
+def test_doubly_exponential_holds_on_a_cubic_rate_and_its_exponential_control_fails():
+    row = _rows(_init_row(CUBIC))["pure_collapses"]
+    assert row["verdict"] == "holds" and row["value"] == pytest.approx(3.0)
+    pc = row["positive_control"]
+    assert pc["key"] == "report.rank_collapse.exponential_control" and pc["verdict"] == "fails"
+    assert pc["measured_value"] == pytest.approx(1.0), "the fitted exponential decay has exponent 1"
+    # moved s of the way in log, the exponent falls from 3 toward 1; it clears 2 until about half way
+    assert 0.3 <= pc["power"] < 1.0
+    print(f"pure_collapses: power {pc['power']}")
 
 
-def test_pure_collapse_fails_above_the_threshold_in_one_model():
+def test_doubly_exponential_fails_on_an_exponential_decay_that_the_layer_test_passes():
+    """The old reading of Fig. 2 ("below 1e-3 by layer 2") passes a steep exponential decay; the rate row does
+    not."""
+    rows = _rows(_init_row(STEEP))
+    assert rows["pure_collapses"]["verdict"] == "fails" and rows["pure_collapses"]["value"] == pytest.approx(1.0)
+    assert rows["pure_falls_by_layer"]["verdict"] == "holds" and rows["pure_falls_by_layer"]["kind"] == V.DEMONSTRATION
+
+
+def test_doubly_exponential_without_power_when_its_control_barely_moves_the_data():
+    row = _rows(_init_row(CUBIC, exponential_control=0.05))["pure_collapses"]
+    assert row["holds"] is True and row["positive_control"]["verdict"] == "holds" and row["verdict"] == "no power"
+
+
+def test_doubly_exponential_fails_in_one_model_and_names_it():
+    row = _rows(_init_row(CUBIC, STEEP))["pure_collapses"]
+    assert row["verdict"] == "fails" and row["item"] == "m1 init" and row["positive_control"]["power"] is None
+
+
+def test_a_curve_too_fast_to_fit_leaves_the_rate_not_judged():
+    # one layer between the limit and the floor: no pair of pairs to fit a slope from
+    row = _rows(_init_row([0.9, 1e-3, 1e-16, 1e-16]))["pure_collapses"]
+    assert row["verdict"] == "not judged" and row["evidence"] == 0
+
+
+def test_the_decoders_are_judged_by_wu_et_als_exponential_rate_not_the_papers():
+    exponential = [0.9 * 0.6**layer for layer in range(16)]
+    power_law = [0.9 * (layer + 1.0) ** -4 for layer in range(16)]
+    out = _init_row(CUBIC, exponential, causal=("m1",))
+    rows = _rows(out)
+    assert rows["pure_collapses"]["verdict"] == "holds" and out["judged"] == ["m0"] and out["causal"] == ["m1"]
+    wu = rows["causal_collapses_exponentially"]
+    assert wu["verdict"] == "holds" and wu["value"] == pytest.approx(0.5) and wu["item"] == "m1 init"
+    assert wu["positive_control"]["verdict"] == "fails", "a power law's later half carries less of the fall"
+    assert wu["positive_control"]["measured_value"] == pytest.approx(np.log(2) / np.log(15), rel=0.2)
+    print(f"causal_collapses_exponentially: power {wu['positive_control']['power']}")
+    slows = _rows(_init_row(CUBIC, power_law, causal=("m1",)))["causal_collapses_exponentially"]
+    assert slows["verdict"] == "fails"
+    assert _rows(_init_row(CUBIC))["causal_collapses_exponentially"]["verdict"] == "not judged"
+
+
+def test_the_rate_table_reads_each_rate_off_its_curve():
+    out = _init_row(CUBIC, STEEP)
+    assert out["rate"]["m0"]["init"]["exponent"] == pytest.approx(3.0)
+    steep = out["rate"]["m1"]["init"]
+    assert steep["exponent"] == pytest.approx(1.0) and steep["factor"] == pytest.approx(0.02)
+    assert steep["late_share"] == pytest.approx(0.5) and steep["r2"] == pytest.approx(1.0)
+
+
+def test_fig2_layer_test_fails_above_the_threshold_in_one_model():
     out = _init_row([0.6, 0.1, 1e-7, 1e-16], [0.6, 0.1, 5e-3, 1e-4])
-    row = _row(out)
-    assert row["verdict"] == "fails" and row["item"] == "m1 SAN" and row["positive_control"]["power"] is None
+    row = _rows(out)["pure_falls_by_layer"]
+    assert row["verdict"] == "fails" and "m1 SAN" in row["detail"]
     assert out["pure_max"] == pytest.approx(5e-3)
 
 
-def test_causal_models_stay_out_of_the_rank_collapse_verdict():
+def test_causal_models_stay_out_of_the_papers_rows():
     enc, dec = [0.6, 0.1, 1e-7, 1e-16], [0.6, 0.5, 0.4, 0.3]
-    assert _row(_init_row(enc, dec))["verdict"] == "fails"
+    assert _rows(_init_row(enc, dec))["pure_falls_by_layer"]["verdict"] == "fails"
     out = _init_row(enc, dec, causal=("m1",))
-    assert _row(out)["verdict"] == "holds" and out["judged"] == ["m0"] and out["causal"] == ["m1"]
+    assert _rows(out)["pure_falls_by_layer"]["verdict"] == "holds" and out["causal"] == ["m1"]
 
 
 def test_the_skip_variants_stay_above_the_floor_or_fail_the_regression_row():
-    assert _init_row([0.6, 0.1, 1e-7, 1e-16])["verdicts"][1]["verdict"] == "holds"
+    assert _rows(_init_row([0.6, 0.1, 1e-7, 1e-16]))["skip_survives"]["verdict"] == "holds"
     low = rank_collapse_claims({"m": _model({"init": [0.6, 0.1, 1e-7, 1e-16]}, other=0.01)}, **RC)
-    assert low["skip_survives"] is False and low["verdicts"][1]["kind"] == V.REGRESSION
+    assert low["skip_survives"] is False and _rows(low)["skip_survives"]["kind"] == V.REGRESSION
 
 
 # -------------------------------------------------------------------------------------------- pretrained weights
@@ -248,7 +287,9 @@ def test_claims_on_zero_evidence_are_not_judged():
 def test_every_row_is_rederived_from_its_own_numbers():
     rows = [
         *_init_row([0.6, 0.1, 1e-7, 1e-16])["verdicts"],
-        _row(_init_row([0.6, 1e-2, 2e-7, 1e-16])),
+        *_init_row(CUBIC, [0.9 * 0.6**layer for layer in range(16)], causal=("m1",))["verdicts"],
+        *_init_row(STEEP, [0.9 * (layer + 1.0) ** -4 for layer in range(16)], causal=("m1",))["verdicts"],
+        *_init_row(CUBIC, exponential_control=0.05)["verdicts"],
         _row(_init_row([0.6, 0.1, 5e-3, 1e-4])),
         _row(_fast(_pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9]))),
         _row(_fast(_pretrained([0.9, 0.5, 0.4]))),
@@ -273,7 +314,10 @@ def test_check_config_names_the_keys():
         check_config({**REPORT, "circle": {**REPORT["circle"], "skip_fraction_max": 0.6}})
     with pytest.raises(ValueError, match="report.rank_collapse.floor"):
         check_config({**REPORT, "rank_collapse": {**RC, "floor": 1e-4}})
-    for section, key in (("rank_collapse", "exponential_control"), ("pretrained_collapse", "plateau_control"),
+    with pytest.raises(ValueError, match="report.rank_collapse.exponent_limit"):
+        check_config({**REPORT, "rank_collapse": {**RC, "exponent_limit": 1e-14}})
+    for section, key in (("rank_collapse", "exponential_control"), ("rank_collapse", "power_law_control"),
+                         ("pretrained_collapse", "plateau_control"),
                          ("pretrained_collapse", "init_rate_control"), ("attention_products", "best_factor_control"),
                          ("first_token_sink", "random_token_control")):  # fmt: skip
         with pytest.raises(ValueError, match=f"report.{section}.{key} = 0"):

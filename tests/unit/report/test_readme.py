@@ -161,7 +161,11 @@ def _summary() -> dict:
     )  # fmt: skip
     regression = {"kind": "regression", "form": "universal", "source": "Theorem 2.2"}
     sections = {
-        "rank_collapse": {"layer": 2, "per_model": {"bert": {"init": entry}}},
+        "rank_collapse": {
+            "layer": 2,
+            "per_model": {"bert": {"init": entry}},
+            "rate": {"bert": {"init": {"exponent": 1.1, "late_share": 0.48}}},
+        },
         "pretrained_collapse": None,
         "training_series": None,
         "path_decomposition": {
@@ -232,7 +236,7 @@ def test_tables_from_a_summary(tmp_path):
     written = readme.write_tables(tmp_path, tmp_path / "out")
     assert [p.stem for p in written] == list(readme.tables())
     out = {p.stem: p.read_text() for p in written}
-    assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 |" in out["rank_collapse"]
+    assert "| bert | init | 12 | 1.0e-06 | 2.0e-06 | 0.5 | 0.4 | 1.1 | 0.48 |" in out["rank_collapse"]
     assert "| SAN | 3 / 5 |" in out["circle"]
     assert (
         "| Noci et al. 2022, abstract | branches scaled | universal | holds |  | 0.3 | < 0.9 (report.p.cosine) | 0.6 "

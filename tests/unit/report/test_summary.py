@@ -19,11 +19,11 @@ def test_rank_collapse_claims_verdicts_and_numbers():
     good = rank_collapse_claims(
         {"a": synthetic_rank_collapse(2e-7, 0.3), "b": synthetic_rank_collapse(4e-5, 0.2)}, **THRESHOLDS
     )
-    assert good["pure_collapses"] and good["skip_survives"]
+    assert good["pure_falls_by_layer"] and good["skip_survives"]
     assert good["pure_max"] == pytest.approx(4e-5) and good["skip_min"] == pytest.approx(0.2)
     assert "SAN 2.0e-07" in good["caption_rows"]["a"] and "at layer 3" in good["caption_rows"]["a"]
     bad = rank_collapse_claims({"a": synthetic_rank_collapse(5e-3, 0.01)}, **THRESHOLDS)
-    assert not bad["pure_collapses"] and not bad["skip_survives"]
+    assert not bad["pure_falls_by_layer"] and not bad["skip_survives"]
 
 
 def test_attention_product_claims():
