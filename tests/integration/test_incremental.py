@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from san.figures import FIGURES
 from san.imports import library_inputs
 
 from helpers import ROOT, TINY, reversed_keys, snakemake, tiny_config, write_config
@@ -351,7 +352,7 @@ RULE = re.compile(r"^(?:rule (\w+)|use rule (\w+) as (\w+) with):\n", re.M)
 def rule_scripts(workdir: Path) -> dict[str, tuple[Path, list[str]]]:
     """The script of every rule that has one (a rule derived from another runs its base's), from
     workflow/rules/*.smk, with the experiment whose ``run`` the script calls when the rule names one
-    (``params.experiment``)."""
+    (``params.experiment``) and the draw modules of the registered figures it reports (``figure_report``)."""
     blocks: dict[str, tuple[Path, str]] = {}
     bases: dict[str, str] = {}
     for smk in sorted((workdir / "workflow" / "rules").glob("*.smk")):
@@ -368,6 +369,11 @@ def rule_scripts(workdir: Path) -> dict[str, tuple[Path, list[str]]]:
         found = re.search(r"^\s+script:\s*\n\s+[rf]?\"([^\"]+)\"", base, flags=re.M)
         if found:
             runs = re.findall(r"^\s+experiment=\"(san[\w.]+)\"", block, flags=re.M)
+            # the figure script draws each figure its rule reports with the registry's draw function, by name
+            # (a name built in an f-string, f"propagation_{s}", stands for every registered name it can build)
+            for named in re.findall(r"figure_report\(\s*f?\"([\w{}]+)\"", block):
+                pattern = re.compile(re.sub(r"\{\w+\}", r"\\w+", named) + "$")
+                runs += sorted({FIGURES[n].draw.split(":")[0] for n in FIGURES if pattern.match(n)})
             scripts[name] = ((smk.parent / found.group(1)).resolve(), runs)
     return scripts
 
