@@ -25,6 +25,17 @@ def against_drift(printed: str, margin: float | None, drift: float | None) -> st
     return WITHIN_DRIFT if abs(margin) <= drift else printed
 
 
+def crosses(printed: str, value: float | None, threshold: float | None, drift: float | None) -> str:
+    """The state of a table cell ``printed`` (holds, fails, no power) whose statistic ``value`` quantisation alone
+    moves by ``drift``: :data:`WITHIN_DRIFT` when the interval ``value +- drift`` reaches ``threshold`` (quantisation
+    could have put the statistic on the threshold's other side, whether the threshold is compared in decades or
+    not), else ``printed``; unchanged for a cell without a verdict or a number to compare (not judged, n/a)."""
+    numbers = (value, threshold, drift)
+    if printed not in ("holds", "fails", "no power") or any(x is None or not math.isfinite(x) for x in numbers):
+        return printed
+    return WITHIN_DRIFT if abs(value - threshold) <= drift else printed
+
+
 def drift_cell(margin: float | None, drift: float | None) -> str:
     """The cell a table prints beside such a verdict: the margin and the drift, e.g. ``margin 0.12, drift 0.031``
     (``-`` for an unknown number)."""

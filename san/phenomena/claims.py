@@ -22,6 +22,7 @@ from san.models.folders import result_family
 from san.phenomena.colocation import colocation_claims
 from san.phenomena.compression import compression_claims
 from san.phenomena.context import context_claims
+from san.phenomena.drift import apply_drift, cell_drift
 from san.phenomena.high_norm import high_norm_claims
 from san.phenomena.massive import massive_claims
 from san.phenomena.spec import CLAIMS, model_kind
@@ -78,11 +79,21 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     """The ``phenomena`` section of summary.json (None without any text model or image encoder in the run).
 
     ``inputs``: the summary rule's files: ``rank_collapse`` (in the order of ``params["models"]``), ``vision``
-    (``params["vision_models"]``) and ``sink_context`` (``params["sink_context_models"]``, where the run has the
-    context-length runs); ``params["report"]``: config ``report``."""
+    (``params["vision_models"]``), ``sink_context`` (``params["sink_context_models"]``, where the run has the
+    context-length runs) and ``quantisation`` (``params["quantisation_models"]``: the quantisation control of each
+    cell of those models, :mod:`san.phenomena.drift`); ``params["report"]``: config ``report``."""
     text = _read(inputs, params, "rank_collapse", "models")
     images = _read(inputs, params, "vision", "vision_models")
     if not text and not images:
         return {"phenomena": None}
     context = _read(inputs, params, "sink_context", "sink_context_models")
-    return {"phenomena": judge_all(text, images, context, params["report"])}
+    section = judge_all(text, images, context, params["report"])
+    controls = _read(inputs, params, "quantisation", "quantisation_models")
+
+    def judge(results: Mapping[str, xr.Dataset]) -> Mapping[str, Any]:
+        return judge_all(results, {}, {}, params["report"])["table"]
+
+    drifts = {name: cell_drift(name, text[name], control, judge) for name, control in controls.items()}
+    apply_drift(section["table"], drifts)
+    section["quantisation_models"] = list(drifts)
+    return {"phenomena": section}

@@ -17,9 +17,11 @@ from san.core.markdown import fmt
 from san.core.plotting import DOUBLE_IN, OKABE_ITO
 from san.phenomena.spec import CELL_STATES, NOT_APPLICABLE
 
-#: one colour per state of :data:`~san.phenomena.spec.CELL_STATES` (holds, fails, no power, not judged, n/a), from
-#: Okabe & Ito's colour-blind-safe palette; "n/a" (the claim is not about that kind of model) is hatched
-COLOURS = (OKABE_ITO["bluish green"], OKABE_ITO["vermillion"], OKABE_ITO["yellow"], "#BBBBBB", "#FFFFFF")
+#: one colour per state of :data:`~san.phenomena.spec.CELL_STATES` (holds, fails, no power, not judged, n/a, within
+#: quantisation drift), from Okabe & Ito's colour-blind-safe palette; "n/a" (the claim is not about that kind of
+#: model) is hatched
+COLOURS = (OKABE_ITO["bluish green"], OKABE_ITO["vermillion"], OKABE_ITO["yellow"], "#BBBBBB", "#FFFFFF",
+           OKABE_ITO["sky blue"])  # fmt: skip
 NOT_JUDGED_STATES = (3, 4)
 """The states of a cell without a verdict (not judged, n/a): a model with only these is left out of the grid."""
 

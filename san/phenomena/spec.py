@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from san.core.config import ConfigError
+from san.core.drift import WITHIN_DRIFT
 from san.core.storage import Variable
 from san.models.spec import CAUSAL, IMAGE_FAMILIES
 
@@ -42,10 +43,11 @@ CLAIMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "high_norm_in_redundant_patches": ("high-norm tokens in redundant patches", (IMAGE_ENCODER,)),
 }
 
-#: the printed state of a models x claims cell: a verdict (:data:`san.core.verdicts.STATES`) or "n/a" where the claim
-#: does not apply to the model's kind; the netCDF table stores its index (flag values)
+#: the printed state of a models x claims cell: a verdict (:data:`san.core.verdicts.STATES`), "n/a" where the claim
+#: does not apply to the model's kind, or "within quantisation drift" where requantising the model's weights moves
+#: its statistic across the threshold (:mod:`san.phenomena.drift`); the netCDF table stores its index (flag values)
 NOT_APPLICABLE = "n/a"
-CELL_STATES = ("holds", "fails", "no power", "not judged", NOT_APPLICABLE)
+CELL_STATES = ("holds", "fails", "no power", "not judged", NOT_APPLICABLE, WITHIN_DRIFT)
 
 
 def model_kind(family: str) -> str:
@@ -66,7 +68,8 @@ VARIABLES = {
         "1",
         "its check on this model's data and its near-miss control at the config's setting: holds (the control "
         "fails), fails, no power (the control holds too), not judged (no evidence), n/a (the claim is not about "
-        "this kind of model)",
+        "this kind of model), within quantisation drift (requantising the weights moves the statistic across the "
+        "threshold)",
     ),
     "caveats": Variable(
         "caveat markers of the cell",
@@ -76,6 +79,12 @@ VARIABLES = {
     ),
     "value": Variable("the model's test statistic", "1", "as the claim's row in summary.json defines it (its test)"),
     "threshold": Variable("the threshold the statistic is compared with", "1", "config key in the claim's row"),
+    "drift": Variable(
+        "quantisation drift of the test statistic",
+        "1",
+        "the largest change of the statistic when the model's weights are requantised "
+        "(phenomena.quantisation.kinds); NaN where not measured",
+    ),
     "control_value": Variable(
         "the test statistic under the near-miss control",
         "1",
@@ -97,12 +106,25 @@ VARIABLES = {
 def check_config(config: Mapping[str, Any], schemas: Path) -> None:
     """Cross-checks of what the wing reads: the models of its table are the text models of ``rank_collapse.models``
     and the image encoders of ``vision.models``, one row each, so no name may be in both lists (their own checks
-    are their wings'; the thresholds of ``report.phenomena`` are :func:`san.phenomena.claims.check_config`'s);
-    raises :class:`ConfigError` naming the key."""
+    are their wings'; the thresholds of ``report.phenomena`` are :func:`san.phenomena.claims.check_config`'s); the
+    quantisation control's models are analysed text models with pretrained weights. Raises :class:`ConfigError`
+    naming the key."""
     text = list(config.get("rank_collapse", {}).get("models", []))
     for i, name in enumerate(config.get("vision", {}).get("models", [])):
         if name in text:
             raise ConfigError(
                 f"config key 'vision.models.{i}': model {name!r} is also in rank_collapse.models; the models x "
                 "claims table (results/phenomena/table.csv) has one row per model name"
+            )
+    models = config.get("models", {})
+    for i, name in enumerate(config.get("phenomena", {}).get("quantisation", {}).get("models") or []):
+        if name not in text:
+            raise ConfigError(
+                f"config key 'phenomena.quantisation.models.{i}': model {name!r} is not in rank_collapse.models "
+                f"{text}: the control requantises the weights of an analysed model's cells"
+            )
+        if not (models.get(name) or {}).get("pretrained"):
+            raise ConfigError(
+                f"config key 'phenomena.quantisation.models.{i}': model {name!r} has no pretrained weights "
+                f"(models.{name}.pretrained): the control requantises pretrained weights"
             )

@@ -15,11 +15,16 @@ from san.core.storage import describe
 from san.phenomena.spec import CELL_STATES, VARIABLES
 
 #: the numbers of a cell, stored as float (NaN where the cell has none)
-NUMBERS = ("value", "threshold", "control_value", "power")
+NUMBERS = ("value", "threshold", "control_value", "power", "drift")
 
 
 def _number(x: Any) -> float:
     return float("nan") if x is None else float(x)
+
+
+def _numbers(cell: Mapping[str, Any]) -> dict[str, float]:
+    """A cell's :data:`NUMBERS` (a cell of a run before the quantisation control has no drift: NaN)."""
+    return {k: _number(cell.get(k)) for k in NUMBERS}
 
 
 def table_dataset(section: Mapping[str, Any]) -> xr.Dataset:
@@ -28,7 +33,7 @@ def table_dataset(section: Mapping[str, Any]) -> xr.Dataset:
     models' kinds and the claims' labels as coordinates."""
     models, claims = list(section["table"]), list(section["claims"])
     cells = [[section["table"][m][c] for c in claims] for m in models]
-    data = {k: (("model", "claim"), np.array([[_number(x[k]) for x in row] for row in cells])) for k in NUMBERS}
+    data = {k: (("model", "claim"), np.array([[_numbers(x)[k] for x in row] for row in cells])) for k in NUMBERS}
     verdicts = np.array([[CELL_STATES.index(x["verdict"]) for x in row] for row in cells], dtype=np.int8)
     ds = xr.Dataset(
         {**data, "verdict": (("model", "claim"), verdicts),

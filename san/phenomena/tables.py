@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from san.claims import caveats
+from san.core.drift import WITHIN_DRIFT
 from san.core.markdown import fmt, lookup, markdown
 from san.phenomena.spec import NOT_APPLICABLE
 
@@ -35,7 +36,20 @@ def phenomena_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str
         rows.append([model, kinds[model], *(cell_text(cells[key]) for key in labels)])
     cells = [c for by_claim in summary["phenomena"]["table"].values() for c in by_claim.values()]
     legend = caveats.legend(cells=cells, models=summary["phenomena"].get("caveats") or {})
-    return markdown(["model", "kind", *labels.values()], rows) + legend
+    return markdown(["model", "kind", *labels.values()], rows) + legend + drift_legend(summary["phenomena"])
+
+
+def drift_legend(section: Mapping[str, Any]) -> str:
+    """The line under the table on the quantisation control (san.phenomena.drift): the models it was run on and
+    what "within quantisation drift" means; empty for a run without it."""
+    measured = section.get("quantisation_models") or []
+    if not measured:
+        return ""
+    table = section["table"]
+    crossed = sorted(m for m, cells in table.items() if any(c["verdict"] == WITHIN_DRIFT for c in cells.values()))
+    return (f"\nQuantisation control (`phenomena.quantisation`): the weights of {', '.join(measured)} requantised; "
+            f"{WITHIN_DRIFT}: requantising moves the cell's statistic across its threshold"
+            f"{' (' + ', '.join(crossed) + ')' if crossed else ' (no cell)'}.\n")  # fmt: skip
 
 
 def claims_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:

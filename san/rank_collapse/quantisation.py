@@ -53,12 +53,14 @@ def quantisation_control(
     kinds: Sequence[str],
     work: Path,
     reference: str = "pretrained",
+    job: Any = None,
 ) -> tuple[xr.Dataset, xr.Dataset]:
     """The quantisation control of one model folder: its copies requantised to each of ``kinds`` (written under
     ``work``, :func:`san.models.quantise.quantised_copy`), the rank-collapse result of the folder and its copies as
     weight sets of one :func:`san.rank_collapse.experiment.run` (``settings``: the ``rank_collapse`` config slice;
     ``inputs``: the folder's tokenised input, shared by its copies, which keep its tokenizer), and the drift of every
-    measure (:func:`measure_drift`)."""
+    measure (:func:`measure_drift`). ``job``: the :class:`san.core.device.JobPlace` the measures run on (the CPU
+    by default)."""
     from san.models.quantise import quantised_copy
     from san.rank_collapse.experiment import run
 
@@ -66,5 +68,5 @@ def quantisation_control(
     for kind in kinds:
         quantised_copy(Path(folder), kind, Path(work) / kind)
         folders[kind] = Path(work) / kind
-    result = run(family, folders, dict.fromkeys(folders, inputs), settings)
+    result = run(family, folders, dict.fromkeys(folders, inputs), settings, *([job] if job is not None else []))
     return result, measure_drift(result, reference)

@@ -30,6 +30,7 @@ import numpy as np
 
 from san.claims.record import history
 from san.core import verdicts as V
+from san.core.drift import crosses
 
 #: the summary format whose rows carry what this module re-derives (bounds, parts, cells' numbers, record fields):
 #: written by :func:`san.report.claims.summary` as the summary's ``format``; a summary of an earlier format predates
@@ -104,7 +105,8 @@ def row_problems(summary: Mapping[str, Any]) -> list[str]:
 
 
 def cell_problems(summary: Mapping[str, Any]) -> list[str]:
-    """The models x claims cells whose printed verdict does not follow from their own numbers."""
+    """The models x claims cells whose printed verdict does not follow from their own numbers (a cell with a
+    quantisation drift that reaches its threshold prints "within quantisation drift": san.phenomena.drift)."""
     section = summary.get("phenomena") or {}
     rows = {r["key"]: r for r in section.get("verdicts", [])}
     problems = []
@@ -122,6 +124,7 @@ def cell_problems(summary: Mapping[str, Any]) -> list[str]:
                 moved = V.Measure(cell["control_value"], cell.get("control_se") or 0.0)
                 control = V.clears(V.Threshold(**t).margin(moved))
             want = V.printed(holds, {"fails_as_it_must": None if control is None else not control})
+            want = crosses(want, cell["value"], cell["threshold"], cell.get("drift"))
             if cell["verdict"] != want:
                 problems.append(f"phenomena.table.{model}.{key}: prints '{cell['verdict']}' where its value, "
                                 f"threshold and control give '{want}'")  # fmt: skip

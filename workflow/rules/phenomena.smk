@@ -51,6 +51,43 @@ SUMMARY_INPUTS.update(sink_context=expand(RESULT["sink_context"], model=SINK_CON
 SUMMARY_PARAMS.update(sink_context_models=SINK_CONTEXT_MODELS)
 
 
+# Models whose cells get the quantisation control (phenomena.quantisation.models) and its copies' block types.
+QUANTISATION = config["phenomena"]["quantisation"]
+QUANTISATION_MODELS = QUANTISATION["models"]
+
+
+rule quantisation_drift:
+    """The quantisation control of one model: its pretrained weights requantised to each of
+    phenomena.quantisation.kinds, and the rank-collapse measures of the weights and of every copy, one result with a
+    weight set each (san.rank_collapse.quantisation); the summary judges each copy's cells (san.phenomena.drift)."""
+    input:
+        models=lambda w: [RESULT["model"].format(model=w.model, weights="pretrained")],
+        inputs=lambda w: [RESULT["inputs"].format(model=w.model, weights="pretrained")],
+    output:
+        f"{RESULTS}/phenomena/quantisation/{{model}}.nc",
+    log:
+        "logs/quantisation_drift/{model}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/quantisation_drift/{{model}}.tsv"
+    priority: model_priority
+    conda:
+        TORCH_ENV
+    threads: compute_threads("quantisation_drift")
+    resources:
+        **analysis_resources("quantisation_drift", "rank_collapse"),
+    params:
+        settings=model_settings("rank_collapse", drop=("models",)),
+        kinds=QUANTISATION["kinds"],
+        compute=compute_params("quantisation_drift"),
+    script:
+        "../../scripts/quantisation_drift.py"
+
+
+TARGETS.extend(expand(rules.quantisation_drift.output[0], model=QUANTISATION_MODELS))
+SUMMARY_INPUTS.update(quantisation=expand(rules.quantisation_drift.output[0], model=QUANTISATION_MODELS))
+SUMMARY_PARAMS.update(quantisation_models=QUANTISATION_MODELS)
+
+
 # ---- The claims wing (san/phenomena): the pretrained phenomena's models x claims table and its figure, from the
 # summary's phenomena section. Its claims read the rank-collapse and vision results (registered by their rules files)
 # and the context-length runs (inputs "sink_context", params "sink_context_models").

@@ -1,0 +1,39 @@
+"""Snakemake entry: the quantisation control of one model's pretrained weights, its rank-collapse measures on the
+weights and on their copies requantised to each of ``params.kinds`` (san.rank_collapse.quantisation), one result with
+a weight set per copy; the summary judges each copy's claims (san.phenomena.drift). The copies are written to a
+temporary folder and removed."""
+
+import tempfile
+from pathlib import Path
+
+from san.core.device import JobPlace, job_device, memory_budget
+from san.core.jobs import job_log
+from san.core.storage import read_netcdf, write_netcdf
+from san.models.folders import recorded_family
+from san.rank_collapse.quantisation import quantisation_control
+
+with job_log(snakemake.log[0]) as log:
+    p = snakemake.params
+    folder = Path(snakemake.input.models[0])
+    family, recognition = recorded_family([folder])
+    device = job_device(p.compute, snakemake.threads)
+    with tempfile.TemporaryDirectory(prefix="san-quantised-") as work:
+        result, drift = quantisation_control(
+            family,
+            folder,
+            read_netcdf(snakemake.input.inputs[0]),
+            p.settings,
+            p.kinds,
+            Path(work),
+            job=JobPlace(device, log, *memory_budget(p.compute)),
+        )
+    largest = drift["max_drift_residual_ratio"].max("layer").to_pandas()
+    log.info("largest drift of the relative residual over the layers, per variant:\n%s", largest.to_string())
+    write_netcdf(
+        result,
+        snakemake.output[0],
+        {"family": family, "kinds": list(p.kinds), **p.settings},
+        model=snakemake.wildcards.model,
+        device=str(device),
+        recognition=recognition,
+    )

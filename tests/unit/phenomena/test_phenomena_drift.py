@@ -1,0 +1,129 @@
+"""The quantisation control of the models x claims cells (san.phenomena.drift): a cell whose statistic requantising
+the weights moves across its threshold prints "within quantisation drift", one it cannot move keeps its verdict, and
+verify re-derives either from the cell's own numbers."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from phenomena_results import REPORT, text_result
+
+from san.core import verdicts as V
+from san.core.drift import WITHIN_DRIFT, crosses
+from san.phenomena.claims import judge_all
+from san.phenomena.drift import apply_drift, as_pretrained, cell_drift
+from san.phenomena.tables import phenomena_table
+from san.report import published
+
+#: a decoder whose massive ratio rises x12 at block 2 (5 -> 60) and stays: "appear abruptly" holds against x10
+ABRUPT = np.array([5.0, 5.0, 60.0, 60.0, 60.0, 60.0, 60.0, 60.0, 60.0])
+
+
+def _curve(rise: float) -> np.ndarray:
+    return np.where(np.arange(9) >= 2, 5.0 * rise, 5.0)
+
+
+def _result() -> object:
+    return text_result("decoder", {("pretrained", "transformer"): {"massive_ratio": ABRUPT}})
+
+
+def _control(*rises: float) -> object:
+    """The quantisation control's result: the weights (pretrained, the same curve) and one copy per rise."""
+    weights = ("pretrained", *(f"Q{i}" for i in range(len(rises))))
+    curves = {("pretrained", "transformer"): {"massive_ratio": ABRUPT}}
+    curves |= {(w, "transformer"): {"massive_ratio": _curve(r)} for w, r in zip(weights[1:], rises, strict=True)}
+    return text_result("decoder", curves, weights=weights)
+
+
+def _judge(results):
+    return judge_all(results, {}, {}, REPORT)["table"]
+
+
+def test_crosses_reads_the_interval_around_the_statistic():
+    assert crosses("holds", 12.0, 10.0, 4.0) == WITHIN_DRIFT
+    assert crosses("fails", 8.0, 10.0, 2.0) == WITHIN_DRIFT, "on the threshold counts as reached"
+    assert crosses("holds", 12.0, 10.0, 1.0) == "holds"
+    assert crosses("no power", 12.0, 10.0, 3.0) == WITHIN_DRIFT
+    for unknown in (None, float("nan")):
+        assert crosses("holds", 12.0, 10.0, unknown) == "holds"
+    assert crosses("not judged", 12.0, 10.0, 5.0) == "not judged" and crosses("n/a", None, None, 5.0) == "n/a"
+
+
+def test_a_copy_judged_as_the_pretrained_weights_keeps_the_init_twin():
+    result, control = _result(), _control(8.0)
+    swapped = as_pretrained(result, control, "Q0")
+    assert list(swapped["weights"].values) == ["init", "pretrained"] and swapped.attrs == result.attrs
+    massive = swapped["massive_ratio"]
+    np.testing.assert_allclose(massive.sel(weights="pretrained", variant="transformer").mean("sample"), _curve(8.0))
+    np.testing.assert_array_equal(massive.sel(weights="init"), result["massive_ratio"].sel(weights="init"))
+
+
+def test_a_rise_that_requantising_moves_across_x10_prints_within_the_drift():
+    result = _result()
+    drift = cell_drift("m", result, _control(8.0, 11.0), _judge)
+    assert drift["massive_appear_abruptly"] == pytest.approx(4.0), "x12 against the copies' x8 and x11"
+    section = judge_all({"m": result}, {}, {}, REPORT)
+    assert section["table"]["m"]["massive_appear_abruptly"]["verdict"] == "holds"
+    apply_drift(section["table"], {"m": drift})
+    cell = section["table"]["m"]["massive_appear_abruptly"]
+    assert cell["verdict"] == WITHIN_DRIFT and cell["drift"] == pytest.approx(4.0)
+    assert published.cell_problems({"phenomena": section}) == []
+
+
+def test_a_rise_that_requantising_cannot_move_across_x10_keeps_its_verdict():
+    result = _result()
+    drift = cell_drift("m", result, _control(11.5, 12.5), _judge)
+    assert drift["massive_appear_abruptly"] == pytest.approx(0.5)
+    section = judge_all({"m": result}, {}, {}, REPORT)
+    apply_drift(section["table"], {"m": drift})
+    assert section["table"]["m"]["massive_appear_abruptly"]["verdict"] == "holds"
+    assert all(c["drift"] is None or c["drift"] >= 0 for c in section["table"]["m"].values())
+
+
+def test_verify_re_derives_the_drift_state_from_the_cell():
+    result = _result()
+    section = judge_all({"m": result}, {}, {}, REPORT)
+    apply_drift(section["table"], {"m": cell_drift("m", result, _control(8.0), _judge)})
+    summary = {"phenomena": section}
+    assert published.cell_problems(summary) == []
+    forged = copy.deepcopy(summary)
+    forged["phenomena"]["table"]["m"]["massive_appear_abruptly"]["verdict"] = V.HOLDS  # the drift hidden
+    assert any("massive_appear_abruptly" in p for p in published.cell_problems(forged))
+    forged = copy.deepcopy(summary)
+    forged["phenomena"]["table"]["m"]["massive_appear_abruptly"]["drift"] = 0.1  # a drift edited down
+    assert any("massive_appear_abruptly" in p for p in published.cell_problems(forged))
+
+
+def test_the_table_explains_the_state_under_it():
+    result = _result()
+    section = judge_all({"m": result}, {}, {}, REPORT)
+    apply_drift(section["table"], {"m": cell_drift("m", result, _control(8.0), _judge)})
+    section["quantisation_models"] = ["m"]
+    text = phenomena_table({"phenomena": section}, {})
+    assert f"{WITHIN_DRIFT}: 12" in text and "the weights of m requantised" in text and "(m)." in text
+
+
+def test_a_control_without_a_copy_is_refused():
+    with pytest.raises(ValueError, match="needs its 'pretrained' weights and a copy"):
+        cell_drift("m", _result(), text_result("decoder", weights=("pretrained",)), _judge)
+
+
+@pytest.mark.parametrize(
+    ("models", "message"),
+    [
+        (["gone"], r"'phenomena.quantisation.models.0': model 'gone' is not in rank_collapse.models"),
+        (["enc"], r"'phenomena.quantisation.models.0': model 'enc' has no pretrained weights"),
+    ],
+)
+def test_the_control_names_only_analysed_models_with_pretrained_weights(tmp_path, models, message):
+    from san.core.config import ConfigError
+    from san.phenomena.spec import check_config
+
+    config = {"rank_collapse": {"models": ["dec", "enc"]}, "vision": {"models": []},
+              "models": {"dec": {"pretrained": {"source": "x"}}, "enc": {"init": {}}},
+              "phenomena": {"quantisation": {"models": ["dec"]}}}  # fmt: skip
+    check_config(config, tmp_path)
+    with pytest.raises(ConfigError, match=message):
+        check_config({**config, "phenomena": {"quantisation": {"models": models}}}, tmp_path)
