@@ -37,7 +37,11 @@ ORDER = (QUANTISED, FINE_TUNE, NO_BOS, LATE_THRESHOLD)
 PRETRAINED_SECTIONS = ("pretrained_collapse", "pretrained_slower", "first_token_sink", "attention_products",
                        "phenomena")  # fmt: skip
 #: rows of other sections that read pretrained weights, by ``section.key``
-PRETRAINED_ROWS = ("vision.high_norm_tokens",)
+PRETRAINED_ROWS = (
+    "vision.high_norm_tokens",
+    "rank_collapse.pure_collapses",
+    "rank_collapse.causal_collapses_exponentially",
+)
 
 _GGUF_TYPE = re.compile(r"[.\-_]((?:i?q|f|bf)\d+(?:_[a-z0-9]+)*)\.gguf$", re.I)
 

@@ -93,6 +93,7 @@ def rank_collapse_claims(
     threshold: float,
     floor: float,
     causal: tuple[str, ...] = (),
+    threshold_notes: Mapping[str, str] | None = None,
     **rate_keys: float,
 ) -> dict[str, Any]:
     """Fig. 2 claims (the keys of ``report.rank_collapse``): the rate rows (:func:`rate_claims`, from
@@ -111,7 +112,7 @@ def rank_collapse_claims(
         per_model[name] = {str(w): _at_init(mean.sel(weights=w), layer) for w in mean["weights"].values}
     pure = _init_values(per_model, causal, "pure_at_layer")
     skip = _init_values(per_model, causal, "skip_at_last")
-    rate = rate_claims(results, causal, **rate_keys)
+    rate = rate_claims(results, causal, notes=threshold_notes or {}, **rate_keys)
     falls = _pure_falls_row(per_model, causal, layer, threshold)
     survives = V.row("skip_survives",
                      f"the skip control: variants with skip connections stay above {floor:g} at the last layer",

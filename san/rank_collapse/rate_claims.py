@@ -96,11 +96,13 @@ def doubly_exponential_row(
     floor: float,
     limit: float,
     exponential_control: float,
+    note: str = "",
 ) -> dict[str, Any]:
     """Dong et al.'s rate, judged by its exponent: every bidirectional model's SAN (init and pretrained) has a
     median contraction exponent of at least ``exponent_min`` over its final descent (ratios in ``(floor,
     limit)``); the control moves every curve ``exponential_control`` of the way towards the exponential decay
-    fitted to the same layers (exponent 1). Not judged without a bidirectional model."""
+    fitted to the same layers (exponent 1). Not judged without a bidirectional model. ``note``: the threshold's
+    history (``report.rank_collapse.threshold_notes``), printed in the detail."""
     items = _items(results, bidirectional)
     threshold = V.Threshold(exponent_min, above=True, key="report.rank_collapse.exponent_min")
     detail = "; ".join(f"{item}: {_quartiles(_exponents(curves, floor, limit, 0.0))}" for item, curves in items)
@@ -113,7 +115,8 @@ def doubly_exponential_row(
         statistic=_statistic(items, lambda c, s: _exponents(c, floor, limit, s), threshold), threshold=threshold,
         wrong=V.Wrong.toward("an exponential decay fitted to the same layers, exponent 1 (the data moved {s:g} of "
                              "the way to it)", exponential_control, "report.rank_collapse.exponential_control"),
-        detail=f"exponent median [quartiles]: {detail}" if items else "no bidirectional model in this run",
+        detail=(f"exponent median [quartiles]: {detail}" if items else "no bidirectional model in this run")
+        + (f"; threshold {note}" if note else ""),
     )  # fmt: skip
 
 
@@ -184,13 +187,15 @@ def rate_claims(
     exponential_control: float,
     late_share_min: float,
     power_law_control: float,
+    notes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The rate part of the rank-collapse section (keys of ``report.rank_collapse``): the doubly exponential row on
     the models not in ``causal``, Wu et al.'s row on those in it, their smallest statistics and thresholds, and the
-    per-model rate table (:func:`rate_table`)."""
+    per-model rate table (:func:`rate_table`); ``notes``: the section's ``threshold_notes``."""
     bidirectional = tuple(name for name in results if name not in causal)
     dong = doubly_exponential_row(results, bidirectional, exponent_min=exponent_min, floor=rate_floor,
-                                  limit=exponent_limit, exponential_control=exponential_control)  # fmt: skip
+                                  limit=exponent_limit, exponential_control=exponential_control,
+                                  note=(notes or {}).get("exponent_min", ""))  # fmt: skip
     wu = causal_exponential_row(results, causal, late_share_min=late_share_min, floor=rate_floor,
                                 power_law_control=power_law_control)  # fmt: skip
     return {

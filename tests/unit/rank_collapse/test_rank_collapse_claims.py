@@ -326,3 +326,9 @@ def test_check_config_names_the_keys():
         check_config({**REPORT, "paths": {**REPORT["paths"], "seeds": {"rule": "every_seed", "min_share": 0.5}}})
     with pytest.raises(ValueError, match="report.theorem.negative_control_log10_gamma"):
         check_config({**REPORT, "theorem": {**REPORT["theorem"], "negative_control_log10_gamma": -1.0}})
+
+
+def test_the_exponent_threshold_prints_its_history():
+    row = _rows(_init_row(CUBIC))["pure_collapses"]
+    assert "threshold set to 2, the midpoint" in row["detail"], "config's report.rank_collapse.threshold_notes"
+    assert "threshold set" not in _rows(_init_row(CUBIC, threshold_notes={}))["pure_collapses"]["detail"]
