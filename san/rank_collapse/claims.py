@@ -267,6 +267,8 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
             init_rate_control=p["init_rate_control"], causal=causal,
         ) if pretrained else None,
         "attention_products": attention_product_claims(products, **t["attention_products"]) if products else None,
-        "first_token_sink": first_token_sink_claims(results, **t["first_token_sink"], causal=causal)
+        "first_token_sink": first_token_sink_claims(
+            results, **{k: v for k, v in t["first_token_sink"].items() if k != "threshold_notes"}, causal=causal
+        )
         if pretrained else None,
     }  # fmt: skip

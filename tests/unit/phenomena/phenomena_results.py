@@ -23,7 +23,7 @@ TEXT_DEFAULTS = {
 }
 #: the report settings of config.yaml (the schema's defaults)
 REPORT = {
-    "first_token_sink": {"share_threshold": 0.3, "min_carried": 0.5},
+    "first_token_sink": {"share_threshold": 0.3, "min_decades": 0.1},
     "phenomena": {
         "massive": {"jump": 10.0, "plateau": 3.0, "tail": 2, "init_control": 1.0, "transient_control": 1.0},
         "colocation": {"window": 3, "init_control": 1.0},
