@@ -438,8 +438,11 @@ def main() -> None:
             f"(target < {TARGET_S:g} s: {'met' if wall < TARGET_S else 'NOT met'})"
         )
         print_floor(wf, cfg, table, int(args.cores))
-        rows = [{"model": m, "wall_s": r.wall_s, "peak_rss_bytes": r.peak_rss_mb * 2**20, "end_to_end_s": None}
-                for m, r in per_model.iterrows() if m != "-"]  # fmt: skip (a model's jobs have no end-to-end time)
+        rows = [
+            {"model": m, "wall_s": r.wall_s, "peak_rss_bytes": r.peak_rss_mb * 2**20, "end_to_end_s": None}
+            for m, r in per_model.iterrows()
+            if m != "-"
+        ]  # fmt: skip (a model's jobs have no end-to-end time)
         rows.append({"model": f"the whole part, --cores {args.cores}", "wall_s": table["wall_s"].sum(),
                      "peak_rss_bytes": table["peak_rss_mb"].max() * 2**20, "end_to_end_s": wall})  # fmt: skip
         write_table("bench_rank_collapse", PART_COLUMNS, rows, values={"target_s": TARGET_S}, note=PART_NOTE)
