@@ -25,7 +25,8 @@ TEXT_DEFAULTS = {
 REPORT = {
     "first_token_sink": {"share_threshold": 0.3, "min_decades": 0.1},
     "phenomena": {
-        "massive": {"jump": 10.0, "plateau": 3.0, "tail": 2, "init_control": 1.0, "transient_control": 1.0},
+        "massive": {"jump": 10.0, "one_block_share": 0.7, "plateau": 3.0, "tail": 2, "spread_control": 1.0,
+                    "transient_control": 1.0},
         "colocation": {"window": 3, "init_control": 1.0},
         "compression": {"compressed": 0.9, "not_collapsed": 1.0e-3, "collapse_control": 1.0},
         "context": {"growth": 0.05, "sigmas": 2.0, "init_control": 1.0},
