@@ -1,8 +1,9 @@
 """One model's report (target ``model_report``, config ``model``): its per-layer measures and the verdicts that apply
 to it alone, without the rest of the pipeline.
 
-The model is a name under ``models`` or a local model folder (``save_pretrained``'s), whose entry is made here, while
-the config is checked, with every loaded file pinned (:func:`san.models.pins.local_entry`). Its jobs are the ones the
+The model is a name under ``models``, a local model folder (``save_pretrained``'s), whose entry is made here, while
+the config is checked, with every loaded file pinned (:func:`san.models.pins.local_entry`), or a hub repository id
+(:func:`hub_entry`: its family recognised from the hub's ``config.json`` at the same time). Its jobs are the ones the
 full run has for it: acquisition, the rank-collapse job (the four variants, Dong et al. 2021 Fig. 2, with the
 per-layer phenomena of :mod:`san.core.phenomena`) and, for a decoder with pretrained weights, the context-length run.
 Its verdicts are those of the wings whose claims judge one model's results (:data:`MODEL_WINGS`: the rank-collapse
@@ -13,6 +14,8 @@ netCDF), a figure (:mod:`san.report.model_plots`) and a Markdown page (:func:`pa
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,9 +54,15 @@ def resolve_model(config: dict[str, Any]) -> str | None:
         return model
     folder = Path(model).expanduser()
     if not folder.is_dir():
+        if HUB_ID.match(model):
+            name, entry = hub_entry(model)
+            while name in models and models[name] != entry:
+                name += "-hub"
+            models[name] = entry
+            return name
         raise ConfigError(
-            f"config key 'model': {model!r} is neither a model under 'models' ({sorted(models)}) nor a model folder "
-            "(a hub model is an entry under 'models' with its pinned revision: docs/models.md)"
+            f"config key 'model': {model!r} is neither a model under 'models' ({sorted(models)}), nor a model folder, "
+            "nor a hub repository id (owner/name, optionally @revision)"
         )
     from san.models.pins import default_name, local_entry
 
@@ -66,6 +75,39 @@ def resolve_model(config: dict[str, Any]) -> str | None:
         name += "-local"
     models[name] = entry
     return name
+
+
+#: a hub repository id as ``model`` takes it: ``owner/name``, optionally ``@revision`` (a branch, tag or commit)
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?$")
+
+
+def hub_entry(model: str) -> tuple[str, dict[str, Any]]:
+    """The name and entry of hub repository ``model`` (``owner/name[@revision]``): its ``config.json``, read from
+    the hub while the config is checked, is recognised (a supported family, else :class:`ConfigError` naming the key
+    ``model``), so a decoder joins the context-length run; the weights are downloaded by the acquisition job and
+    verified against the hashes the hub announces (unpinned: ``python -m san.models.sources.hub`` prints the pins to
+    keep). Its name is the repository's (``-hub`` appended where ``models`` has another entry of that name)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
+
+    from san.models.recognise import UnsupportedModel, recognise
+
+    repo_id, _, revision = model.partition("@")
+    revision = revision or "main"
+    try:
+        path = hf_hub_download(repo_id, "config.json", revision=revision)
+    except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as exc:
+        raise ConfigError(
+            f"config key 'model': the hub repository {repo_id!r} at revision {revision!r} could not be read "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}); without network, give "
+            "a local model folder"
+        ) from None
+    try:
+        family = recognise(json.loads(Path(path).read_text()), f"hub {repo_id}@{revision}").family
+    except UnsupportedModel as exc:
+        raise ConfigError(f"config key 'model': {exc}") from None
+    entry = {"family": family, "pretrained": {"source": "hub", "repo_id": repo_id, "revision": revision}}
+    return repo_id.split("/")[-1], entry
 
 
 def is_decoder(config: Mapping[str, Any], name: str) -> bool:
