@@ -14,7 +14,10 @@ import xarray as xr  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import LogLocator, MaxNLocator  # noqa: E402
 
+from san.claims.caveats import gguf_type  # noqa: E402
 from san.core.plotting import COLUMN_IN, DOUBLE_IN, PALETTE, VARIANT_STYLE, figsize, variant_style  # noqa: E402
+from san.models.folders import result_family  # noqa: E402
+from san.models.spec import CAUSAL  # noqa: E402
 from san.rank_collapse.spec import METRICS, VARIANTS  # noqa: E402
 
 RATIO_LABEL = r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$"
@@ -67,6 +70,28 @@ def rank_collapse_figure(ds: xr.Dataset, model: str, log_scale: bool = False) ->
     return fig
 
 
+def quantisation(ds: xr.Dataset, weights: str = "pretrained") -> str:
+    """The GGUF type of ``weights`` of a result whose manifest names a GGUF file (``Q4_K_M``), else ""."""
+    import json
+
+    try:
+        manifest = json.loads(ds.attrs.get("manifests", "{}")).get(weights) or {}
+    except (TypeError, ValueError):
+        return ""
+    name = manifest.get("gguf_file") or ""
+    return gguf_type(name) if name else ""
+
+
+def panel_title(model: str, ds: xr.Dataset, weights: str) -> str:
+    """An overview panel's title: the model, then its weights, a decoder's kind and a GGUF type where they apply."""
+    parts = [weights]
+    if "config" in ds.attrs and result_family(ds.attrs) in CAUSAL:  # a result records its family
+        parts.append("decoder")
+    if weights == "pretrained" and quantisation(ds):
+        parts.append(quantisation(ds))
+    return f"{model}\n({', '.join(parts)})"
+
+
 def overview_rows(datasets: Mapping[str, xr.Dataset], max_cols: int) -> tuple[list[tuple[str, list[str]]], int]:
     """The overview's rows and column count: per weights (init, pretrained, ...) the models that have them, wrapped
     into rows of at most ``max_cols`` panels, so that no panel is left without data. Columns: enough for the
@@ -104,7 +129,7 @@ def rank_collapse_overview_figure(
                 ax.legend()
             legend_ax = legend_ax or ax
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
-            ax.set_title(f"{models[j]} ({w})", fontsize="x-small", pad=2)
+            ax.set_title(panel_title(models[j], datasets[models[j]], w), fontsize="x-small", pad=2)
             ax.set_xlabel("")
             ax.set_ylabel("")
             ax.tick_params(labelsize="x-small", pad=1)
@@ -157,7 +182,8 @@ def pretrained_collapse_figure(
     """Every pretrained model side by side: per model (colour) the mean over sequences of ``variants`` (line style)
     against the layer normalised to depth ``l / L`` in 0..1 (so a 6-layer and a 30-layer model share the axis), one
     panel per token-uniformity measure (:data:`METRICS`: the paper's ratio, the same without the first token, the
-    Frobenius ratio), log y; exact zeros are clipped to the smallest positive double."""
+    Frobenius ratio), log y; exact zeros are clipped to the smallest positive double. A model whose pretrained weights
+    are a GGUF dequantisation is labelled with its GGUF type (:func:`quantisation`)."""
     frames = []
     for model, ds in datasets.items():
         if "pretrained" not in set(map(str, ds["weights"].values)):
@@ -190,6 +216,7 @@ def pretrained_collapse_figure(
     axes[0][0].set_ylabel("ratio, pretrained")
     handles = [Line2D([], [], color=colours[m], lw=1.5) for m in models]
     handles += [Line2D([], [], color="0.3", ls=dashes[v], lw=1.2) for v in variants]
-    labels = models + [f"{v} variant" for v in variants]
+    names = {m: f"{m} ({quantisation(datasets[m])})" if quantisation(datasets[m]) else m for m in models}
+    labels = [names[m] for m in models] + [f"{v} variant" for v in variants]
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), frameon=False, fontsize="small")
     return fig

@@ -60,3 +60,22 @@ def test_the_legend_fills_a_free_slot_of_the_grid():
     legend_slots = [ax for ax in fig.axes if ax.get_visible() and not ax.axison and ax.get_legend()]
     assert len(legend_slots) == 1 and not fig.legends
     plt.close(fig)
+
+
+def test_panels_name_a_decoder_and_a_gguf_type_and_the_pretrained_legend_the_type():
+    import json
+
+    from san.rank_collapse.plots import panel_title, pretrained_collapse_figure
+
+    dec = _dataset(["init", "pretrained"])
+    dec.attrs = {"config": json.dumps({"family": "llama"}),
+                 "manifests": json.dumps({"pretrained": {"gguf_file": "smollm2-135m-instruct-q4_1.gguf"}})}  # fmt: skip
+    enc = _dataset(["init"])
+    enc.attrs = {"config": json.dumps({"family": "bert"})}
+    assert panel_title("dec", dec, "pretrained") == "dec\n(pretrained, decoder, Q4_1)"
+    assert panel_title("dec", dec, "init") == "dec\n(init, decoder)"
+    assert panel_title("enc", enc, "init") == "enc\n(init)"
+    fig = pretrained_collapse_figure({"dec": dec, "enc": enc})
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "dec (Q4_1)" in labels and "enc" not in labels, "only models with pretrained weights, typed"
+    plt.close(fig)
