@@ -107,8 +107,8 @@ def check_config(config: Mapping[str, Any], schemas: Path) -> None:
     """Cross-checks of what the wing reads: the models of its table are the text models of ``rank_collapse.models``
     and the image encoders of ``vision.models``, one row each, so no name may be in both lists (their own checks
     are their wings'; the thresholds of ``report.phenomena`` are :func:`san.phenomena.claims.check_config`'s); the
-    quantisation control's models are analysed text models with pretrained weights. Raises :class:`ConfigError`
-    naming the key."""
+    quantisation control's models are defined, with pretrained weights (those the run does not analyse are left out:
+    :func:`quantisation_models`). Raises :class:`ConfigError` naming the key."""
     text = list(config.get("rank_collapse", {}).get("models", []))
     for i, name in enumerate(config.get("vision", {}).get("models", [])):
         if name in text:
@@ -118,13 +118,19 @@ def check_config(config: Mapping[str, Any], schemas: Path) -> None:
             )
     models = config.get("models", {})
     for i, name in enumerate(config.get("phenomena", {}).get("quantisation", {}).get("models") or []):
-        if name not in text:
+        if name not in models:
             raise ConfigError(
-                f"config key 'phenomena.quantisation.models.{i}': model {name!r} is not in rank_collapse.models "
-                f"{text}: the control requantises the weights of an analysed model's cells"
+                f"config key 'phenomena.quantisation.models.{i}': model {name!r} is not defined under 'models'"
             )
         if not (models.get(name) or {}).get("pretrained"):
             raise ConfigError(
                 f"config key 'phenomena.quantisation.models.{i}': model {name!r} has no pretrained weights "
                 f"(models.{name}.pretrained): the control requantises pretrained weights"
             )
+
+
+def quantisation_models(config: Mapping[str, Any]) -> list[str]:
+    """The models whose cells get the quantisation control: those of ``phenomena.quantisation.models`` that the run
+    analyses (``rank_collapse.models``), so that a run of other models needs no edit of this list."""
+    analysed = set(config.get("rank_collapse", {}).get("models", []))
+    return [m for m in config.get("phenomena", {}).get("quantisation", {}).get("models") or [] if m in analysed]

@@ -1,6 +1,7 @@
 # What pretraining does to the residual stream (massive activations, attention sinks, compression). The per-layer
 # measures are the rank_collapse and vision jobs' (san.core.phenomena); this file adds the unmodified decoders at
 # several context lengths (Barbero et al. 2025: sinks grow with the context).
+from san.phenomena.spec import quantisation_models
 from san.rank_collapse.spec import context_models
 
 # Models measured along the context (phenomena.context.models; null: the causal decoders with pretrained weights).
@@ -51,9 +52,10 @@ SUMMARY_INPUTS.update(sink_context=expand(RESULT["sink_context"], model=SINK_CON
 SUMMARY_PARAMS.update(sink_context_models=SINK_CONTEXT_MODELS)
 
 
-# Models whose cells get the quantisation control (phenomena.quantisation.models) and its copies' block types.
+# Models whose cells get the quantisation control (those of phenomena.quantisation.models the run analyses) and its
+# copies' block types.
 QUANTISATION = config["phenomena"]["quantisation"]
-QUANTISATION_MODELS = QUANTISATION["models"]
+QUANTISATION_MODELS = quantisation_models(config)
 
 
 rule quantisation_drift:

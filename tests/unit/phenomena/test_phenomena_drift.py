@@ -114,17 +114,20 @@ def test_a_control_without_a_copy_is_refused():
 @pytest.mark.parametrize(
     ("models", "message"),
     [
-        (["gone"], r"'phenomena.quantisation.models.0': model 'gone' is not in rank_collapse.models"),
+        (["gone"], r"'phenomena.quantisation.models.0': model 'gone' is not defined under 'models'"),
         (["enc"], r"'phenomena.quantisation.models.0': model 'enc' has no pretrained weights"),
     ],
 )
-def test_the_control_names_only_analysed_models_with_pretrained_weights(tmp_path, models, message):
+def test_the_control_names_only_defined_models_with_pretrained_weights(tmp_path, models, message):
     from san.core.config import ConfigError
-    from san.phenomena.spec import check_config
+    from san.phenomena.spec import check_config, quantisation_models
 
     config = {"rank_collapse": {"models": ["dec", "enc"]}, "vision": {"models": []},
               "models": {"dec": {"pretrained": {"source": "x"}}, "enc": {"init": {}}},
               "phenomena": {"quantisation": {"models": ["dec"]}}}  # fmt: skip
     check_config(config, tmp_path)
+    other = {**config, "rank_collapse": {"models": ["enc"]}}
+    check_config(other, tmp_path)
+    assert quantisation_models(config) == ["dec"] and quantisation_models(other) == [], "a run without it leaves it out"
     with pytest.raises(ConfigError, match=message):
         check_config({**config, "phenomena": {"quantisation": {"models": models}}}, tmp_path)
