@@ -30,7 +30,26 @@ def rank_collapse_table(summary: Mapping[str, Any], data: Mapping[str, Path]) ->
                         + [fmt(rate.get("exponent")), fmt(rate.get("late_share"))])  # fmt: skip
     header = ["model", "weights", "layers", f"SAN, layer {layer}", f"SAN+MLP, layer {layer}", "SAN+skip, last",
               "transformer, last", "SAN exponent", "SAN late share"]  # fmt: skip
-    return markdown(header, rows)
+    return markdown(header, rows) + rate_line(lookup(summary, ("rank_collapse",), name))
+
+
+def rate_line(section: Mapping[str, Any]) -> str:
+    """The line under the Fig. 2 table on the rate rows (none in a summary from before them): the verdict on
+    "doubly exponential" with the range of the bidirectional models' exponents, and Wu et al.'s on the decoders."""
+    rows = {r["key"]: r for r in section.get("verdicts", [])}
+    if "pure_collapses" not in rows or "rate" not in section:
+        return ""
+    judged = [e.get("exponent") for m in section.get("judged", []) for e in section["rate"].get(m, {}).values()]
+    judged = [x for x in judged if x is not None]
+    spread = f", medians {fmt(min(judged))} to {fmt(max(judged))}" if judged else ""
+    verdict = rows["pure_collapses"]["verdict"]
+    text = (f"\nBy its rate: doubly exponential (`rank_collapse.pure_collapses`: exponent at least "
+            f"{fmt(section['exponent_min'])} in every bidirectional model{spread}): **{verdict}**")
+    wu = rows.get("causal_collapses_exponentially")
+    if wu is not None and section.get("causal"):
+        text += (f"; exponential in the decoders (Wu et al. 2024, `rank_collapse.causal_collapses_exponentially`): "
+                 f"**{wu['verdict']}**")
+    return text + ".\n"
 
 
 def pretrained_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:

@@ -332,3 +332,15 @@ def test_the_exponent_threshold_prints_its_history():
     row = _rows(_init_row(CUBIC))["pure_collapses"]
     assert "threshold set to 2, the midpoint" in row["detail"], "config's report.rank_collapse.threshold_notes"
     assert "threshold set" not in _rows(_init_row(CUBIC, threshold_notes={}))["pure_collapses"]["detail"]
+
+
+def test_the_fig2_table_states_the_rate_verdicts_under_it():
+    from san.rank_collapse.tables import rate_line
+
+    out = _init_row(CUBIC, STEEP, [0.9 * 0.6**layer for layer in range(16)], causal=("m2",))
+    section = json.loads(json.dumps(out))
+    line = rate_line(section)
+    assert "`rank_collapse.pure_collapses`: exponent at least 2 in every bidirectional model, medians 1 to 3" in line
+    assert "model, medians 1 to 3): **fails**" in line, line
+    assert "(Wu et al. 2024, `rank_collapse.causal_collapses_exponentially`): **holds**" in line
+    assert rate_line({"verdicts": []}) == "", "a summary from before the rate rows"
