@@ -33,7 +33,9 @@ def _variant_lines(ax: plt.Axes, ds: xr.Dataset, log_scale: bool, legend: bool =
     variant's fixed colour, marker and dash pattern (:data:`san.core.plotting.VARIANT_STYLE`, so a variant lying on
     another stays visible), and +-1 std over sequences as a band.
 
-    On a log axis exact zeros are clipped to the smallest positive double, so that a collapse to 0 stays visible.
+    On a log axis exact zeros are clipped to the smallest positive double, so that a collapse to 0 stays visible,
+    and the band's lower edge is cut a decade below the mean (a spread larger than the mean would reach zero, which a
+    log axis cannot show, and stretch every shared axis to the smallest double).
     """
     ratio = ds["residual_ratio"]
     if log_scale:
@@ -45,7 +47,7 @@ def _variant_lines(ax: plt.Axes, ds: xr.Dataset, log_scale: bool, legend: bool =
         mean, std = one.mean(others), one.std(others)
         style = variant_style(variant)
         ax.plot(layers, mean, label=variant if legend else None, lw=1.2, markevery=max(1, len(layers) // 12), **style)
-        low = (mean - std).clip(min=1e-300) if log_scale else mean - std
+        low = xr.ufuncs.maximum(mean - std, mean / 10) if log_scale else mean - std
         ax.fill_between(layers, low, mean + std, color=style["color"], alpha=0.15, lw=0)
     if log_scale:
         ax.set_yscale("log")
@@ -129,7 +131,7 @@ def rank_collapse_overview_figure(
                 ax.legend()
             legend_ax = legend_ax or ax
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
-            ax.set_title(panel_title(models[j], datasets[models[j]], w), fontsize="x-small", pad=2)
+            ax.set_title(panel_title(models[j], datasets[models[j]], w), fontsize="xx-small", pad=2)
             ax.set_xlabel("")
             ax.set_ylabel("")
             ax.tick_params(labelsize="x-small", pad=1)
@@ -140,7 +142,8 @@ def rank_collapse_overview_figure(
 
 
 def _place_legend(fig: plt.Figure, ax: plt.Axes | None, free: list[plt.Axes]) -> None:
-    """Move ``ax``'s legend into the first free panel slot (hiding the other free slots), or below the figure."""
+    """Move ``ax``'s legend into the first free panel slot (hiding the other free slots), or above the figure (below
+    it the shared x label sits)."""
     for slot in free[1:]:
         slot.set_visible(False)
     legend = None if ax is None else ax.get_legend()
@@ -151,7 +154,7 @@ def _place_legend(fig: plt.Figure, ax: plt.Axes | None, free: list[plt.Axes]) ->
             handles, labels = ax.get_legend_handles_labels()
             if legend is not None:
                 legend.remove()
-            fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), frameon=False)
+            fig.legend(handles, labels, loc="outside upper center", ncol=len(labels), frameon=False, fontsize="small")
         return
     handles, labels = ax.get_legend_handles_labels()
     legend.remove()
