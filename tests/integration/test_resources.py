@@ -48,6 +48,7 @@ GPU_RULES = {
     "propagation_sweep",
     "vision_model",
     "sink_context",
+    "quantisation_drift",
 }
 
 

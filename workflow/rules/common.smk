@@ -62,6 +62,7 @@ RESULT = {
     "propagation": f"{RESULTS}/propagation/{{sweep}}.nc",
     "vision": f"{RESULTS}/vision/{{model}}.nc",
     "sink_context": f"{RESULTS}/phenomena/context/{{model}}.nc",
+    "quantisation": f"{RESULTS}/phenomena/quantisation/{{model}}.nc",
     "hub_series": f"{RESULTS}/rank_collapse_series/{{model}}.nc",
     "series": f"{RESULTS}/series/seed{{seed}}",
 }

@@ -66,7 +66,7 @@ rule quantisation_drift:
         models=lambda w: [RESULT["model"].format(model=w.model, weights="pretrained")],
         inputs=lambda w: [RESULT["inputs"].format(model=w.model, weights="pretrained")],
     output:
-        f"{RESULTS}/phenomena/quantisation/{{model}}.nc",
+        RESULT["quantisation"],
     log:
         "logs/quantisation_drift/{model}.log",
     benchmark:
@@ -85,8 +85,8 @@ rule quantisation_drift:
         "../../scripts/quantisation_drift.py"
 
 
-TARGETS.extend(expand(rules.quantisation_drift.output[0], model=QUANTISATION_MODELS))
-SUMMARY_INPUTS.update(quantisation=expand(rules.quantisation_drift.output[0], model=QUANTISATION_MODELS))
+TARGETS.extend(expand(RESULT["quantisation"], model=QUANTISATION_MODELS))
+SUMMARY_INPUTS.update(quantisation=expand(RESULT["quantisation"], model=QUANTISATION_MODELS))
 SUMMARY_PARAMS.update(quantisation_models=QUANTISATION_MODELS)
 
 
