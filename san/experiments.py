@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"config error: {exc}")
         return 2
     models = sorted(config.get("rank_collapse", {}).get("models", []))
-    print(f"config OK: {args.base}{''.join(' + ' + str(o) for o in args.overlays)} ({len(models)} rank-collapse models)")
+    files = " + ".join(map(str, [args.base, *args.overlays]))
+    print(f"config OK: {files} ({len(models)} rank-collapse models)")
     return 0
 
 
