@@ -43,12 +43,16 @@ def rate_line(section: Mapping[str, Any]) -> str:
     judged = [x for x in judged if x is not None]
     spread = f", medians {fmt(min(judged))} to {fmt(max(judged))}" if judged else ""
     verdict = rows["pure_collapses"]["verdict"]
-    text = (f"\nBy its rate: doubly exponential (`rank_collapse.pure_collapses`: exponent at least "
-            f"{fmt(section['exponent_min'])} in every bidirectional model{spread}): **{verdict}**")
+    text = (
+        f"\nBy its rate: doubly exponential (`rank_collapse.pure_collapses`: exponent at least "
+        f"{fmt(section['exponent_min'])} in every bidirectional model{spread}): **{verdict}**"
+    )
     wu = rows.get("causal_collapses_exponentially")
     if wu is not None and section.get("causal"):
-        text += (f"; exponential in the decoders (Wu et al. 2024, `rank_collapse.causal_collapses_exponentially`): "
-                 f"**{wu['verdict']}**")
+        text += (
+            f"; exponential in the decoders (Wu et al. 2024, `rank_collapse.causal_collapses_exponentially`): "
+            f"**{wu['verdict']}**"
+        )
     return text + ".\n"
 
 
