@@ -11,6 +11,8 @@ The markers, each derived from a recorded fact, never from a list of rows:
 - ``b``: **inputs without a BOS token**: a decoder whose tokenised inputs start with text, not a start token
   (``bos_in_inputs: false``): "the first token" is then a word of the text.
 - ``t``: **threshold set after its result**: the row's threshold key has a ``threshold_notes`` record in config.
+- ``d``: **decided by the definition**: another reasonable definition of the claim's events (the sensitivity reading
+  in the row's detail) gives the model another verdict (the row's ``sensitive`` models, the cell's ``sensitive``).
 
 A row rests on the models its wing reads pretrained weights of (:data:`PRETRAINED_SECTIONS`, or a record whose scope
 names pretrained weights) that it names (its items, its value's item or its detail).
@@ -24,14 +26,15 @@ from typing import Any
 
 from san.claims.record import history
 
-QUANTISED, FINE_TUNE, NO_BOS, LATE_THRESHOLD = "q", "f", "b", "t"
+QUANTISED, FINE_TUNE, NO_BOS, LATE_THRESHOLD, DEFINITION = "q", "f", "b", "t", "d"
 MARKERS = {
     QUANTISED: "quantised weights (a GGUF file dequantised to float; outliers are what quantisation distorts)",
     FINE_TUNE: "a fine-tune of another model, not the weights the claim's source studied",
     NO_BOS: "inputs without a BOS token (the first token is a word of the text)",
     LATE_THRESHOLD: "threshold set after its result was seen (config threshold_notes)",
+    DEFINITION: "the verdict depends on the definition of the events (the sensitivity in the row's detail)",
 }
-ORDER = (QUANTISED, FINE_TUNE, NO_BOS, LATE_THRESHOLD)
+ORDER = (QUANTISED, FINE_TUNE, NO_BOS, LATE_THRESHOLD, DEFINITION)
 
 #: the sections whose rows read pretrained weights (every other row reads random-init or trained-here weights)
 PRETRAINED_SECTIONS = ("pretrained_collapse", "pretrained_slower", "first_token_sink", "attention_products",
@@ -106,6 +109,8 @@ def row_caveats(section: str, row: Mapping[str, Any], models: Mapping[str, Mappi
     for note_key in row.get("threshold_keys", []):
         if not history(report, note_key)["set_before"]:
             why.setdefault(LATE_THRESHOLD, []).append(note_key)
+    if row.get("sensitive"):
+        why.setdefault(DEFINITION, []).extend(row["sensitive"])
     markers = [m for m in ORDER if m in why]
     return {"markers": markers, "why": {m: sorted(set(why[m])) for m in markers}}
 
@@ -127,6 +132,8 @@ def annotate(sections: Mapping[str, Any], entries: Mapping[str, Any], report: Ma
             for cell in cells.values():
                 late = cell.get("threshold_key") and not history(report, cell["threshold_key"])["set_before"]
                 marks = {**models.get(model, {}), **({LATE_THRESHOLD: cell["threshold_key"]} if late else {})}
+                if cell.get("sensitive"):
+                    marks[DEFINITION] = model
                 judged = cell.get("verdict") != "n/a"
                 cell["caveats"] = [m for m in ORDER if m in marks] if judged else []
 

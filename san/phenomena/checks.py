@@ -66,12 +66,15 @@ def unjudged_cell(kind: str, verdict: str, note: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Judged:
-    """One model's share of a claim: its kind, its statistic (None: not judged, for ``reason``) and a ``note``."""
+    """One model's share of a claim: its kind, its statistic (None: not judged, for ``reason``), a ``note`` and
+    whether another reasonable definition of the claim's events would give this model another verdict
+    (``sensitive``: the note's sensitivity reading says which)."""
 
     kind: str
     statistic: Statistic | None
     reason: str = ""
     note: str = ""
+    sensitive: bool = False
 
 
 def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], detail: str) -> dict[str, Any]:
@@ -93,11 +96,13 @@ def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], 
         elif m.statistic is None:
             cells[name] = unjudged_cell(kind, V.NOT_JUDGED, m.reason)
         else:
-            cells[name] = cell(claim.judge(m.statistic, m.note), kind, m.note)
+            cells[name] = {**cell(claim.judge(m.statistic, m.note), kind, m.note), "sensitive": m.sensitive}
     unjudged = "; ".join(f"{name}: not judged ({m.reason})" for name, m in models.items() if m.statistic is None)
     full = "; ".join(part for part in (detail, unjudged) if part) or "no model this claim is about"
     rested = [item(name, cells[name]["value"], verdict=cells[name]["verdict"]) for name in models if name in cells]
-    return {"row": claim.judge(statistic, full, rested), "cells": cells}
+    row = claim.judge(statistic, full, rested)
+    row["sensitive"] = sorted(name for name, m in models.items() if m.statistic is not None and m.sensitive)
+    return {"row": row, "cells": cells}
 
 
 def about(key: str, kinds: Mapping[str, str]) -> list[str]:

@@ -1,17 +1,21 @@
 """Sun, Chen, Kolter & Liu (COLM 2024), "Massive activations in large language models", Sec. 2 ("Which layers?"):
 in LLaMA2-7B massive activations "first appear in layer 2 and remain nearly constant values until layer 30"; they
 "emerge very rapidly from one layer of computation", not "as a result of gradual accumulation through many layers".
+Their criterion of a massive activation: far above the median magnitude of its layer (about 1,000 times).
 
 Two rows on the unmodified pretrained decoders, from the massive ratio per layer (``massive_ratio``: the largest
-activation magnitude of the layer's hidden state over the median magnitude, mean over the sequences):
+activation magnitude of the layer's hidden state over the median magnitude, mean over the sequences), both read at
+the **onset**: the first block whose ratio reaches ``report.phenomena.massive.onset_ratio`` (Sun et al.'s 1,000)
+from below it:
 
-- **appear abruptly**: the largest one-block rise of the ratio among the blocks of the first half of the depth, if at
-  least ``report.phenomena.massive.jump``, carries at least ``report.phenomena.massive.one_block_share`` of the rise
-  over it and its neighbouring blocks (the share of the positive log-rises; 0 without such a rise). Near-miss wrong
-  theory, Sun et al.'s own contrast ("gradual accumulation"): the same rise spread over two blocks, which carries
-  about half. The random-init twin (massive activations as an architectural property present before training) is
-  its placebo, named in the row and decided by nothing.
-- **plateau**: from the layer of that rise to the last ``tail`` blocks, the ratio stays within a factor
+- **appear abruptly**: the rise into the onset block, if at least ``report.phenomena.massive.jump``, carries at
+  least ``report.phenomena.massive.one_block_share`` of the rise over it and its neighbouring blocks (the share of
+  the positive log-rises; 0 without such a rise). Near-miss wrong theory, Sun et al.'s own contrast ("gradual
+  accumulation"): the same rise spread over two blocks, which carries about half. The random-init twin (massive
+  activations as an architectural property present before training) is its placebo, named in the row and decided by
+  nothing. The row's detail reads the onset under the levels of ``onset_sensitivity`` and at the largest first-half
+  rise too, and says when a level would change the verdict.
+- **plateau**: from the onset to the last ``tail`` blocks, the ratio stays within a factor
   ``report.phenomena.massive.plateau`` of its median over those layers. Near-miss wrong theory: a transient spike,
   the ratio back at its level before the rise from the next layer on (as an outlier of one layer would be).
 """
@@ -55,16 +59,35 @@ def rises(ratio: np.ndarray) -> np.ndarray:
         return np.log10(ratio[1:] / ratio[:-1])
 
 
-def one_block_share(ratio: np.ndarray, jump: float, window: int = 1) -> tuple[int, float]:
-    """The block of the largest first-half rise of ``ratio`` (:func:`largest_rise`) and the share of the positive
-    log-rises of the blocks within ``window`` of it that this block carries (1: the whole rise in one block, 1/2: the
-    same rise spread evenly over two); 0 where that rise is below ``jump`` (no massive rise to locate)."""
-    block, rise = largest_rise(ratio)
+def onset(ratio: np.ndarray, level: float) -> int | None:
+    """The onset of massive activations in a per-layer ``ratio`` (layers 0 .. L): the first block whose ratio reaches
+    ``level`` from below it (block l: ``ratio[l - 1] < level <= ratio[l]``); None when the ratio never does so."""
+    for block in range(1, len(ratio)):
+        if ratio[block - 1] < level <= ratio[block]:
+            return block
+    return None
+
+
+def one_block_share(ratio: np.ndarray, jump: float, block: int | None = None, window: int = 1) -> tuple[int, float]:
+    """The share of the positive log-rises of the blocks within ``window`` of ``block`` (by default the block of the
+    largest first-half rise, :func:`largest_rise`) that ``block`` carries (1: the whole rise in one block, 1/2: the
+    same rise spread evenly over two), with that block; 0 where its rise is below ``jump`` (no massive rise there)."""
+    if block is None:
+        block = largest_rise(ratio)[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rise = float(ratio[block] / ratio[block - 1])
     if not rise >= jump:
         return block, 0.0
     up = np.clip(np.nan_to_num(rises(ratio), nan=0.0), 0.0, None)
     near = up[max(0, block - 1 - window) : block + window]
     return block, float(up[block - 1] / near.sum())
+
+
+def onset_share(ratio: np.ndarray, jump: float, level: float) -> tuple[int | None, float]:
+    """The onset block at ``level`` (:func:`onset`) and the share of the rise around it that it carries
+    (:func:`one_block_share`; 0 without an onset)."""
+    block = onset(ratio, level)
+    return (block, 0.0) if block is None else one_block_share(ratio, jump, block)
 
 
 def spread_over_two(ratio: np.ndarray, block: int) -> np.ndarray:
@@ -98,37 +121,63 @@ def carriers(ds: xr.Dataset, layers: list[int]) -> str:
     return f"token {token} in {n_token}/{total}, dimension {dim} in {n_dim}/{total} (sequence, layer) pairs"
 
 
-def _appear_model(ds: xr.Dataset, jump: float) -> Judged:
-    """One decoder's share of the "appear abruptly" claim: its largest first-half rise's share of the rise around it,
-    against the same rise spread over two blocks."""
+def _sensitivity(pre: np.ndarray, r: Mapping[str, Any]) -> tuple[str, bool]:
+    """The appearance read under each definition of its block: the onset at every level of ``onset_sensitivity``
+    and of ``onset_ratio``, and the largest first-half rise; with the verdict each gives, and a warning where they
+    differ (a verdict decided by the definition); and whether they do."""
+    readings, verdicts = [], set()
+    for level in sorted({*r["onset_sensitivity"], r["onset_ratio"]}):
+        block, share = onset_share(pre, r["jump"], level)
+        if block is None:
+            readings.append(f"ratio >= {level:g}: never reached")
+            continue
+        verdicts.add(share >= r["one_block_share"])
+        readings.append(f"ratio >= {level:g}: block {block}, x{pre[block] / pre[block - 1]:.3g}, share {share:.2f}")
+    block, share = one_block_share(pre, r["jump"])
+    verdicts.add(share >= r["one_block_share"])
+    readings.append(f"largest first-half rise: block {block}, share {share:.2f}")
+    decided = "; the verdict depends on the definition" if len(verdicts) > 1 else ""
+    return f"sensitivity ({'; '.join(readings)}){decided}", len(verdicts) > 1
+
+
+def _appear_model(ds: xr.Dataset, r: Mapping[str, Any]) -> Judged:
+    """One decoder's share of the "appear abruptly" claim: the share of the rise around its onset that the onset
+    block carries, against the same rise spread over two blocks."""
     reason = lacks(ds, (MEASURE,), (PRETRAINED,))
     if reason:
         return Judged(DECODER, None, reason)
     pre = curve(ds, MEASURE, PRETRAINED)
-    block, rise = largest_rise(pre)
+    level, jump = r["onset_ratio"], r["jump"]
+    block = onset(pre, level)
+    if block is None:
+        where = "already at layer 0" if pre[0] >= level else f"largest {np.nanmax(pre):.3g}"
+        return Judged(DECODER, None, f"no onset: the mean massive ratio never rises to {level:g} ({where})")
     wrong = spread_over_two(pre, block)
 
     def statistic(s: float) -> V.Measure:
-        at, share = one_block_share(moved(pre, wrong, s, log=True), jump)
+        at, share = onset_share(moved(pre, wrong, s, log=True), jump, level)
         return V.Measure(share, item=f"block {at}")
 
-    share = one_block_share(pre, jump)[1]
-    around = ", ".join(f"x{10**r:.3g}" for r in rises(pre)[max(0, block - 2) : block + 1])
-    note = f"rise x{rise:.3g} at block {block} ({pre[block - 1]:.3g} -> {pre[block]:.3g}), share {share:.2f} of blocks "
-    note += f"{max(1, block - 1)}-{min(len(pre) - 1, block + 1)} ({around})"
+    share = one_block_share(pre, jump, block)[1]
+    around = ", ".join(f"x{10**x:.3g}" for x in rises(pre)[max(0, block - 2) : block + 1])
+    note = f"onset at block {block} ({pre[block - 1]:.3g} -> {pre[block]:.3g}), share {share:.2f} of blocks "
+    reading, sensitive = _sensitivity(pre, r)
+    note += f"{max(1, block - 1)}-{min(len(pre) - 1, block + 1)} ({around}); {reading}"
     if INIT in set(map(str, ds["weights"].values)):
         note += f"; init twin's largest x{largest_rise(curve(ds, MEASURE, INIT))[1]:.3g} (placebo)"
-    return Judged(DECODER, statistic, note=note)
+    return Judged(DECODER, statistic, note=note, sensitive=sensitive)
 
 
-def _plateau_model(ds: xr.Dataset, tail: int) -> Judged:
-    """One decoder's share of the plateau claim: how far its ratio strays over the plateau layers, against a
-    transient spike (the ratio back at its level before the rise from the layer after it)."""
+def _plateau_model(ds: xr.Dataset, tail: int, level: float) -> Judged:
+    """One decoder's share of the plateau claim: how far its ratio strays over the layers from its onset at
+    ``level``, against a transient spike (the ratio back at its level before the rise from the layer after it)."""
     reason = lacks(ds, (MEASURE,), (PRETRAINED,))
     if reason:
         return Judged(DECODER, None, reason)
     pre = curve(ds, MEASURE, PRETRAINED)
-    block, _ = largest_rise(pre)
+    block = onset(pre, level)
+    if block is None:
+        return Judged(DECODER, None, f"no onset: the mean massive ratio never rises to {level:g}")
     layers = plateau_layers(block, len(pre) - 1, tail)
     if len(layers) < 2:
         return Judged(DECODER, None, f"fewer than 2 layers from the rise at block {block} to the last {tail} blocks")
@@ -163,10 +212,10 @@ def massive_claims(
         "through many layers\"",
         source=SUN, place=PLACE, form=V.UNIVERSAL, scope=scope,
         measure="the mean massive ratio (largest / median activation magnitude of a block output) per block",
-        test=f"in every pretrained decoder (unmodified), the largest one-block rise of the mean massive ratio (largest "
-        f"/ median activation magnitude) among the blocks of the first half of the depth is at least x{r['jump']:g} "
-        f"and carries at least {r['one_block_share']:g} of the positive log-rises of it and its neighbouring blocks "
-        "(share 0 without such a rise)",
+        test=f"in every pretrained decoder (unmodified), at the onset (the first block whose mean massive ratio, "
+        f"largest / median activation magnitude, reaches {r['onset_ratio']:g} from below) the ratio rises at least "
+        f"x{r['jump']:g} in one block and that block carries at least {r['one_block_share']:g} of the positive "
+        "log-rises of it and its neighbouring blocks (share 0 without such a rise)",
         threshold=r.threshold("one_block_share", above=True),
         near_miss=NearMiss(r.wrong("spread_control", "the same rise spread over two blocks, moved {s:g} of the way "
                                    "(log)"),
@@ -180,8 +229,8 @@ def massive_claims(
         "(LLaMA2-7B, 32 layers): once they appear they stay nearly constant until the last few layers",
         words="\"first appear in layer 2 and remain nearly constant values until layer 30\"",
         source=SUN, place=PLACE, form=V.UNIVERSAL, scope=scope,
-        measure="the mean massive ratio per block, after its largest first-half rise",
-        test=f"in every pretrained decoder (unmodified), from the block of the largest first-half rise to the last "
+        measure="the mean massive ratio per block, from its onset",
+        test=f"in every pretrained decoder (unmodified), from the onset (ratio {r['onset_ratio']:g}) to the last "
         f"{r['tail']} blocks (excluded), the mean massive ratio stays within x{r['plateau']:g} of its median there "
         "(margin in decades)",
         threshold=r.threshold("plateau", above=False, log=True),
@@ -189,11 +238,11 @@ def massive_claims(
                                    "back at its level before it, moved {s:g} of the way (log)"),
                            "an abrupt rise is just as consistent with a spike that decays again a layer later"),
     )  # fmt: skip
-    judged_appear = {
-        name: _appear_model(results[name], r["jump"]) for name in about(appear.key, kinds) if name in results
-    }
+    judged_appear = {name: _appear_model(results[name], r) for name in about(appear.key, kinds) if name in results}
     judged_plateau = {
-        name: _plateau_model(results[name], r["tail"]) for name in about(plateau.key, kinds) if name in results
+        name: _plateau_model(results[name], r["tail"], r["onset_ratio"])
+        for name in about(plateau.key, kinds)
+        if name in results
     }
     return {
         appear.key: judge(appear, judged_appear, kinds, _detail(judged_appear)),

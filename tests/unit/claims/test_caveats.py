@@ -68,3 +68,16 @@ def test_markers_on_rows_and_cells_and_their_legend_under_each_table():
 
 def test_a_table_without_caveats_has_no_legend():
     assert caveats.legend(rows=[{"caveats": {"markers": [], "why": {}}}]) == ""
+
+
+def test_a_verdict_another_definition_would_change_is_marked_on_its_row_and_cell():
+    row = {**_row("colocated", "bert: x; other: y"), "sensitive": ["bert"]}
+    sections = {"phenomena": {"verdicts": [row, _row("plateau", "bert: x")],
+                              "table": {"bert": {"colocated": {"verdict": "holds", "value": 1.0, "sensitive": True},
+                                                 "plateau": {"verdict": "holds", "value": 1.0}}}}}  # fmt: skip
+    caveats.annotate(sections, ENTRIES, {})
+    marked, plain = sections["phenomena"]["verdicts"]
+    assert marked["caveats"] == {"markers": ["d"], "why": {"d": ["bert"]}} and plain["caveats"]["markers"] == []
+    cells = sections["phenomena"]["table"]["bert"]
+    assert cells["colocated"]["caveats"] == ["d"] and cells["plateau"]["caveats"] == []
+    assert "d: the verdict depends on the definition" in caveats.legend(rows=[marked])

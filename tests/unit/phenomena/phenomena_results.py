@@ -25,9 +25,12 @@ TEXT_DEFAULTS = {
 REPORT = {
     "first_token_sink": {"share_threshold": 0.3, "min_decades": 0.1},
     "phenomena": {
-        "massive": {"jump": 10.0, "one_block_share": 0.7, "plateau": 3.0, "tail": 2, "spread_control": 1.0,
+        # onsets at the scale of the synthetic curves (ratios 5 to 500), not at config.yaml's 1,000
+        "massive": {"onset_ratio": 100.0, "onset_sensitivity": [20.0, 400.0], "jump": 10.0, "one_block_share": 0.7,
+                    "plateau": 3.0, "tail": 2, "spread_control": 1.0,
                     "transient_control": 1.0},
-        "colocation": {"window": 3, "init_control": 1.0},
+        "colocation": {"window": 3, "norm_decades": 0.5, "entropy_drop": 0.2, "sink_share": 0.5,
+                       "sensitivity": [0.5, 2.0], "delay_control": 1.0},
         "compression": {"compressed": 0.9, "not_collapsed": 1.0e-3, "collapse_control": 1.0},
         "context": {"growth": 0.05, "sigmas": 2.0, "init_control": 1.0},
         "high_norm": {"factor": 4.0, "min_share": 0.01, "small_max_layers": 12, "redundant": 0.05, "sigmas": 2.0,

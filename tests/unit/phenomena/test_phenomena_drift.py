@@ -17,13 +17,13 @@ from san.phenomena.drift import apply_drift, as_pretrained, cell_drift
 from san.phenomena.tables import phenomena_table
 from san.report import published
 
-#: a decoder whose massive ratio rises x12 at block 2 (5 -> 60) in one block and stays: "appear abruptly" holds (the
-#: rise is at least x10 and carries all of its neighbourhood's, share 1 against 0.7)
-ABRUPT = np.array([5.0, 5.0, 60.0, 60.0, 60.0, 60.0, 60.0, 60.0, 60.0])
+#: a decoder whose massive ratio rises x12 at block 2 (20 -> 240, past the onset level 100) in one block and stays:
+#: "appear abruptly" holds (the rise is at least x10 and carries all of its neighbourhood's, share 1 against 0.7)
+ABRUPT = np.array([20.0, 20.0, 240.0, 240.0, 240.0, 240.0, 240.0, 240.0, 240.0])
 
 
 def _curve(rise: float) -> np.ndarray:
-    return np.where(np.arange(9) >= 2, 5.0 * rise, 5.0)
+    return np.where(np.arange(9) >= 2, 20.0 * rise, 20.0)
 
 
 def _result() -> object:

@@ -15,7 +15,7 @@ R = REPORT["phenomena"]
 #: a massive activation appearing at block 2 of 8 (x100) and holding until the last two blocks
 STEP = np.array([5, 5, 500, 520, 510, 505, 500, 200, 100.0])
 FLAT = np.full(9, 5.0)
-GRADUAL = 5.0 * 2.0 ** np.arange(9)
+GRADUAL = 50.0 * 2.0 ** np.arange(9)  # the onset level (100) at block 1, then x2 per block
 
 
 def judge(pretrained, init=FLAT, **kw):
@@ -61,7 +61,7 @@ def test_an_abrupt_plateau_holds_and_its_controls_fail():
 
 def test_a_small_rise_spread_below_the_jump_fails_the_control_by_its_size_too():
     """x12 in one block: spread over two blocks, each rises x3.5, no massive rise at all (share 0)."""
-    row = judge(np.array([5, 5, 60, 60, 60, 60, 60, 60, 60.0]))["massive_appear_abruptly"]["row"]
+    row = judge(np.array([10, 10, 120, 120, 120, 120, 120, 120, 120.0]))["massive_appear_abruptly"]["row"]
     assert row["verdict"] == "holds" and row["positive_control"]["measured_value"] == 0.0
     assert_rederived(row)
 
@@ -75,11 +75,29 @@ def test_a_huge_rise_over_two_blocks_leaves_the_appearance_without_power_when_th
     assert_rederived(row)
 
 
-def test_a_flat_curve_plateaus_without_power():
-    """Without a jump, a transient spike looks like the data: the plateau test cannot tell them apart."""
-    row = judge(FLAT)["massive_plateau"]["row"]
+def test_a_curve_below_the_onset_level_is_not_judged_and_a_barely_moved_spike_leaves_no_power():
+    out = judge(FLAT)
+    for key in ("massive_appear_abruptly", "massive_plateau"):
+        row = out[key]["row"]
+        assert row["verdict"] == "not judged" and "never rises to 100" in row["detail"]
+        assert_rederived(row)
+    r = {**R, "massive": {**R["massive"], "transient_control": 0.01}}
+    curves = {("pretrained", "transformer"): {"massive_ratio": STEP}}
+    row = massive_claims({"dec": text_result("decoder", curves)}, {"dec": DECODER}, r)["massive_plateau"]["row"]
     assert row["holds"] is True and row["verdict"] == "no power"
     assert_rederived(row)
+
+
+def test_the_appearance_is_read_at_the_onset_with_its_sensitivity_to_the_level():
+    """Gradual rises to 80 (x2 per block), then x50 into block 5: at level 100 the onset is block 5 (abrupt); at
+    level 20 it is block 2 (x2: not abrupt), which the detail says changes the verdict."""
+    ratio = np.array([5, 10, 20, 40, 80, 4000, 4000, 4000, 4000.0])
+    row = judge(ratio)["massive_appear_abruptly"]["row"]
+    assert row["verdict"] == "holds" and row["item"] == "block 5"
+    assert "onset at block 5 (80 -> 4e+03)" in row["detail"]
+    assert "ratio >= 20: block 2, x2, share 0.00" in row["detail"] and "ratio >= 400: block 5" in row["detail"]
+    assert "the verdict depends on the definition" in row["detail"]
+    assert "depends on the definition" not in judge(STEP)["massive_appear_abruptly"]["row"]["detail"]
 
 
 def test_a_gradual_accumulation_fails_both():
@@ -108,7 +126,9 @@ def test_without_pretrained_weights_or_enough_layers_the_claims_are_not_judged()
     assert massive_claims(alone, {"dec": DECODER}, R)["massive_appear_abruptly"]["row"]["verdict"] == "holds", (
         "the init twin is a placebo only: not needed to judge"
     )
-    short = massive_claims({"dec": text_result("decoder", layers=3)}, {"dec": DECODER}, R)["massive_plateau"]["row"]
+    three = {("pretrained", "transformer"): {"massive_ratio": STEP[:4]}}
+    short = massive_claims({"dec": text_result("decoder", three, layers=3)}, {"dec": DECODER}, R)
+    short = short["massive_plateau"]["row"]
     assert short["verdict"] == "not judged" and "fewer than 2 layers" in short["detail"]
     assert_rederived(short)
 
