@@ -2,7 +2,7 @@
 name for a rule of one figure) from the figure registry (san.figures), checks it and writes it in every format."""
 
 from san.core.jobs import job_log
-from san.core.plotting import apply_style, save
+from san.core.plotting import apply_style, figure_problems, save
 from san.core.storage import read_netcdf
 from san.figures import FIGURES, draw, figure_names
 
@@ -25,6 +25,10 @@ with job_log(snakemake.log[0]) as log:
         models = params.get("models", [])
         inputs = {k: _read(snakemake.input[k], kind, models) for k, kind in figure.inputs.items()}
         fig = draw(name, inputs, params, dict(snakemake.wildcards.items()))
+        # what a reader would stumble on (clipped or overlapping text, unlabelled axes), in the log: the figure is
+        # still written, as the data of another run may crowd a layout that fits this project's
+        for problem in figure_problems(fig):
+            log.warning("figure %s: %s", name, problem)
         paths = snakemake.output[name] if len(names) > 1 or snakemake.output.keys() else snakemake.output
         save(fig, list(paths), fig_cfg["dpi"])
         log.info("figure %s: %s", name, ", ".join(map(str, paths)))

@@ -43,11 +43,11 @@ def _trajectory_panel(ax: plt.Axes, ds: xr.Dataset, traj: xr.DataArray, colors: 
 
 def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float | None = 0.6) -> plt.Figure:
     """The paper's Fig. 3 grid for one ``seed`` (default: the first): per variant (row) and hidden dim (column),
-    the two tokens' trajectories of the recurrent rollout, over the two training sequences in light grey.
+    the two tokens' trajectories of the recurrent rollout, over the two training sequences in light grey; each panel's
+    title names the token distance at the last step.
 
     ``axis_limit`` is the smallest half-width of every panel around the centre, widened to hold every trajectory of
-    the seed (none leaves its panel); each panel notes the token distance at the last step; ``None`` fits each
-    panel to its data.
+    the seed (none leaves its panel); ``None`` fits each panel to its data.
     """
     seed = int(ds.seed.values[0]) if seed is None else int(seed)
     variants, dims = list(ds.variant.values), list(ds.hidden_dim.values)
@@ -64,17 +64,16 @@ def trajectory_figure(ds: xr.Dataset, seed: int | None = None, axis_limit: float
             ax = axes[i][j]
             _trajectory_panel(ax, ds, ds["trajectory"].sel(variant=v, hidden_dim=d, seed=seed), colors)
             dist = float(ds["token_distance"].sel(variant=v, hidden_dim=d, seed=seed, step=last))
-            ax.text(0.03, 0.03, f"distance at step {last}: {dist:.2g}", transform=ax.transAxes, fontsize="x-small",
-                    va="bottom", ha="left", bbox={"fc": "white", "ec": "none", "alpha": 0.7})  # fmt: skip
             if limit is not None:
                 ax.set_xlim(-limit, limit)
                 ax.set_ylim(-limit, limit)
             ax.set_aspect("equal", adjustable="box")
-            ax.set_title(f"{_variant_label(ds, v)}, hidden dim {int(d)}", fontsize="x-small")
+            ax.set_title(f"{_variant_label(ds, v)}\nhidden dim {int(d)}, distance {dist:.2g}", fontsize="x-small")
             ax.set_xlabel("first coordinate" if i == len(variants) - 1 else "")
             ax.set_ylabel("second coordinate" if j == 0 else "")
     legend_of_panels(fig, [axes[0][0]], ncol=2)
-    fig.suptitle(f"Recurrent rollout of the trained layer, seed {seed}: o start, x step {last}", fontsize="small")
+    fig.suptitle(f"Recurrent rollout of the trained layer, seed {seed}: o start, x step {last} (distance: between the "
+                 f"two tokens at step {last})", fontsize="small")  # fmt: skip
     return fig
 
 

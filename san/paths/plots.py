@@ -137,7 +137,7 @@ def _norm_share_panel(top: plt.Axes, ds: xr.Dataset, palette: list, first: bool)
         label="share of paths",
     )
     top.set_xlabel("")
-    top.set_ylabel("share of the output norm" if first else "")
+    top.set_ylabel("share\n(norm; paths)" if first else "")
 
 
 def path_decomposition_figure(
@@ -182,6 +182,6 @@ def path_decomposition_figure(
             _level(bottom, ds["chance_accuracy"], "grey", "--", "input-blind predictor")
         bottom.set_xticks(k, [str(int(v)) for v in k])
         bottom.set_xlabel("path length $k$")
-        bottom.set_ylabel("token accuracy" if col == 0 else "")
+        bottom.set_ylabel("token\naccuracy" if col == 0 else "")
     legend_of_panels(fig, [axes[0][0], axes[1][0]], ncol=3 if n > 1 else 2, fontsize="small")
     return fig

@@ -164,8 +164,8 @@ def plot_masks(ds: xr.Dataset) -> plt.Figure:
     sub = _at_largest(ds.isel(layer=slice(1, None)), ("mask", "norm") + (("input",) if inputs[0] is not None else ()))
     norms, masks = list(sub["norm"].values), list(sub["mask"].values)
     quantities = [(v, label) for v, label in (
-        ("mu", r"token spread $\mu(X_l) = \|X_l - \mathbf{1}\bar{x}_l^\top\|_F$"),
-        ("relative_residual", r"relative residual $\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$"),
+        ("mu", r"token spread $\mu(X_l)$"),
+        ("relative_residual", "relative residual"),
     ) if v in sub]  # fmt: skip
     columns = [(n, i) for i in inputs for n in norms]
     fig, axes = _grid(len(quantities), len(columns), aspect=0.75)
@@ -178,15 +178,17 @@ def plot_masks(ds: xr.Dataset) -> plt.Figure:
                 _band(ax, layers, point[var].sel(mask=mask), _style(k), _words(MASK_WORDS, mask))
             ax.set_yscale("log")
             _depth_axis(ax, layers, log=True)
-            title = _words(NORM_WORDS, norm) + (f", {_words(INPUT_WORDS, kind)}" if kind is not None else "")
-            ax.set_title(title)
+            title = _words(NORM_WORDS, norm) + (f"\n{_words(INPUT_WORDS, kind)}" if kind is not None else "")
+            ax.set_title(title, fontsize="small")
             ax.set_ylabel(label if c == 0 else "")
             if c:
                 ax.sharey(axes[r, 0])
                 ax.tick_params(labelleft=False)
             else:
                 ax.yaxis.label.set_fontsize("small")
-    fig.suptitle("Attention masks and LayerNorm at initialisation (pure attention)")
+    fig.suptitle("Attention masks and LayerNorm at initialisation (pure attention): top "
+                 r"$\mu(X_l) = \|X_l - \mathbf{1}\bar{x}_l^\top\|_F$, bottom "
+                 r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$", fontsize="small")  # fmt: skip
     _legend(fig, axes)
     return fig
 
