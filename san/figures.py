@@ -139,7 +139,7 @@ FIGURES: dict[str, Figure] = {
         "san.rank_collapse.series.plots:training_dynamics_figure",
         SERIES,
         params=("share_threshold",),
-        fixed={"model": "offline series"},
+        fixed={"model": "the offline series (a small decoder trained here)"},
         gallery="Rank collapse along training: the relative residual and the phenomena against the training step",
     ),
     "training_dynamics_model": Figure(

@@ -27,7 +27,7 @@ def _band_line(ax: plt.Axes, acc: xr.DataArray, x, color, label: str, marker: st
     per_seed = acc.mean("repeat") if "repeat" in acc.dims else acc
     mean, low, high = seed_band(per_seed)
     ax.plot(x, mean, marker=marker, markersize=3.5, lw=lw, ls=ls, color=color, label=label)
-    ax.fill_between(x, low, high, color=color, alpha=0.2, lw=0)
+    ax.fill_between(x, low, high, color=color, alpha=0.3, lw=0)
 
 
 def _level(ax: plt.Axes, da: xr.DataArray, color: str, ls: str, label: str) -> None:
@@ -43,9 +43,11 @@ def path_effectiveness_figure(datasets: Sequence[xr.Dataset], titles: Mapping[st
     over seeds and repeats with the seeds' range (lowest to highest seed's mean over repeats) as a band, and the full
     model (mean, seeds' range) and the chance level as horizontal lines. ``titles``: panel titles by task name (see
     :func:`task_title`)."""
-    fig, axes = plt.subplots(1, len(datasets), figsize=figsize(len(datasets), aspect=1.0), squeeze=False, sharey=True,
+    fig, axes = plt.subplots(1, len(datasets), figsize=figsize(len(datasets), aspect=1.9), squeeze=False, sharey=True,
                              layout="constrained")  # fmt: skip
     palette = PALETTE
+    # the bands' legend entry (every band is the seeds' range of its curve, in the curve's colour)
+    axes[0][0].fill_between([np.nan], [np.nan], [np.nan], color="0.5", alpha=0.3, lw=0, label="band: the seeds' range")
     for ax, ds in zip(axes[0], datasets, strict=True):
         n_values = [int(n) for n in ds["n_paths"].values]
         k = ds["path_length"].values

@@ -15,7 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 from san.claims.caveats import MARKERS, ORDER
 from san.core.markdown import fmt
 from san.core.plotting import DOUBLE_IN, OKABE_ITO
-from san.phenomena.spec import CELL_STATES, NOT_APPLICABLE
+from san.phenomena.spec import CELL_STATES, NOT_APPLICABLE, STATISTICS
 
 #: one colour per state of :data:`~san.phenomena.spec.CELL_STATES` (holds, fails, no power, not judged, n/a, within
 #: quantisation drift), from Okabe & Ito's colour-blind-safe palette; "n/a" (the claim is not about that kind of
@@ -37,7 +37,7 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     ds = ds.isel(model=np.flatnonzero(judged)) if judged.any() else ds
     models, labels = list(map(str, ds["model"].values)), list(map(str, ds["label"].values))
     codes = np.asarray(ds["verdict"].transpose("model", "claim").values, dtype=int)
-    fig, ax = plt.subplots(figsize=(DOUBLE_IN, 2.2 + 0.42 * len(models)), layout="constrained")
+    fig, ax = plt.subplots(figsize=(DOUBLE_IN, 2.6 + 0.5 * len(models)), layout="constrained")
     ax.imshow(codes, cmap=ListedColormap(COLOURS), vmin=-0.5, vmax=len(COLOURS) - 0.5, aspect="auto")
     values = ds["value"].transpose("model", "claim").values
     marks = ds["caveats"].transpose("model", "claim").values if "caveats" in ds else np.full(codes.shape, "")
@@ -45,10 +45,13 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
         if codes[i, j] == CELL_STATES.index(NOT_APPLICABLE):
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.75", lw=0))
         text = fmt(float(values[i, j])) if np.isfinite(values[i, j]) else ""
-        text = f"{text} [{marks[i, j]}]".strip() if marks[i, j] else text
+        text = f"{text}\n[{marks[i, j]}]".strip() if marks[i, j] else text
         if text:
             ax.text(j, i, text, ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(labels)), ["\n".join(textwrap.wrap(lab, 13)) for lab in labels], fontsize="x-small")
+    keys = list(map(str, ds["claim"].values))
+    ticks = ["\n".join(textwrap.wrap(lab, 13) + textwrap.wrap(f"({STATISTICS[k]})" if k in STATISTICS else "", 13))
+             for lab, k in zip(labels, keys, strict=True)]  # fmt: skip
+    ax.set_xticks(range(len(labels)), ticks, fontsize="x-small")
     kinds = list(map(str, ds["kind"].values))
     ax.set_yticks(range(len(models)), [f"{m} ({k})" for m, k in zip(models, kinds, strict=True)], fontsize="x-small")
     ax.set_xticks(np.arange(len(labels) + 1) - 0.5, minor=True)
@@ -63,7 +66,7 @@ def phenomena_figure(ds: xr.Dataset) -> plt.Figure:
     if shown:
         notes.append("caveats: " + "; ".join(f"{m}: {MARKERS[m]}" for m in ORDER if m in shown))
     note = "\n".join(line for n in notes for line in textwrap.wrap(n, 80))
-    ax.set_xlabel("claim (cell text: the claim's statistic on that model)" + (f"\n{note}" if note else ""),
+    ax.set_xlabel("claim (its statistic: the number in its cells)" + (f"\n{note}" if note else ""),
                   fontsize="small")  # fmt: skip
     ax.set_ylabel("pretrained model (kind)", fontsize="small")
     ax.set_title("The pretrained phenomena: each claim judged on each model alone", fontsize="small")

@@ -43,6 +43,18 @@ CLAIMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "high_norm_in_redundant_patches": ("high-norm tokens in redundant patches", (IMAGE_ENCODER,)),
 }
 
+#: what each claim's cell number is (its statistic, with its unit), as the figure prints it under the claim's label
+STATISTICS: dict[str, str] = {
+    "massive_appear_abruptly": "share of the rise in one block",
+    "massive_plateau": "largest factor from the median",
+    "colocated": "onset spread, blocks",
+    "compression_is_not_collapse": "smallest residual, compressed layers",
+    "sinks_grow_with_context": "sink share growth",
+    "sinks_at_longer_inference_context": "sink share change",
+    "small_vit_high_norm": "share of high-norm patches",
+    "high_norm_in_redundant_patches": "similarity excess",
+}
+
 #: the printed state of a models x claims cell: a verdict (:data:`san.core.verdicts.STATES`), "n/a" where the claim
 #: does not apply to the model's kind, or "within quantisation drift" where requantising the model's weights moves
 #: its statistic across the threshold (:mod:`san.phenomena.drift`); the netCDF table stores its index (flag values)

@@ -23,7 +23,7 @@ from san.rank_collapse.spec import METRICS, VARIANTS  # noqa: E402
 RATIO_LABEL = r"$\|res(X_l)\|_{1,\infty} / \|X_l\|_{1,\infty}$"
 METRIC_TITLES = {
     "residual_ratio": RATIO_LABEL,
-    "residual_ratio_no_first": RATIO_LABEL + r", without the first token $x_0$",
+    "residual_ratio_no_first": RATIO_LABEL + "\n" + r"without the first token $x_0$",
     "residual_ratio_frobenius": r"$\|res(X_l)\|_F / \|X_l\|_F$",
 }
 
@@ -217,9 +217,14 @@ def pretrained_collapse_figure(
         ax.set_ylabel("")
         ax.set_title(METRIC_TITLES[metric], fontsize="small")
     axes[0][0].set_ylabel("ratio, pretrained")
+    left_out = [v for v in VARIANTS if v not in variants]
+    drawn = " and ".join(variants)
+    fig.suptitle(f"Pretrained weights: the {drawn} variants" + (f" ({', '.join(left_out)}: Fig. 2 overview)"
+                 if left_out else "") + "\n(Q...): the GGUF quantisation type of dequantised weights",
+                 fontsize="small")  # fmt: skip
     handles = [Line2D([], [], color=colours[m], lw=1.5) for m in models]
     handles += [Line2D([], [], color="0.3", ls=dashes[v], lw=1.2) for v in variants]
     names = {m: f"{m} ({quantisation(datasets[m])})" if quantisation(datasets[m]) else m for m in models}
     labels = [names[m] for m in models] + [f"{v} variant" for v in variants]
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), frameon=False, fontsize="small")
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), frameon=False, fontsize="small")
     return fig

@@ -97,12 +97,10 @@ def gamma_frame(ds: xr.Dataset) -> pd.DataFrame:
 
 def plot_gamma(ds: xr.Dataset, ax: plt.Axes) -> None:
     """Strip plot of the ``log10 gamma`` the data need, per source, with the nominal ``gamma = 1`` (dashed): the
-    theorem's sources should stay left of it, the negative controls cross it."""
+    theorem's sources should stay left of it, the negative controls cross it. One neutral colour: the rows name the
+    sources, and the palette's colours mean the scale in the panels above."""
     df = gamma_frame(ds)
-    sources = list(dict.fromkeys(df["source"]))
-    palette = dict(zip(sources, PALETTE, strict=False))
-    sns.stripplot(data=df, x="log10_gamma", y="source", hue="source", palette=palette, ax=ax, size=2.5, alpha=0.6,
-                  legend=False)  # fmt: skip
+    sns.stripplot(data=df, x="log10_gamma", y="source", color="0.35", ax=ax, size=2.5, alpha=0.6)
     ax.axvline(0.0, color="black", lw=0.8, ls="-.", label=r"nominal bound, $\gamma = 1$")
     ax.set_xlabel(r"$\log_{10}\gamma$ the data need")
     ax.set_ylabel("draws")

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.ticker import LogLocator, NullFormatter  # noqa: E402
 
 from san.core.plotting import figsize, legend_of_panels, variant_style  # noqa: E402
 from san.core.sink import sink_share  # noqa: E402
@@ -47,12 +47,12 @@ def _mark_duplicates(axes: list[plt.Axes], ds: xr.Dataset) -> None:
             ax.axvline(step, color="grey", linestyle=":", linewidth=0.8, label=label)
 
 
-#: the phenomena panels: the measure, its reduction over the layers, the panel's title, and its scale ("ratio": log y
-#: spanning at least 1 to 10, so that a ratio near 1 reads as no outlier; "share": 0 to 1)
-PHENOMENA_PANELS: tuple[tuple[str, Over, str, str], ...] = (
-    ("massive_ratio", "max", "massive ratio (largest)", "ratio"),
-    ("first_token_norm_ratio", "max", "first-token norm ratio (largest)", "ratio"),
-    ("matrix_entropy", "min", "matrix entropy (lowest)", "share"),
+#: the phenomena panels: the measure, its reduction over the layers, the panel's title, its y label and its scale
+#: ("ratio": log y spanning at least 1 to 10, so that a ratio near 1 reads as no outlier; "share": 0 to 1)
+PHENOMENA_PANELS: tuple[tuple[str, Over, str, str, str], ...] = (
+    ("massive_ratio", "max", "massive activations", "largest / median\nactivation (largest layer)", "ratio"),
+    ("first_token_norm_ratio", "max", "first token's norm", "first-token / median\nnorm (largest layer)", "ratio"),
+    ("matrix_entropy", "min", "compression valley", "normalised matrix\nentropy (lowest layer)", "share"),
 )
 
 
@@ -62,12 +62,17 @@ def _residual_row(fig: plt.Figure, cell: Any, ds: xr.Dataset, model: str, colors
     layers = drawn_layers(int(ds["layer"].max()))
     axes = [fig.add_subplot(a) for a in cell.subgridspec(1, len(layers))]
     ratio = ds["residual_ratio"].mean("sample").clip(min=1e-300)
+    drawn = ratio.sel(variant=[v for v in DRAWN if v in ds["variant"]], layer=layers)
+    # one y range holding every drawn curve and band of the row (the panels share it)
+    low, high = float(drawn.min()), float(drawn.max())
     for ax, layer in zip(axes, layers, strict=True):
         for v in [v for v in DRAWN if v in ds["variant"]]:
             _band(ax, ds["step"].values, ratio.sel(variant=v, layer=layer), v, colors[v])
         ax.set_yscale("log")
+        ax.set_ylim(low / 2, high * 2)
+        ax.yaxis.set_major_locator(LogLocator(numticks=6))
         _step_axis(ax)
-        ax.set_title(f"{model}, layer {layer}", fontsize="small")
+        ax.set_title(f"layer {layer}", fontsize="small")
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_ylabel("relative residual\n" + RATIO_LABEL if ax is axes[0] else "", fontsize="small")
         if ax is not axes[0]:
@@ -82,17 +87,18 @@ def _phenomena_row(
     """The unmodified model's pretrained phenomena per checkpoint, ``curves`` in the order of
     :data:`PHENOMENA_PANELS` (dims ``seed``, ``revision``), one panel each, in the grid ``cell``."""
     axes = [fig.add_subplot(a) for a in cell.subgridspec(1, len(PHENOMENA_PANELS), wspace=0.3)]
-    for ax, (_, _, title, scale), curve in zip(axes, PHENOMENA_PANELS, curves, strict=True):
+    for ax, (_, _, title, label, scale), curve in zip(axes, PHENOMENA_PANELS, curves, strict=True):
         _band(ax, steps, curve, UNMODIFIED, color)
         if scale == "ratio":
             ax.set_yscale("log")
             low, high = ax.get_ylim()
             ax.set_ylim(min(low, 1.0), max(high, 10.0))
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         else:
             ax.set_ylim(-0.02, 1.02)
         _step_axis(ax)
         ax.set_title(title, fontsize="small")
-        ax.set_ylabel(f"{UNMODIFIED}: " + ("ratio" if scale == "ratio" else "normalised value"), fontsize="small")
+        ax.set_ylabel(label, fontsize="x-small")
     return axes
 
 
@@ -110,9 +116,11 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
     variants = [v for v in DRAWN if v in ds["variant"]]
     colors = {v: variant_style(v)["color"] for v in DRAWN}
     # each measure reduced over the layers (san.rank_collapse.series.measures), read before the figure is drawn
-    curves = [over_layers(ds, name, over) for name, over, _, _ in PHENOMENA_PANELS] if has_unmodified(ds) else []
+    curves = [over_layers(ds, name, over) for name, over, *_ in PHENOMENA_PANELS] if has_unmodified(ds) else []
     n_layers = len(drawn_layers(int(ds["layer"].max())))
     fig = plt.figure(figsize=figsize(3, 3, aspect=0.85) if curves else figsize(n_layers, 2, aspect=0.9))
+    fig.suptitle(f"Training dynamics of {model}" + (f"; middle row: the {UNMODIFIED} variant" if curves else ""),
+                 fontsize="small")  # fmt: skip
     grid = fig.add_gridspec(3 if curves else 2, 1)
     top = _residual_row(fig, grid[0], ds, model, colors)
     middle = _phenomena_row(fig, grid[1], ds["step"].values, curves, colors[UNMODIFIED]) if curves else []
@@ -125,7 +133,8 @@ def training_dynamics_figure(ds: xr.Dataset, model: str, share_threshold: float)
         ax.set_xlim(top[0].get_xlim())  # the same step axis as the residual panels
     bottom.set_ylim(-0.02, 1.02)
     bottom.set_ylabel(f"share of heads with attention\non the first token $> {share_threshold:g}$", fontsize="small")
-    bottom.set_title("attention sinks, mean over the blocks", fontsize="small")
+    none = " (no sink head at any step)" if float(share.max()) == 0 else ""
+    bottom.set_title(f"attention sinks, mean over the blocks{none}", fontsize="small")
     _mark_duplicates([*top, *middle, bottom], ds)
     legend_of_panels(fig, [*top, bottom], ncol=4)
     return fig

@@ -23,7 +23,9 @@ ROWS = (
 
 
 def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
-    """One column per model (its first weight set, init when present), one row per measure of :data:`ROWS`."""
+    """One column per model (its first weight set, init when present), one row per measure of :data:`ROWS`: the mean
+    over the photographs, their range as a band; the title says which weights, and where the pretrained weights are
+    reported instead (the vision table)."""
     models = list(datasets)
     fig, axes = plt.subplots(len(ROWS), len(models), figsize=figsize(len(models), len(ROWS)), squeeze=False,
                              sharex="col", sharey="row", layout="constrained")  # fmt: skip
@@ -50,4 +52,6 @@ def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
             if row == len(ROWS) - 1:
                 ax.set_xlabel("layer $l$")
     legend_of_panels(fig, [axes[0][0]], ncol=4)
+    fig.suptitle("Image encoders, the four variants: mean over the photographs, their range as a band\n(pretrained "
+                 "weights: the vision table of docs/rank_collapse.md and the phenomena)", fontsize="small")  # fmt: skip
     return fig

@@ -48,9 +48,9 @@ def test_the_phenomena_panels_draw_the_transformer_per_checkpoint():
     order = np.argsort(STEPS)
     per_layer = {name: ds[name].sel(variant="transformer").values.mean(axis=-1) for name in ds.data_vars}
     expected = {
-        "massive ratio (largest)": per_layer["massive_ratio"].max(axis=-1),
-        "first-token norm ratio (largest)": per_layer["first_token_norm_ratio"].max(axis=-1),
-        "matrix entropy (lowest)": per_layer["matrix_entropy"].min(axis=-1),
+        "massive activations": per_layer["massive_ratio"].max(axis=-1),
+        "first token's norm": per_layer["first_token_norm_ratio"].max(axis=-1),
+        "compression valley": per_layer["matrix_entropy"].min(axis=-1),
     }
     for title, by_seed in expected.items():
         ax = _panel(fig, title)
@@ -58,8 +58,8 @@ def test_the_phenomena_panels_draw_the_transformer_per_checkpoint():
         np.testing.assert_allclose(x, np.sort(STEPS))
         np.testing.assert_allclose(y, by_seed.mean(axis=0)[order])
         assert ax.get_xscale() == "symlog"
-    assert _panel(fig, "massive ratio (largest)").get_yscale() == "log"
-    assert _panel(fig, "matrix entropy (lowest)").get_ylim() == pytest.approx((-0.02, 1.02))
+    assert _panel(fig, "massive activations").get_yscale() == "log"
+    assert _panel(fig, "compression valley").get_ylim() == pytest.approx((-0.02, 1.02))
     plt.close(fig)
 
 
