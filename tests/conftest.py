@@ -54,10 +54,17 @@ def _no_tool_switches_left(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        if INTEGRATION in Path(item.fspath).parents or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if INTEGRATION in Path(item.fspath).parents or SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        if xdist:
+            # the workers of pytest-xdist (--dist loadgroup) take a module's tests together, so each module-scoped
+            # fixture (a workflow run) is built once; the tests of the one tiny run share a group across modules
+            group = "tiny_run" if "tiny_run" in fixtures else item.nodeid.split("::")[0]
+            item.add_marker(pytest.mark.xdist_group(group))
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu and not cuda_visible():
         skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none")
