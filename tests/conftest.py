@@ -54,6 +54,7 @@ def _no_tool_switches_left(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
