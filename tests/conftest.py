@@ -9,8 +9,10 @@ sees none."""
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,18 +56,29 @@ def _no_tool_switches_left(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(key)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    xdist = config.pluginmanager.hasplugin("xdist")
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """pytest-xdist's workers (``-n``) take a module's tests together, so that each module-scoped fixture (a workflow
+    run) is built once, and the modules of the one tiny run (:data:`tiny_run`) together, so that it is built once."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = Path(str(config.rootpath))
+    uses = re.compile(r"def \w+\([^)]*\btiny_run\b", re.S)
+    tiny = {p.relative_to(root).as_posix() for p in (root / "tests").rglob("test_*.py") if uses.search(p.read_text())}
+
+    class ModuleScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::")[0]
+            return "tiny_run" if module in tiny else module
+
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if INTEGRATION in Path(item.fspath).parents or SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
-        if xdist:
-            # the workers of pytest-xdist (--dist loadgroup) take a module's tests together, so each module-scoped
-            # fixture (a workflow run) is built once; the tests of the one tiny run share a group across modules
-            group = "tiny_run" if "tiny_run" in fixtures else item.nodeid.split("::")[0]
-            item.add_marker(pytest.mark.xdist_group(group))
     gpu = [item for item in items if item.get_closest_marker("gpu")]
     if gpu and not cuda_visible():
         skip = pytest.mark.skip(reason="needs a CUDA device; torch sees none")
