@@ -1,18 +1,29 @@
-"""The image encoders in the workflow: every vision family named by its hub id alone (a tiny random checkpoint of
-its config class, served with its image processor by the local hub) gets init and pretrained weights, pixel values
-from its own image processor, the vision measures of every variant and the vision figure; the token roles and the
-pure-attention collapse of every result are checked here on the stored data."""
+"""The image encoders named by their hub id alone: for every vision family, a tiny random checkpoint of its config
+class is served with its image processor by the local hub and taken through what the workflow's jobs run for an entry
+that gives only ``pretrained: {source: hub, repo_id, revision}``: the acquisition through the real client
+(:func:`san.models.store.materialise`) recognises the family, the init weights are a random initialisation of the same
+architecture, the pixel values come from the model's own image processor (:func:`pixel_inputs`), and the vision
+measures of every variant (:func:`san.rank_collapse.vision.experiment.run`) and the vision figure are made of them;
+the token roles and the pure-attention collapse of every result are checked on the data. One process for all of
+them: the workflow around these calls (acquisition, pixels, the vision job and its figure as jobs) is the same for
+every family and runs end to end for the tiny run's image encoder (tests/integration/test_report.py)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from san.core.storage import read_netcdf
-from san.models.store import materialise_init
-from san.rank_collapse.vision.experiment import ROLES
+from san.core.plotting import figure_problems
+from san.models.entries import init_entry
+from san.models.folders import recorded_family
+from san.models.store import materialise, materialise_init
+from san.rank_collapse.vision.experiment import ROLES, pixel_inputs, run
+from san.rank_collapse.vision.plots import vision_figure
 
-from helpers import copy_workflow, snakemake, tiny_config, write_config
+from helpers import tiny_config
 from hub_repos import checkpoint_repo
+
+pytestmark = pytest.mark.slow
 
 BASE = {"hidden_size": 32, "num_hidden_layers": 3, "num_attention_heads": 4, "image_size": 224, "patch_size": 56}
 ARCHS = {
@@ -28,26 +39,29 @@ PREFIX = {"vit": ["class"], "deit": ["class", "distillation"], "dinov2": ["class
           "dinov2_with_registers": ["class", "register", "register"], "siglip": [], "clip": ["class"]}  # fmt: skip
 
 
-def test_vision_families_by_hub_id_build_the_vision_figure(tmp_path, default_config, hub_server):
-    for family, arch in ARCHS.items():
-        folder = tmp_path / "built" / family
-        materialise_init(family, arch, 1, folder)
-        (folder / "manifest.json").unlink()
-        hub_server.add(checkpoint_repo(f"tiny-org/{family}", folder))
-    wf = copy_workflow(tmp_path / "wf")
+def test_vision_families_by_hub_id_build_the_vision_figure(tmp_path, default_config, hub):
     cfg = tiny_config(default_config)
-    for family in ARCHS:
-        cfg["models"][f"by-id-{family}"] = {
-            "pretrained": {"source": "hub", "repo_id": f"tiny-org/{family}", "revision": "main"}
-        }
-    cfg["vision"]["models"] = [f"by-id-{f}" for f in ARCHS]
-    write_config(wf, cfg)
-    env = {"HF_ENDPOINT": hub_server.endpoint, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
-    snakemake(wf, "vision", "--cores", "2", env=env)
-    assert (wf / f"results/figures/vision.{cfg['figures']['formats'][0]}").is_file()
-    for family in ARCHS:
-        ds = read_netcdf(wf / f"results/vision/by-id-{family}.nc")
-        assert list(ds["weights"].values) == ["init", "pretrained"], family
+    settings = {k: v for k, v in cfg["vision"].items() if k != "models"}
+    pixel_settings = {k: cfg["vision"][k] for k in ("images", "noise_images", "noise_size", "seed")}
+    results = {}
+    for family, arch in ARCHS.items():
+        built = tmp_path / "built" / family
+        materialise_init(family, arch, 1, built)
+        (built / "manifest.json").unlink()
+        hub.add(checkpoint_repo(f"tiny-org/{family}", built))
+        name = f"by-id-{family}"
+        entry = {"pretrained": {"source": "hub", "repo_id": f"tiny-org/{family}", "revision": "main"}}
+        folders = {w: tmp_path / "models" / family / w for w in ("pretrained", "init")}
+        materialise(name, None, "pretrained", entry["pretrained"], folders["pretrained"])
+        materialise(name, None, "init", init_entry(entry), folders["init"], folders["pretrained"])
+        recognised, recognition = recorded_family(list(folders.values()))
+        assert recognised == family, recognition
+        pixels = {w: pixel_inputs(f, pixel_settings) for w, f in folders.items()}
+        assert "image_processor" in pixels["pretrained"].attrs, family
+        assert list(pixels["pretrained"]["image"].values) == ["chelsea", "noise0"], family
+        ds = run(recognised, {w: str(f) for w, f in folders.items()}, pixels, settings)
+        results[name] = ds
+        assert sorted(map(str, ds["weights"].values)) == ["init", "pretrained"], family
         assert [ROLES[i] for i in ds["role"].values] == PREFIX[family] + ["patch"] * 16, family
         share = ds["residual_ratio_frobenius_patches"]
         san, skip = share.sel(variant="SAN"), share.sel(variant="SAN+skip")
@@ -57,5 +71,6 @@ def test_vision_families_by_hub_id_build_the_vision_figure(tmp_path, default_con
         assert (skip.isel(layer=-1) > 0.1 * skip.isel(layer=0)).all(), family
         assert (san.isel(layer=-1) < 0.1 * skip.isel(layer=-1)).all(), family
         assert np.isfinite(ds["spatial_high_frequency_share"].values).all(), family
-        pixels = read_netcdf(wf / f"results/pixels/by-id-{family}/pretrained.nc")
-        assert "image_processor" in pixels.attrs and list(pixels["image"].values) == ["chelsea", "noise0"]
+    fig = vision_figure(results)
+    assert len(fig.axes) >= len(ARCHS)
+    assert not [p for p in figure_problems(fig) if not p.endswith("lies outside the figure")]

@@ -7,6 +7,8 @@ images are left out."""
 
 from __future__ import annotations
 
+import textwrap
+
 from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
@@ -27,8 +29,11 @@ def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
     over the photographs, their range as a band; the title says which weights, and where the pretrained weights are
     reported instead (the vision table)."""
     models = list(datasets)
-    fig, axes = plt.subplots(len(ROWS), len(models), figsize=figsize(len(models), len(ROWS)), squeeze=False,
-                             sharex="col", sharey="row", layout="constrained")  # fmt: skip
+    width, height = figsize(len(models), len(ROWS))
+    # rows at least 2 inches high, so that each row's two-line y label stays beside its own row with many models
+    height = min(9.0, max(height, 2.0 * len(ROWS) + 0.8))
+    fig, axes = plt.subplots(len(ROWS), len(models), figsize=(width, height), squeeze=False, sharex="col",
+                             sharey="row", layout="constrained")  # fmt: skip
     for col, model in enumerate(models):
         ds = datasets[model]
         weights = "init" if "init" in ds["weights"].values else str(ds["weights"].values[0])
@@ -45,7 +50,9 @@ def vision_figure(datasets: Mapping[str, xr.Dataset]) -> plt.Figure:
             if log:
                 ax.set_yscale("log")
             if row == 0:
-                ax.set_title(f"{model} ({weights})", fontsize="small")
+                # a title wrapped to its column's width (about 12 characters per inch of panel)
+                chars = max(10, int(12 * width / len(models)))
+                ax.set_title("\n".join(textwrap.wrap(f"{model} ({weights})", chars)), fontsize="small")
             ax.set_ylabel(label if col == 0 else "", fontsize="small")
             if col:
                 ax.tick_params(labelleft=False)
