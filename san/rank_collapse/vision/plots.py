@@ -8,7 +8,6 @@ images are left out."""
 from __future__ import annotations
 
 import textwrap
-
 from collections.abc import Mapping
 
 import matplotlib.pyplot as plt
