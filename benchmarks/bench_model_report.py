@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from helpers import save_tiny_llama  # noqa: E402
 
 #: target wall time of each case, in seconds
-TARGETS = {"4-layer Llama (local folder)": 120.0, "SmolLM2-135M-Instruct (bundled weights)": 300.0}
+TARGETS = {"Llama, 4 layers (local folder)": 120.0, "SmolLM2-135M-Instruct (bundled weights)": 300.0}
 
 
 def run_case(work: Path, model: str, cores: str) -> dict[str, object]:
@@ -70,7 +70,7 @@ def main() -> None:
         base.mkdir(parents=True, exist_ok=True)
         folder = save_tiny_llama(base / "my-llama")
         cases = {
-            "4-layer Llama (local folder)": str(folder),
+            "Llama, 4 layers (local folder)": str(folder),
             "SmolLM2-135M-Instruct (bundled weights)": "SmolLM2-135M-Instruct",
         }
         rows = []
