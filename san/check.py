@@ -9,6 +9,7 @@ the workflow's own check (:func:`san.experiments.check_config`, after config ``m
 from __future__ import annotations
 
 import argparse
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +26,14 @@ def check_files(overlays: list[str | Path], base: str | Path = "config.yaml") ->
     config ``model`` is resolved); returns it. Snakemake parses an overlay before the workflow starts and names
     neither the file nor the line of a YAML error; this check names the file, line and column, or the missing file,
     and raises :class:`san.core.config.ConfigError`."""
-    config = load_config_file(base)
+    reference = load_config_file(base)
+    config = copy.deepcopy(reference)
     for overlay in overlays:
         if not Path(overlay).is_file():
             raise ConfigError(f"config file {overlay}: not found (an overlay given with --configfile must exist)")
         update_config(config, load_config_file(overlay))
     resolve_model(config)
-    check_config(config, Path(base).resolve().parent / "workflow" / "schemas", reference=load_config_file(base))
+    check_config(config, Path(base).resolve().parent / "workflow" / "schemas", reference=reference)
     return config
 
 

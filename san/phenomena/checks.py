@@ -19,7 +19,19 @@ from san.claims.record import Claim, item
 from san.core import verdicts as V
 from san.phenomena.spec import CLAIMS, NOT_APPLICABLE
 
-__all__ = ["Claim", "Judged", "Statistic", "about", "best", "cell", "judge", "layers_text", "moved", "unjudged_cell"]
+__all__ = [
+    "Claim",
+    "Judged",
+    "Statistic",
+    "about",
+    "best",
+    "cell",
+    "judge",
+    "layers_text",
+    "moved",
+    "sensitivity",
+    "unjudged_cell",
+]
 
 Statistic = Callable[[float], V.Measure]
 """A model's test statistic against the reference moved to parameter ``s`` (``wrong.right``: the claim's own)."""
@@ -114,3 +126,12 @@ def layers_text(layers: Iterable[int]) -> str:
     """Layer indices as a detail prints them."""
     items = [str(int(la)) for la in layers]
     return ", ".join(items) if items else "none"
+
+
+def sensitivity(readings: Iterable[str], verdicts: Iterable[bool]) -> tuple[str, bool]:
+    """A row detail's sensitivity reading: the claim's events read under each definition (``readings``, in words)
+    with whether each definition's reading passes (``verdicts``), a warning where they differ; and whether they do
+    (the model's verdict is decided by the definition: :attr:`Judged.sensitive`)."""
+    sensitive = len(set(verdicts)) > 1
+    decided = "; the verdict depends on the definition" if sensitive else ""
+    return f"sensitivity ({'; '.join(readings)}){decided}", sensitive

@@ -29,7 +29,7 @@ import xarray as xr
 
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
-from san.phenomena.checks import Judged, about, judge, moved
+from san.phenomena.checks import Judged, about, judge, moved, sensitivity
 from san.phenomena.data import curve, lacks, sink_curve
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 
@@ -107,18 +107,17 @@ def _sensitivity(pre: np.ndarray, init: np.ndarray | None, margins: np.ndarray, 
     spread each gives, and a warning where the verdicts differ (a verdict decided by the definition); and whether
     they do."""
     depth = pre.shape[1] - 1
-    readings, verdicts = [], set()
+    readings, verdicts = [], []
     for factor in sorted({1.0, *r["sensitivity"]}):
         found = onsets(pre, levels(init, margins * factor))
         if found[0] is None:
             readings.append(f"margins x{factor:g}: no norm onset")
             continue
-        verdicts.add(spread(found, depth) < r["window"])
+        verdicts.append(spread(found, depth) < r["window"])
         readings.append(f"margins x{factor:g}: {_text(found)} (spread {spread(found, depth)})")
-    verdicts.add(spread(largest, depth) < r["window"])
+    verdicts.append(spread(largest, depth) < r["window"])
     readings.append(f"largest changes: {_text(largest)} (spread {spread(largest, depth)})")
-    decided = "; the verdict depends on the definition" if len(verdicts) > 1 else ""
-    return f"sensitivity ({'; '.join(readings)}){decided}", len(verdicts) > 1
+    return sensitivity(readings, verdicts)
 
 
 def _model(ds: xr.Dataset, share_threshold: float, r: Mapping[str, Any]) -> Judged:

@@ -30,7 +30,7 @@ import xarray as xr
 
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.core import verdicts as V
-from san.phenomena.checks import Judged, about, judge, moved
+from san.phenomena.checks import Judged, about, judge, moved, sensitivity
 from san.phenomena.data import curve, lacks, mode, per_input
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 
@@ -125,19 +125,18 @@ def _sensitivity(pre: np.ndarray, r: Mapping[str, Any]) -> tuple[str, bool]:
     """The appearance read under each definition of its block: the onset at every level of ``onset_sensitivity``
     and of ``onset_ratio``, and the largest first-half rise; with the verdict each gives, and a warning where they
     differ (a verdict decided by the definition); and whether they do."""
-    readings, verdicts = [], set()
+    readings, verdicts = [], []
     for level in sorted({*r["onset_sensitivity"], r["onset_ratio"]}):
         block, share = onset_share(pre, r["jump"], level)
         if block is None:
             readings.append(f"ratio >= {level:g}: never reached")
             continue
-        verdicts.add(share >= r["one_block_share"])
+        verdicts.append(share >= r["one_block_share"])
         readings.append(f"ratio >= {level:g}: block {block}, x{pre[block] / pre[block - 1]:.3g}, share {share:.2f}")
     block, share = one_block_share(pre, r["jump"])
-    verdicts.add(share >= r["one_block_share"])
+    verdicts.append(share >= r["one_block_share"])
     readings.append(f"largest first-half rise: block {block}, share {share:.2f}")
-    decided = "; the verdict depends on the definition" if len(verdicts) > 1 else ""
-    return f"sensitivity ({'; '.join(readings)}){decided}", len(verdicts) > 1
+    return sensitivity(readings, verdicts)
 
 
 def _appear_model(ds: xr.Dataset, r: Mapping[str, Any]) -> Judged:
