@@ -12,7 +12,11 @@ A wing is one experiment: a subpackage of ``san`` that answers one contract, fro
   data) and, where a table reads more of the run than summary.json, ``tables.DATA`` (those files by snapshot name:
   their path in the results folder);
 - its rules files ``workflow/rules/<rules>.smk``, included by the Snakefile in the order of :data:`WINGS`, each
-  registering the summary rule's inputs and params that its claims read (``SUMMARY_INPUTS``, ``SUMMARY_PARAMS``).
+  registering the files and values that claims read (``SUMMARY_INPUTS``, ``SUMMARY_PARAMS``, by name);
+- the names its claims read: ``inputs`` (of ``SUMMARY_INPUTS``), ``params`` (of ``SUMMARY_PARAMS``) and ``report``
+  (the sections of config ``report``). The rule ``wing_summary`` judges each wing's claims on those alone
+  (``results/summary/<wing>.json``), so one wing's verdicts never wait for another wing's results and an edit of one
+  wing's thresholds reruns that wing's summary only; ``summary`` gathers them into summary.json.
 
 A new wing is one entry of :data:`WINGS` (its modules imported here) and its rules file. The order of :data:`WINGS`
 is the order of summary.json's verdict lists and of the config checks.
@@ -65,6 +69,9 @@ class Wing:
     spec: ModuleType
     claims: ModuleType
     tables: ModuleType
+    inputs: tuple[str, ...]
+    params: tuple[str, ...]
+    report: tuple[str, ...]
     rules: tuple[str, ...] = ()
 
     @property
@@ -75,15 +82,56 @@ class Wing:
 
 #: every wing, in the order of summary.json's verdict lists
 WINGS: tuple[Wing, ...] = (
-    Wing("rank_collapse", rank_collapse_spec, rank_collapse_claims, rank_collapse_tables),
-    Wing("series", series_spec, series_claims, series_tables),
-    Wing("circle", circle_spec, circle_claims, circle_tables),
-    Wing("paths", paths_spec, paths_claims, paths_tables, rules=("paths", "paths_decomposition")),
-    Wing("theory", theory_spec, theory_claims, theory_tables),
-    Wing("propagation", propagation_spec, propagation_claims, propagation_tables),
-    Wing("vision", vision_spec, vision_claims, vision_tables),
-    Wing("phenomena", phenomena_spec, phenomena_claims, phenomena_tables),
-)
+    Wing(
+        "rank_collapse", rank_collapse_spec, rank_collapse_claims, rank_collapse_tables,
+        inputs=("rank_collapse", "attention_products"), params=("models", "attention_product_models"),
+        report=("rank_collapse", "pretrained_collapse", "first_token_sink", "attention_products"),
+    ),
+    Wing(
+        "series", series_spec, series_claims, series_tables,
+        inputs=("series", "series_checkpoints"), params=(), report=("training_series", "first_token_sink"),
+    ),
+    Wing(
+        "circle", circle_spec, circle_claims, circle_tables,
+        inputs=("circle", "circle_result"), params=("circle_collapse_threshold",), report=("circle",),
+    ),
+    Wing(
+        "paths", paths_spec, paths_claims, paths_tables,
+        inputs=("paths", "paths_exact"), params=("tasks",), report=("paths", "path_decomposition"),
+        rules=("paths", "paths_decomposition"),
+    ),
+    Wing(
+        "theory", theory_spec, theory_claims, theory_tables,
+        inputs=("rank_collapse", "theorem"), params=("models", "theory"), report=("theorem",),
+    ),
+    Wing(
+        "propagation", propagation_spec, propagation_claims, propagation_tables,
+        inputs=("propagation",), params=("sweeps",), report=("propagation",),
+    ),
+    Wing(
+        "vision", vision_spec, vision_claims, vision_tables,
+        inputs=("vision",), params=("vision_models",), report=("vision",),
+    ),
+    Wing(
+        "phenomena", phenomena_spec, phenomena_claims, phenomena_tables,
+        inputs=("rank_collapse", "vision", "sink_context", "quantisation"),
+        params=("models", "vision_models", "sink_context_models", "quantisation_models"),
+        report=("phenomena", "first_token_sink"),
+    ),
+)  # fmt: skip
+
+
+def named(name: str) -> Wing:
+    """The wing called ``name``; an unknown name is an error listing the wings."""
+    for w in WINGS:
+        if w.name == name:
+            return w
+    raise KeyError(f"no wing {name!r} (the wings: {[w.name for w in WINGS]})")
+
+
+def report_slice(report: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The sections of config ``report`` that wing ``name``'s claims read (:attr:`Wing.report`)."""
+    return {section: report[section] for section in named(name).report if section in report}
 
 
 def rules_files() -> list[str]:
@@ -109,9 +157,10 @@ def table_data() -> dict[str, Path]:
 
 
 def check_report(report: Mapping[str, Any]) -> None:
-    """Every wing's cross-checks of config ``report``; raises :class:`san.core.config.ConfigError` naming the key."""
-    for wing in WINGS:
-        wing.claims.check_config(report)
+    """Every wing's cross-checks of config ``report`` (each on the sections it reads, :func:`report_slice`); raises
+    :class:`san.core.config.ConfigError` naming the key."""
+    for w in WINGS:
+        w.claims.check_config(report_slice(report, w.name))
 
 
 def check_config(

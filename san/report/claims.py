@@ -1,4 +1,5 @@
-"""summary.json: every wing's claims (:data:`san.experiments.WINGS`), in one loop, and the verdict table
+"""summary.json: every wing's claims (:data:`san.experiments.WINGS`), each judged on its own results
+(:func:`wing_summary`, ``results/summary/<wing>.json``) and gathered with the verdict table (:func:`gather`)
 (torch-free).
 
 Every wing's claims module answers one contract: ``check_config(report)`` (cross-checks of config ``report`` that
@@ -8,7 +9,7 @@ section listing its verdict rows (:func:`san.core.verdicts.row`) under ``verdict
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from san import experiments
@@ -17,16 +18,64 @@ from san.core import verdicts as V
 from san.report.published import FORMAT
 
 
-def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
-    """Every wing's sections (``claims(inputs, params)``, in the order of the wings) and the verdict table
-    (``verdicts``: the rows split by kind, :func:`san.core.verdicts.collect`), after the wings' cross-checks of
-    ``params['report']``. Every row and models x claims cell carries its caveats (:func:`san.claims.caveats.annotate`:
-    from the facts of ``params['model_entries']``, config ``models``, and the thresholds' history in config)."""
-    experiments.check_report(params["report"])
+def _threshold_keys(sections: Mapping[str, Any]) -> Iterator[str]:
+    """Every config key a row or models x claims cell of ``sections`` names as its threshold (or its note)."""
+    for section in sections.values():
+        if not isinstance(section, Mapping):
+            continue
+        for row in section.get("verdicts", []):
+            yield from filter(None, [(row.get("threshold") or {}).get("key"), *row.get("threshold_keys", [])])
+        for cells in (section.get("table") or {}).values():
+            yield from filter(None, (cell.get("threshold_key") for cell in cells.values()))
+
+
+def wing_summary(name: str, inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Wing ``name``'s sections of summary.json: its cross-checks of ``params['report']`` (the sections of config
+    ``report`` it reads, :func:`san.experiments.report_slice`), its ``claims(inputs, params)``, and the caveats of
+    every row and models x claims cell (:func:`san.claims.caveats.annotate`: from the facts of
+    ``params['model_entries']``, config ``models``, and the thresholds' history in its report sections). A row whose
+    threshold lies in a report section the wing does not declare is an error naming it: its history would go unread."""
+    wing = experiments.named(name)
+    report = params["report"]
+    wing.claims.check_config(report)
+    sections = wing.claims.claims(inputs, params)
+    undeclared = sorted({k for k in _threshold_keys(sections) if k.split(".")[1] not in report})
+    if undeclared:
+        raise ValueError(f"wing {name!r} judges thresholds {undeclared} outside the report sections it reads "
+                         f"{list(wing.report)}: add their sections to its `report` in san/experiments.py")  # fmt: skip
+    caveats.annotate(sections, params.get("model_entries") or {}, report)
+    return sections
+
+
+def gather(wings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """summary.json's sections from every wing's (:func:`wing_summary`, by wing name), in the order of the wings, and
+    the verdict table (``verdicts``: the rows split by kind, :func:`san.core.verdicts.collect`); a wing missing from
+    ``wings`` is an error naming it."""
+    missing = [w.name for w in experiments.WINGS if w.name not in wings]
+    if missing:
+        raise KeyError(f"no summary of the wing(s) {missing}")
     sections: dict[str, Any] = {}
-    for wing in experiments.WINGS:
-        sections.update(wing.claims.claims(inputs, params))
-    caveats.annotate(sections, params.get("model_entries") or {}, params["report"])
+    for w in experiments.WINGS:
+        sections.update(wings[w.name])
     sections["format"] = FORMAT
     sections["verdicts"] = V.collect(sections)
     return sections
+
+
+def wing_inputs(name: str, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict, dict]:
+    """What wing ``name`` reads of the run's summary ``inputs`` and ``params`` (its :attr:`~san.experiments.Wing`
+    names; ``report`` sliced to its sections, ``model_entries`` whole)."""
+    wing = experiments.named(name)
+    own = {k: inputs[k] for k in wing.inputs if k in inputs}
+    values = {k: params[k] for k in wing.params if k in params}
+    values["report"] = experiments.report_slice(params.get("report") or {}, name)
+    if "model_entries" in params:
+        values["model_entries"] = params["model_entries"]
+    return own, values
+
+
+def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
+    """Every wing's sections, each judged on what it reads of ``inputs`` and ``params`` (:func:`wing_inputs`,
+    :func:`wing_summary`), gathered (:func:`gather`): what the workflow's ``wing_summary`` and ``summary`` jobs write,
+    in one call."""
+    return gather({w.name: wing_summary(w.name, *wing_inputs(w.name, inputs, params)) for w in experiments.WINGS})

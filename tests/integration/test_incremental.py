@@ -38,7 +38,8 @@ from helpers import ROOT, TINY, reversed_keys, snakemake, tiny_config, write_con
 # pretrained phenomena's table and its figure): a changed result may rerun them, a restyled figure must not (but the
 # phenomena figure, which is a figure rule too, and the runtimes table, which reads the benchmark file of every job and
 # so follows every rerun). Listed here so that the cases need not name them.
-REPORT_RULES = frozenset({"summary", "runtimes", "readme_tables", "phenomena_table", "phenomena", "report_pages"})
+REPORT_RULES = frozenset({"wing_summary", "summary", "runtimes", "readme_tables", "phenomena_table", "phenomena"})
+REPORT_RULES |= {"report_pages"}
 FOLLOWS_EVERY_RERUN = frozenset({"runtimes"})
 # Reruns because an input was rebuilt by another job (every other reason counts as a direct effect of the edit).
 REBUILT_INPUT = "Input files updated by another job"
@@ -185,8 +186,14 @@ CONFIG_CASES = [
         key=("rank_collapse", "dtype"),
         value="float32",
     ),
-    # a claim threshold: only the summary rechecks the claims (its verdict may flip; see the claims tests)
-    case("report.theorem.log10_gamma_max", {"summary"}, key=("report", "theorem", "log10_gamma_max"), value=-1.0),
+    # a claim threshold: only its wing's summary rechecks its claims (its verdict may flip; see the claims tests)
+    case(
+        "report.theorem.log10_gamma_max",
+        {"wing_summary"},
+        key=("report", "theorem", "log10_gamma_max"),
+        value=-1.0,
+        wildcards="wing=theory",
+    ),
     case(
         "attention_products.n_paths",
         {"attention_products"},

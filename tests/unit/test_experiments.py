@@ -15,7 +15,7 @@ from san import experiments
 from san.core import verdicts as V
 from san.core.markdown import lookup, markdown
 from san.report import readme
-from san.report.claims import summary
+from san.report.claims import gather, summary, wing_inputs, wing_summary
 
 from helpers import ROOT
 
@@ -41,6 +41,9 @@ def fake_wing(calls: list) -> experiments.Wing:
         spec=SimpleNamespace(check_config=lambda config, schemas: calls.append(("spec", sorted(config))) or "slices"),
         claims=SimpleNamespace(check_config=lambda report: calls.append(("report", sorted(report))), claims=claims),
         tables=SimpleNamespace(TABLES={"fake": table}, DATA={"fake.csv": Path("fake/table.csv")}),
+        inputs=("fake",),
+        params=("fake_value",),
+        report=("fake",),
     )
 
 
@@ -50,12 +53,15 @@ def test_a_wing_registered_once_reaches_checks_claims_tables_and_rules(monkeypat
     cfg = copy.deepcopy(default_config)
     derived = experiments.check_config(cfg, SCHEMAS)
     assert derived["fake"] == "slices" and list(derived)[-1] == "fake"
-    assert calls == [("spec", sorted(cfg)), ("report", sorted(cfg["report"]))]  # after every wing's own check
+    # after every wing's own check, on the report sections it declares (config has no `report.fake`)
+    assert calls == [("spec", sorted(cfg)), ("report", [])]
     assert experiments.rules_files()[-1] == "rules/fake.smk"
 
     monkeypatch.setattr(experiments, "WINGS", experiments.WINGS[-1:])  # the fake wing alone for its claims
     (tmp_path / "fake.nc").write_text("ok")
-    sections = summary({"fake": [str(tmp_path / "fake.nc")]}, {"report": {}, "fake_value": 7})
+    inputs = {"fake": [str(tmp_path / "fake.nc")], "other": ["unread.nc"]}
+    sections = summary(inputs, {"report": {"fake": {}, "other": {}}, "fake_value": 7, "unread": 1})
+    assert calls[-1] == ("report", ["fake"])  # its own report section only
     assert sections["fake"]["value"] == 7
     assert [(r["claim"], r["verdict"]) for r in sections["verdicts"]["regression"]] == [("fake.works", "holds")]
 
@@ -88,3 +94,45 @@ def test_every_wing_has_its_rules_files_and_the_snakefile_includes_them():
     shared = {"common.smk", "report.smk", "model_report.smk"}  # the rules of no wing: config, report, one model's
     listed = {p.name for p in (ROOT / "workflow" / "rules").glob("*.smk")} - shared
     assert listed == {Path(p).name for p in experiments.rules_files()}, "a rules file of no wing"
+
+
+def test_each_wing_reads_only_what_it_names(monkeypatch, tmp_path):
+    """A wing's summary job gets the inputs, params and report sections its registry entry names, nothing else; its
+    verdicts are the same as when judged among every wing."""
+    calls: list = []
+    monkeypatch.setattr(experiments, "WINGS", (fake_wing(calls),))
+    (tmp_path / "fake.nc").write_text("ok")
+    inputs = {"fake": [str(tmp_path / "fake.nc")], "other": ["unread.nc"]}
+    params = {"report": {"fake": {"x": 1}, "other": {}}, "fake_value": 7, "unread": 1, "model_entries": {"m": {}}}
+    own, values = wing_inputs("fake", inputs, params)
+    assert own == {"fake": inputs["fake"]}
+    assert values == {"fake_value": 7, "report": {"fake": {"x": 1}}, "model_entries": {"m": {}}}
+    alone = gather({"fake": wing_summary("fake", own, values)})
+    assert alone == summary(inputs, params)
+    with pytest.raises(KeyError, match=r"no summary of the wing\(s\) \['fake'\]"):
+        gather({})
+    with pytest.raises(KeyError, match="no wing 'nope'"):
+        experiments.named("nope")
+
+
+def test_a_threshold_outside_the_wings_report_sections_is_refused(monkeypatch, tmp_path):
+    """A row judged against a threshold of a report section its wing does not declare would read no history (its
+    `t` marker lost): refused, naming the key."""
+    calls: list = []
+    fake = fake_wing(calls)
+
+    def claims(inputs, params):
+        row = V.row("works", "reads another section's threshold", kind=V.REGRESSION, form=V.UNIVERSAL,
+                    source="a test", holds=True)  # fmt: skip
+        row["threshold"] = {"key": "report.other.limit", "value": 1.0}
+        return {"fake": {"verdicts": [row]}}
+
+    fake = experiments.Wing(**{**fake.__dict__, "claims": SimpleNamespace(check_config=lambda r: None, claims=claims)})
+    monkeypatch.setattr(experiments, "WINGS", (fake,))
+    with pytest.raises(ValueError, match=r"thresholds \['report.other.limit'\] outside the report sections it reads"):
+        wing_summary("fake", {}, {"report": {"fake": {}}})
+
+
+def test_every_wings_declared_report_sections_exist_in_config(default_config):
+    for w in experiments.WINGS:
+        assert set(w.report) <= set(default_config["report"]), w.name

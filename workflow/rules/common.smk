@@ -332,8 +332,8 @@ def caption(name):
 # Final results; each rules file appends its own targets (rule all requests them all) and defines a target rule
 # per paper figure (fig2, fig3, fig4) that builds just that figure's results.
 TARGETS = []
-# The summary rule's inputs and params (report.smk): each wing's rules file registers the files and values that its
-# claims read (san.experiments: claims(inputs, params)), so the summary names no wing.
+# The wings' summaries' inputs and params (report.smk): each wing's rules file registers the files and values that
+# claims read, by name; each wing's summary job takes those its registry entry names (san.experiments.WINGS).
 SUMMARY_INPUTS = {}
 SUMMARY_PARAMS = {}
 # The run's data besides summary.json that the wings' documents tables read (san.experiments.table_data), registered

@@ -91,15 +91,15 @@ SUMMARY_PARAMS.update(quantisation_models=QUANTISATION_MODELS)
 
 
 # ---- The claims wing (san/phenomena): the pretrained phenomena's models x claims table and its figure, from the
-# summary's phenomena section. Its claims read the rank-collapse and vision results (registered by their rules files)
-# and the context-length runs (inputs "sink_context", params "sink_context_models").
+# phenomena wing's summary (results/summary/phenomena.json). Its claims read the rank-collapse and vision results
+# (registered by their rules files) and the context-length runs (inputs "sink_context", params "sink_context_models").
 
 
 rule phenomena_table:
-    """The models x claims table of the pretrained phenomena (summary.json's phenomena section): each claim's
+    """The models x claims table of the pretrained phenomena (its wing's summary): each claim's
     verdict on each model alone, its statistic, threshold, control statistic and power, as netCDF and CSV."""
     input:
-        summary=f"{RESULTS}/summary.json",
+        summary=f"{RESULTS}/summary/phenomena.json",
     output:
         nc=f"{RESULTS}/phenomena/table.nc",
         csv=f"{RESULTS}/phenomena/table.csv",

@@ -1,16 +1,50 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
+from san.experiments import WINGS
+from san.report.claims import wing_inputs
 from san.report.readme import tables as readme_tables
 
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
+WING_NAMES = [w.name for w in WINGS]
+# the config the wings' summaries read besides SUMMARY_PARAMS: config `report` (each wing its sections) and the
+# entries of the run's models
+SUMMARY_FACTS = {
+    "report": config["report"],
+    "model_entries": {m: config["models"][m] for m in dict.fromkeys(RANK_COLLAPSE_MODELS + VISION_MODELS)},
+}
+
+
+rule wing_summary:
+    """Check one wing's claims on its own results (the files, values and report sections it reads,
+    san.experiments.WINGS): results/summary/<wing>.json, so no wing's verdicts wait for another wing."""
+    input:
+        unpack(lambda w: wing_inputs(w.wing, SUMMARY_INPUTS, {})[0]),
+    output:
+        f"{RESULTS}/summary/{{wing}}.json",
+    log:
+        "logs/wing_summary/{wing}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/wing_summary/{{wing}}.tsv"
+    wildcard_constraints:
+        wing="|".join(WING_NAMES),
+    conda:
+        "../../envs/plot.yaml"
+    threads: 1
+    resources:
+        **resources("wing_summary"),
+    params:
+        # its values and report sections, and the entries of the run's models: the facts their caveats are read
+        # from (san.claims.caveats)
+        claims=lambda w: wing_inputs(w.wing, {}, {**SUMMARY_PARAMS, **SUMMARY_FACTS})[1],
+    script:
+        "../../scripts/wing_summary.py"
 
 
 rule summary:
-    """Check each of the paper's claims on this run's results; write summary.json and the report's captions."""
+    """Gather every wing's claims into summary.json with the verdict table; write the report's captions."""
     input:
-        # what every wing's claims read, registered by its rules file
-        **SUMMARY_INPUTS,
+        wings=expand(rules.wing_summary.output[0], wing=WING_NAMES),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",
@@ -24,11 +58,6 @@ rule summary:
     threads: 1
     resources:
         **resources("summary"),
-    params:
-        **SUMMARY_PARAMS,
-        report=config["report"],
-        # the entries of the run's models: the facts their caveats are read from (san.claims.caveats)
-        model_entries={m: config["models"][m] for m in dict.fromkeys(RANK_COLLAPSE_MODELS + VISION_MODELS)},
     script:
         "../../scripts/summary.py"
 

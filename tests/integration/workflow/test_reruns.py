@@ -170,3 +170,34 @@ def test_an_ancient_output_object_is_caught(tmp_path: Path) -> None:
     rules.write_text(text.replace("        results=REPORT_INPUTS,\n", frozen_object))
     frozen = frozen_inputs(read_dag(work))
     assert "phenomena[{}]: results/phenomena/table.nc" in frozen, "\n".join(frozen)
+
+
+def upstream_rules(jobs: list[dict], target: dict) -> set[str]:
+    """The rules of every job that ``target`` waits for, directly or through another job."""
+    producer = {f: j for j in jobs for f in j["output"]}
+    seen: set[int] = set()
+    todo = [target]
+    while todo:
+        job = todo.pop()
+        for f in job["input"]:
+            if f in producer and id(producer[f]) not in seen:
+                seen.add(id(producer[f]))
+                todo.append(producer[f])
+    return {producer_job["rule"] for producer_job in jobs if id(producer_job) in seen}
+
+
+def test_no_wings_verdicts_wait_for_another_wings_results(dag: dict) -> None:
+    """Each wing's summary job waits only for the results its claims read: the pretrained phenomena's verdicts need no
+    training, sweep or circle; the circle's need no model; every wing's summary is a job of its own that the run's
+    summary.json gathers."""
+    jobs = [j for j in dag["jobs"] if j["rule"] != "all"]
+    wings = {j["wildcards"]["wing"]: j for j in jobs if j["rule"] == "wing_summary"}
+    assert set(wings) == {"rank_collapse", "series", "circle", "paths", "theory", "propagation", "vision", "phenomena"}
+    experiments = {"circle_train", "paths_train", "propagation_sweep", "theorem_sweep", "series_train"}
+    assert experiments <= {j["rule"] for j in jobs}, "an experiment rule was renamed: update this test"
+    assert not upstream_rules(jobs, wings["phenomena"]) & experiments, upstream_rules(jobs, wings["phenomena"])
+    assert not upstream_rules(jobs, wings["rank_collapse"]) & (experiments | {"vision_model"})
+    circle = upstream_rules(jobs, wings["circle"])
+    assert "circle_train" in circle and not circle & {"acquire_model", "rank_collapse", "paths_train"}, circle
+    summary = next(j for j in jobs if j["rule"] == "summary")
+    assert set(summary["input"]) >= {wings[w]["output"][0] for w in wings}

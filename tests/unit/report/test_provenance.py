@@ -9,6 +9,7 @@ import re
 import pandas as pd
 import xarray as xr
 
+from san import experiments
 from san.core.storage import write_netcdf
 from san.report.provenance import results_config_hash
 
@@ -42,12 +43,13 @@ def test_a_changed_circle_config_changes_the_runs_config_hash(tmp_path, default_
     assert tables[0] == tables[1]
 
 
-def test_the_summary_rule_reads_the_circles_gathered_result():
-    """The summary job's inputs, whose netCDF files the hash reads, include the circle's gathered result: the circle's
-    rules file registers it among the summary's inputs, which the summary rule takes whole."""
+def test_the_circle_wings_summary_reads_the_circles_gathered_result():
+    """The circle wing's summary job, whose netCDF inputs the hash reads, includes the circle's gathered result: the
+    circle's rules file registers it among the summaries' inputs, and the circle wing names it among those it reads."""
     report = (ROOT / "workflow" / "rules" / "report.smk").read_text()
-    summary = re.search(r"^rule summary:\n(.*?)^\s+output:", report, re.S | re.M).group(1)
-    assert "**SUMMARY_INPUTS" in summary
+    rule = re.search(r"^rule wing_summary:\n(.*?)^\s+output:", report, re.S | re.M).group(1)
+    assert "wing_inputs(w.wing, SUMMARY_INPUTS" in rule
     circle = (ROOT / "workflow" / "rules" / "circle.smk").read_text()
     registered = re.search(r"^SUMMARY_INPUTS\.update\((.*?)\)$", circle, re.S | re.M).group(1)
-    assert "rules.circle_gather.output" in registered
+    assert "circle_result=rules.circle_gather.output" in registered
+    assert "circle_result" in experiments.named("circle").inputs
