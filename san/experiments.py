@@ -84,7 +84,8 @@ class Wing:
 WINGS: tuple[Wing, ...] = (
     Wing(
         "rank_collapse", rank_collapse_spec, rank_collapse_claims, rank_collapse_tables,
-        inputs=("rank_collapse", "attention_products"), params=("models", "attention_product_models"),
+        inputs=("rank_collapse", "attention_products", "quantisation"),
+        params=("models", "attention_product_models", "quantisation_models"),
         report=("rank_collapse", "pretrained_collapse", "first_token_sink", "attention_products"),
     ),
     Wing(
@@ -132,6 +133,18 @@ def named(name: str) -> Wing:
 def report_slice(report: Mapping[str, Any], name: str) -> dict[str, Any]:
     """The sections of config ``report`` that wing ``name``'s claims read (:attr:`Wing.report`)."""
     return {section: report[section] for section in named(name).report if section in report}
+
+
+def wing_inputs(name: str, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict, dict]:
+    """What wing ``name`` reads of the run's summary ``inputs`` and ``params`` (its :class:`Wing`
+    names; ``report`` sliced to its sections, ``model_entries`` whole)."""
+    wing = named(name)
+    own = {k: inputs[k] for k in wing.inputs if k in inputs}
+    values = {k: params[k] for k in wing.params if k in params}
+    values["report"] = report_slice(params.get("report") or {}, name)
+    if "model_entries" in params:
+        values["model_entries"] = params["model_entries"]
+    return own, values
 
 
 def rules_files() -> list[str]:

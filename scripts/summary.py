@@ -14,7 +14,8 @@ with job_log(snakemake.log[0]) as log:
     claims = gather({name: w["sections"] for name, w in wings.items()})
     # the run's record names its config by the slices its results were computed from (their ``config``
     # attributes): a config edit that changes no result (a figure's style) changes no record and reruns no summary
-    claims["provenance"] = run_record(results_config_hash({f for w in wings.values() for f in w["inputs"]}))
+    files = {f for w in wings.values() for fs in w["inputs"].values() for f in fs}
+    claims["provenance"] = run_record(results_config_hash(files))
     Path(snakemake.output.json).write_text(json.dumps(claims, indent=2, sort_keys=True))
     out_dir = Path(snakemake.output.captions[0]).parent
     templates = [snakemake.input.templates] if isinstance(snakemake.input.templates, str) else snakemake.input.templates

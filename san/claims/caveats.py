@@ -28,7 +28,8 @@ from san.claims.record import history
 
 QUANTISED, FINE_TUNE, NO_BOS, LATE_THRESHOLD, DEFINITION = "q", "f", "b", "t", "d"
 MARKERS = {
-    QUANTISED: "quantised weights (a GGUF file dequantised to float; outliers are what quantisation distorts)",
+    QUANTISED: "quantised weights (a GGUF file dequantised to float; outliers are what quantisation distorts; "
+    "the drift requantising alone causes: docs/results/quantisation.md)",
     FINE_TUNE: "a fine-tune of another model, not the weights the claim's source studied",
     NO_BOS: "inputs without a BOS token (the first token is a word of the text)",
     LATE_THRESHOLD: "threshold set after its result was seen (config threshold_notes)",

@@ -51,11 +51,14 @@ def threshold_cell(row: Mapping[str, Any]) -> str:
 
 
 def margin_cell(row: Mapping[str, Any]) -> str:
-    """The margin left to the threshold (positive: clears) with its unit (decades for a ratio compared in log)."""
+    """The margin left to the threshold (positive: clears) with its unit (decades for a ratio compared in log), and
+    beside it, for a row on quantised weights, how far requantising them alone moves it (san.phenomena.drift)."""
     if row.get("margin") is None:
         return NONE
     log = (row.get("threshold") or row.get("bound") or {}).get("log")
-    return f"{number(row['margin'])}{' decades' if log else ''}"
+    unit = " decades" if log else ""
+    drift = f" (quantisation drift {number(row['drift'])})" if row.get("drift") is not None else ""
+    return f"{number(row['margin'])}{unit}{drift}"
 
 
 def control_text(row: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from san.models.folders import result_family
 from san.phenomena.colocation import colocation_claims
 from san.phenomena.compression import compression_claims
 from san.phenomena.context import context_claims
-from san.phenomena.drift import apply_drift, cell_drift
+from san.phenomena.drift import apply_drift, apply_row_drift, cell_drift, measure_table, row_drift
 from san.phenomena.high_norm import high_norm_claims
 from san.phenomena.massive import massive_claims
 from san.phenomena.spec import CLAIMS, model_kind
@@ -93,7 +93,14 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     def judge(results: Mapping[str, xr.Dataset]) -> Mapping[str, Any]:
         return judge_all(results, {}, {}, params["report"])["table"]
 
+    def margins(results: Mapping[str, xr.Dataset]) -> Mapping[str, float | None]:
+        # without the image encoders and the context-length runs, which the control does not recompute: their rows
+        # are not judged here, so they get no drift
+        return {r["key"]: r.get("margin") for r in judge_all(results, {}, {}, params["report"])["verdicts"]}
+
     drifts = {name: cell_drift(name, text[name], control, judge) for name, control in controls.items()}
     apply_drift(section["table"], drifts)
+    apply_row_drift(section["verdicts"], row_drift(text, controls, margins) if controls else {})
     section["quantisation_models"] = list(drifts)
+    section["quantisation"] = {name: measure_table(control) for name, control in controls.items()}
     return {"phenomena": section}

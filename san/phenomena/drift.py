@@ -1,5 +1,6 @@
-"""The quantisation control of the models x claims cells (torch-free): how far requantising a model's weights alone
-moves each claim's statistic on that model, and the cells whose statistic it could move across the threshold.
+"""The quantisation control of the models x claims cells and the verdict rows (torch-free): how far requantising a
+model's weights alone moves each claim's statistic on that model, and the cells whose statistic it could move across
+the threshold.
 
 The pretrained decoders of the offline run are GGUF dequantisations (4-bit blocks), and what the phenomena claims
 measure, outliers above all, is what quantisation distorts. The control: the model's weights requantised to the
@@ -7,7 +8,10 @@ block types of ``phenomena.quantisation.kinds`` (:func:`san.rank_collapse.quanti
 rank-collapse measures of the weights and of each copy, one result), each copy judged as if it were the pretrained
 model (its random-init twin kept), and per claim the largest change of the cell's statistic over the copies. A cell
 whose statistic lies within that drift of its threshold prints "within quantisation drift"
-(:func:`san.core.drift.crosses`), never holds or fails.
+(:func:`san.core.drift.crosses`), never holds or fails. The same for the claims' verdict rows: each copy judged in
+place of the model's weights, the row's margin moves by the row's ``drift``; a margin no larger prints "within
+quantisation drift" (:func:`san.core.drift.against_drift`). And per measure the drift itself, the published drift
+table (:func:`measure_table`).
 """
 
 from __future__ import annotations
@@ -18,23 +22,23 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core.drift import crosses
-from san.phenomena.spec import INIT, PRETRAINED
+from san.core.drift import apply_row_drift, as_pretrained, crosses, measure_drift, row_drift
+from san.phenomena.spec import PRETRAINED, UNMODIFIED
 
-__all__ = ["apply_drift", "as_pretrained", "cell_drift"]
+__all__ = ["apply_drift", "apply_row_drift", "as_pretrained", "cell_drift", "measure_table", "row_drift"]
 
 #: the judge of one model's cells: (model -> result) -> (model -> claim -> cell), the wing's judge_all on text models
 Judge = Callable[[Mapping[str, xr.Dataset]], Mapping[str, Mapping[str, Mapping[str, Any]]]]
-
-
-def as_pretrained(result: xr.Dataset, control: xr.Dataset, weights: str) -> xr.Dataset:
-    """``result`` (a rank-collapse result with ``init`` and ``pretrained`` weights) with its pretrained weights
-    replaced by weight set ``weights`` of the quantisation control's result ``control``: what the claims would read
-    had the model been that copy. Its attributes (the recorded family) are ``result``'s."""
-    copy = control.sel(weights=[weights]).assign_coords(weights=[PRETRAINED])
-    out = xr.concat([result.sel(weights=[INIT]), copy], dim="weights", data_vars="all", join="exact")
-    out.attrs = dict(result.attrs)
-    return out
+#: the measures of the drift table (:func:`measure_table`), on the unmodified model, by variable: their labels
+TABLE_MEASURES = {
+    "residual_ratio": "relative residual",
+    "massive_ratio": "massive ratio",
+    "token_norm_ratio": "token-norm ratio",
+    "first_token_norm_ratio": "first-token norm ratio",
+    "sigma1_share": "sigma_1^2 share",
+    "matrix_entropy": "matrix entropy",
+    "first_token_attention": "first-token attention",
+}
 
 
 def cell_drift(name: str, result: xr.Dataset, control: xr.Dataset, judge: Judge) -> dict[str, float | None]:
@@ -63,3 +67,27 @@ def apply_drift(table: Mapping[str, dict[str, dict[str, Any]]], drifts: Mapping[
             drift = drifts.get(model, {}).get(claim)
             cell["drift"] = drift
             cell["verdict"] = crosses(cell["verdict"], cell.get("value"), cell.get("threshold"), drift)
+
+
+def measure_table(control: xr.Dataset) -> dict[str, dict[str, dict[str, float | int | None]]]:
+    """The drift table of one model's quantisation control: per copy and measure of :data:`TABLE_MEASURES` on the
+    unmodified model, the largest relative drift over the layers (``|mean(copy) - mean(weights)| / |mean(weights)|``,
+    :func:`san.core.drift.measure_drift`), its layer and its absolute drift; None where no layer has a number."""
+    drift = measure_drift(control)
+    out: dict[str, dict[str, dict[str, float | int | None]]] = {}
+    for copy in map(str, drift["copy"].values):
+        out[copy] = {}
+        for name in TABLE_MEASURES:
+            if name not in drift:
+                continue
+            over = [d for d in control[name].dims if d in ("sample", "head")]
+            reference = abs(control[name].sel(weights=PRETRAINED, variant=UNMODIFIED).mean(over))
+            absolute = drift[name].sel(copy=copy, variant=UNMODIFIED)
+            relative = (absolute / reference.where(reference > 0)).values
+            if not np.isfinite(relative).any():
+                out[copy][name] = {"relative": None, "layer": None, "absolute": None}
+                continue
+            i = int(np.nanargmax(relative))
+            out[copy][name] = {"relative": float(relative[i]), "layer": int(drift["layer"].values[i]),
+                               "absolute": float(absolute.values[i])}  # fmt: skip
+    return out

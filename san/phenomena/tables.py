@@ -9,6 +9,7 @@ from typing import Any
 from san.claims import caveats
 from san.core.drift import WITHIN_DRIFT
 from san.core.markdown import fmt, lookup, markdown
+from san.phenomena.drift import TABLE_MEASURES
 from san.phenomena.spec import NOT_APPLICABLE
 
 
@@ -49,7 +50,8 @@ def drift_legend(section: Mapping[str, Any]) -> str:
     crossed = sorted(m for m, cells in table.items() if any(c["verdict"] == WITHIN_DRIFT for c in cells.values()))
     return (f"\nQuantisation control (`phenomena.quantisation`): the weights of {', '.join(measured)} requantised; "
             f"{WITHIN_DRIFT}: requantising moves the cell's statistic across its threshold"
-            f"{' (' + ', '.join(crossed) + ')' if crossed else ' (no cell)'}.\n")  # fmt: skip
+            f"{' (' + ', '.join(crossed) + ')' if crossed else ' (no cell)'}; the drift of every measure and row: "
+            f"docs/results/quantisation.md.\n")  # fmt: skip
 
 
 def claims_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
@@ -74,5 +76,40 @@ def claims_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
     return markdown(["key", "statement (source)", "scope", "test", "near-miss control"], rows)
 
 
+def quantisation_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
+    """The drift quantisation alone causes (the quantisation control, :func:`san.phenomena.drift.measure_table`): per
+    model with the control, its weights (quantised or float) and each requantised copy, for each measure of the
+    unmodified model the largest relative drift over the layers and its layer; then the verdict rows on quantised
+    weights with their margin and its drift."""
+    name = "quantisation"
+    section = summary.get("phenomena") or {}
+    controls = section.get("quantisation") or {}
+    if not controls:
+        return "No quantisation control in this run (`phenomena.quantisation.models`).\n"
+    labels = dict(TABLE_MEASURES)
+    weights = section.get("caveats") or {}
+    rows = []
+    for model, copies in lookup(summary, "phenomena.quantisation", name).items():
+        source = weights.get(model, {}).get(caveats.QUANTISED, "float32")
+        for copy, measures in copies.items():
+            rows.append([model, source, copy, *(_relative(measures.get(m)) for m in labels)])
+    header = ["model", "its weights", "requantised to", *labels.values()]
+    measured = [r for r in summary.get("verdicts", {}).get("scientific", []) if r.get("drift") is not None]
+    verdicts = [[f"`{r['claim']}`", r["verdict"], fmt(r.get("margin")), fmt(r["drift"])] for r in measured]
+    below = ("\nEach cell: the largest relative change over the layers of the measure's mean over the sequences "
+             "(the unmodified model), at its layer. The verdict rows on these models, with how far requantising "
+             "one model at a time moves their margin (a margin no larger prints \"within quantisation drift\"):"
+             "\n\n")  # fmt: skip
+    table = markdown(["row", "verdict", "margin", "drift of the margin"], verdicts) if verdicts else "none\n"
+    return markdown(header, rows) + below + table
+
+
+def _relative(entry: Mapping[str, Any] | None) -> str:
+    """A drift table cell: the relative drift in percent at its layer; "none" without a number."""
+    if not entry or entry.get("relative") is None:
+        return "none"
+    return f"{100 * entry['relative']:.2g}% (layer {entry['layer']})"
+
+
 #: the wing's tables, by block name
-TABLES = {"phenomena": phenomena_table, "phenomena_claims": claims_table}
+TABLES = {"phenomena": phenomena_table, "phenomena_claims": claims_table, "quantisation": quantisation_table}

@@ -17,6 +17,7 @@ import xarray as xr
 
 from san.core import verdicts as V
 from san.core.config import ConfigError
+from san.core.drift import apply_row_drift, row_drift
 from san.models.folders import result_family
 from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
 from san.rank_collapse.pretrained_claims import f_, moved, pretrained_collapse_claims, pretrained_slower_claims
@@ -242,19 +243,45 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     None): Fig. 2 at initialisation, pretrained collapse ("still fast") and "slower", the path products, and the
     first-token sink of the pretrained decoders.
 
-    ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products``); ``params``: its ``models``,
-    ``attention_product_models`` and ``report`` (config ``report``); the causal decoders (one rule for them in
-    every verdict) are the results whose recorded family is causal."""
+    ``inputs``: the summary rule's files (``rank_collapse``, ``attention_products`` and the quantisation control's
+    ``quantisation``); ``params``: its ``models``, ``attention_product_models``, ``quantisation_models`` and
+    ``report`` (config ``report``); the causal decoders (one rule for them in every verdict) are the results whose
+    recorded family is causal. A row on the weights of a model with the quantisation control carries the drift of
+    its margin and prints "within quantisation drift" where the margin is no larger
+    (:func:`san.core.drift.row_drift`)."""
     from san.core.storage import read_netcdf
 
     t = params["report"]
     results = dict(zip(params["models"], map(read_netcdf, inputs["rank_collapse"]), strict=True))
-    # the causal decoders, by the family each result records (as recognised when its weights were acquired)
-    causal = tuple(m for m, ds in results.items() if result_family(ds.attrs) in CAUSAL)
-    pretrained = any("pretrained" in ds["weights"] for ds in results.values())
     products = dict(
         zip(params["attention_product_models"], map(read_netcdf, inputs["attention_products"]), strict=True)
     )
+    sections = _sections(results, products, t)
+    # the quantisation control (san.core.drift): each row's margin judged again with one model's pretrained
+    # weights replaced by each requantised copy (the path products are not recomputed: their rows get no drift)
+    controls = dict(
+        zip(params.get("quantisation_models", []), map(read_netcdf, inputs.get("quantisation", [])), strict=True)
+    )
+    if controls:
+
+        def margins(swapped: Mapping[str, Any]) -> dict[str, float | None]:
+            judged = _sections(dict(swapped), {}, t)
+            return {f"{name}.{r['key']}": r.get("margin") for name, section in judged.items()
+                    for r in (section or {}).get("verdicts", [])}  # fmt: skip
+
+        drift = row_drift(results, controls, margins)
+        for name, section in sections.items():
+            rows = (section or {}).get("verdicts", [])
+            apply_row_drift(rows, {r["key"]: drift.get(f"{name}.{r['key']}") for r in rows})
+    return sections
+
+
+def _sections(results: Mapping[str, Any], products: Mapping[str, Any], t: Mapping[str, Any]) -> dict[str, Any]:
+    """The wing's sections judged on the rank-collapse ``results`` and attention ``products`` (model -> result)
+    with the thresholds of config ``report`` ``t``."""
+    # the causal decoders, by the family each result records (as recognised when its weights were acquired)
+    causal = tuple(m for m, ds in results.items() if result_family(ds.attrs) in CAUSAL)
+    pretrained = any("pretrained" in ds["weights"] for ds in results.values())
     p = t["pretrained_collapse"]
     return {
         "rank_collapse": rank_collapse_claims(results, **t["rank_collapse"], causal=causal) if results else None,

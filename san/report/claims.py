@@ -62,20 +62,10 @@ def gather(wings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     return sections
 
 
-def wing_inputs(name: str, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> tuple[dict, dict]:
-    """What wing ``name`` reads of the run's summary ``inputs`` and ``params`` (its :attr:`~san.experiments.Wing`
-    names; ``report`` sliced to its sections, ``model_entries`` whole)."""
-    wing = experiments.named(name)
-    own = {k: inputs[k] for k in wing.inputs if k in inputs}
-    values = {k: params[k] for k in wing.params if k in params}
-    values["report"] = experiments.report_slice(params.get("report") or {}, name)
-    if "model_entries" in params:
-        values["model_entries"] = params["model_entries"]
-    return own, values
-
-
 def summary(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -> dict[str, Any]:
-    """Every wing's sections, each judged on what it reads of ``inputs`` and ``params`` (:func:`wing_inputs`,
-    :func:`wing_summary`), gathered (:func:`gather`): what the workflow's ``wing_summary`` and ``summary`` jobs write,
-    in one call."""
-    return gather({w.name: wing_summary(w.name, *wing_inputs(w.name, inputs, params)) for w in experiments.WINGS})
+    """Every wing's sections, each judged on what it reads of ``inputs`` and ``params``
+    (:func:`san.experiments.wing_inputs`, :func:`wing_summary`), gathered (:func:`gather`): what the workflow's
+    ``wing_summary`` and ``summary`` jobs write, in one call."""
+    return gather(
+        {w.name: wing_summary(w.name, *experiments.wing_inputs(w.name, inputs, params)) for w in experiments.WINGS}
+    )

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from san.core.drift import WITHIN_DRIFT
 from san.core.verdicts import FAILS, HOLDS, NO_POWER, NOT_JUDGED
 
 PAPER = "Dong et al. 2021"
@@ -22,6 +23,7 @@ FIRST_ROWS = 5
 CAVEATS = {
     NO_POWER: "the test cannot tell the claim from its near-miss control, so the run neither confirms nor refutes it",
     NOT_JUDGED: "this run holds no evidence for it",
+    WITHIN_DRIFT: "requantising the weights it rests on moves its margin as far, so quantised weights cannot decide it",
 }
 """What a verdict without a decision means, in words."""
 
@@ -52,7 +54,7 @@ def _count(rows: Sequence[Mapping[str, Any]], state: str) -> int:
 def _summary_line(rows: Sequence[Mapping[str, Any]], what: str) -> str:
     """``"Of the paper's 11 claims this run tests, 6 reproduce, 4 do not, 1 cannot be decided."``"""
     parts = [f"{_count(rows, HOLDS)} reproduce", f"{_count(rows, FAILS)} do not"]
-    undecided = _count(rows, NO_POWER) + _count(rows, NOT_JUDGED)
+    undecided = sum(_count(rows, state) for state in CAVEATS)
     if undecided:
         parts.append(f"{undecided} cannot be decided")
     return f"Of the {len(rows)} {what} this run tests, " + ", ".join(parts) + "."

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.core.drift import WITHIN_DRIFT
 from san.core.plotting import OKABE_ITO
 
 STATE_COLOURS = {
     "holds": OKABE_ITO["bluish green"],
     "fails": OKABE_ITO["vermillion"],
     "no power": OKABE_ITO["yellow"],
+    WITHIN_DRIFT: OKABE_ITO["sky blue"],
     "not judged": "#BBBBBB",
     "n/a": "#FFFFFF",
 }

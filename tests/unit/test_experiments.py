@@ -14,8 +14,9 @@ import pytest
 from san import experiments
 from san.core import verdicts as V
 from san.core.markdown import lookup, markdown
+from san.experiments import wing_inputs
 from san.report import readme
-from san.report.claims import gather, summary, wing_inputs, wing_summary
+from san.report.claims import gather, summary, wing_summary
 
 from helpers import ROOT
 

@@ -1,8 +1,7 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
-from san.experiments import WINGS
-from san.report.claims import wing_inputs
+from san.experiments import WINGS, wing_inputs
 from san.report.readme import tables as readme_tables
 
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments

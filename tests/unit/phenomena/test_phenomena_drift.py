@@ -1,6 +1,6 @@
-"""The quantisation control of the models x claims cells (san.phenomena.drift): a cell whose statistic requantising
-the weights moves across its threshold prints "within quantisation drift", one it cannot move keeps its verdict, and
-verify re-derives either from the cell's own numbers."""
+"""The quantisation control of the models x claims cells and the verdict rows (san.phenomena.drift): a cell whose
+statistic (a row whose margin) requantising the weights moves across its threshold prints "within quantisation
+drift", one it cannot move keeps its verdict, and verify re-derives either from its own numbers."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from phenomena_results import REPORT, text_result
 from san.core import verdicts as V
 from san.core.drift import WITHIN_DRIFT, crosses
 from san.phenomena.claims import judge_all
-from san.phenomena.drift import apply_drift, as_pretrained, cell_drift
-from san.phenomena.tables import phenomena_table
+from san.phenomena.drift import apply_drift, apply_row_drift, as_pretrained, cell_drift, measure_table, row_drift
+from san.phenomena.tables import phenomena_table, quantisation_table
 from san.report import published
 
 #: a decoder whose massive ratio rises x12 at block 2 (20 -> 240, past the onset level 100) in one block and stays:
@@ -103,7 +103,7 @@ def test_the_table_explains_the_state_under_it():
     apply_drift(section["table"], {"m": cell_drift("m", result, _control(8.0), _judge)})
     section["quantisation_models"] = ["m"]
     text = phenomena_table({"phenomena": section}, {})
-    assert f"{WITHIN_DRIFT}: 1" in text and "the weights of m requantised" in text and "(m)." in text
+    assert f"{WITHIN_DRIFT}: 1" in text and "the weights of m requantised" in text and "(m); the drift" in text
 
 
 def test_a_control_without_a_copy_is_refused():
@@ -131,3 +131,69 @@ def test_the_control_names_only_defined_models_with_pretrained_weights(tmp_path,
     assert quantisation_models(config) == ["dec"] and quantisation_models(other) == [], "a run without it leaves it out"
     with pytest.raises(ConfigError, match=message):
         check_config({**config, "phenomena": {"quantisation": {"models": models}}}, tmp_path)
+
+
+def _margins(results):
+    return {r["key"]: r.get("margin") for r in judge_all(results, {}, {}, REPORT)["verdicts"]}
+
+
+def _row(section, key):
+    return next(r for r in section["verdicts"] if r["key"] == key)
+
+
+def test_a_row_whose_margin_requantising_moves_as_far_prints_within_the_drift():
+    """The row's drift is the largest change of its margin over the copies judged in place of the weights, computed
+    here from the margins themselves; a margin no larger prints within the drift, verify re-derives it, and the
+    verdict table prints the drift beside the margin."""
+    from san.claims.cells import margin_cell
+
+    result, control = _result(), _control(8.0, 11.0)
+    section = judge_all({"m": result}, {}, {}, REPORT)
+    row = _row(section, "massive_appear_abruptly")
+    assert row["verdict"] == V.HOLDS
+    drift = row_drift({"m": result}, {"m": control}, _margins)
+    reference = _margins({"m": as_pretrained(result, control, "pretrained")})["massive_appear_abruptly"]
+    moved = [_margins({"m": as_pretrained(result, control, w)})["massive_appear_abruptly"] for w in ("Q0", "Q1")]
+    assert drift["massive_appear_abruptly"] == pytest.approx(max(abs(m - reference) for m in moved))
+    assert drift["massive_appear_abruptly"] >= abs(row["margin"]), "x8 moves the rise below x10: past the margin"
+    apply_row_drift(section["verdicts"], drift)
+    assert row["verdict"] == WITHIN_DRIFT and row["drift"] == drift["massive_appear_abruptly"]
+    assert V.rederive(row) == []
+    assert "(quantisation drift " in margin_cell(row)
+    forged = {**row, "verdict": V.HOLDS}  # the drift hidden
+    assert any("within quantisation drift" in p for p in V.rederive(forged))
+
+
+def test_a_row_requantising_cannot_move_far_keeps_its_verdict_and_one_it_cannot_read_has_no_drift():
+    result, control = _result(), _control(11.5, 12.5)
+    section = judge_all({"m": result}, {}, {}, REPORT)
+    drift = row_drift({"m": result}, {"m": control}, _margins)
+    apply_row_drift(section["verdicts"], drift)
+    row = _row(section, "massive_appear_abruptly")
+    assert row["verdict"] == V.HOLDS and 0 <= row["drift"] < abs(row["margin"])
+    assert V.rederive(row) == []
+    # a copy identical to the weights moves no margin: a drift of 0 where the row is judged, none where it is not
+    same = row_drift({"m": result}, {"m": _control(12.0)}, _margins)
+    assert same["massive_appear_abruptly"] == 0.0
+    unjudged = [r["key"] for r in section["verdicts"] if r.get("margin") is None]
+    assert unjudged and all(same[k] is None for k in unjudged), same
+
+
+def test_the_drift_table_is_the_relative_change_per_measure_and_layer():
+    """measure_table against a direct recompute: per copy and measure, the largest |copy - weights| / |weights| of
+    the unmodified model's means over the sequences, and its layer."""
+    control = _control(8.0, 11.0)
+    table = measure_table(control)
+    assert set(table) == {"Q0", "Q1"}
+    weights = ABRUPT
+    for copy_name, rise in (("Q0", 8.0), ("Q1", 11.0)):
+        relative = np.abs(_curve(rise) - weights) / weights
+        entry = table[copy_name]["massive_ratio"]
+        assert entry["relative"] == pytest.approx(relative.max())
+        assert entry["layer"] == int(np.argmax(relative))
+        assert entry["absolute"] == pytest.approx(np.abs(_curve(rise) - weights).max())
+    section = judge_all({"m": _result()}, {}, {}, REPORT)
+    section["quantisation"] = {"m": table}
+    text = quantisation_table({"phenomena": section, "verdicts": {"scientific": []}}, {})
+    assert "| m | float32 | Q0 |" in text and "massive ratio" in text and "nan" not in text
+    assert "No quantisation control" in quantisation_table({"phenomena": {}}, {})

@@ -31,7 +31,7 @@ def decoder():
     share = np.where(np.arange(9) >= 2, 0.95, 0.5)
     pre = {**pc, "massive_ratio": STEP, "sigma1_share": share, "residual_ratio": 0.3}
     curves = {("pretrained", "transformer"): pre, ("init", "transformer"): {**ic, "massive_ratio": FLAT},
-              ("pretrained", "SAN"): {"residual_ratio": 1e-9}}  # fmt: skip
+              ("pretrained", "SAN"): {"residual_ratio": 1e-9, "residual_ratio_no_massive": 1e-9}}  # fmt: skip
     return text_result("decoder", curves, {("pretrained", "transformer"): pa, ("init", "transformer"): ia})
 
 

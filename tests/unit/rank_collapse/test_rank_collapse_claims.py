@@ -344,3 +344,37 @@ def test_the_fig2_table_states_the_rate_verdicts_under_it():
     assert "model, medians 1 to 3): **fails**" in line, line
     assert "(Wu et al. 2024, `rank_collapse.causal_collapses_exponentially`): **holds**" in line
     assert rate_line({"verdicts": []}) == "", "a summary from before the rate rows"
+
+
+def test_a_row_on_quantised_weights_carries_the_drift_of_its_margin(monkeypatch):
+    """The wing's rows judged again with a model's pretrained weights replaced by each requantised copy of its
+    quantisation control: each row's ``drift`` is the largest change of its margin (a margin no larger prints within
+    the drift); without a control the rows carry none."""
+    import numpy as np
+    import xarray as xr
+
+    from san.core.drift import WITHIN_DRIFT
+    from san.rank_collapse import claims as module
+
+    def result(weights, levels):
+        data = np.array(levels, dtype=float)
+        return xr.Dataset({"residual_ratio": (("weights", "layer"), data)}, coords={"weights": list(weights)})
+
+    files = {"dec.nc": result(("init", "pretrained"), [[0.5], [0.30]]),
+             "ctl.nc": result(("pretrained", "Q4_0", "Q8_0"), [[0.30], [0.18], [0.29]])}  # fmt: skip
+
+    def sections(results, products, t):
+        value = float(results["dec"]["residual_ratio"].sel(weights="pretrained").mean())
+        row = {"key": "k", "kind": "scientific", "verdict": "holds", "margin": value - 0.2}
+        return {"first_token_sink": {"verdicts": [row]}, "attention_products": None}
+
+    monkeypatch.setattr(module, "_sections", sections)
+    monkeypatch.setattr("san.core.storage.read_netcdf", lambda path: files[path])
+    params = {"models": ["dec"], "attention_product_models": [], "report": {}}
+    inputs = {"rank_collapse": ["dec.nc"], "attention_products": []}
+    alone = module.claims(inputs, params)
+    assert "drift" not in alone["first_token_sink"]["verdicts"][0]
+    out = module.claims({**inputs, "quantisation": ["ctl.nc"]}, {**params, "quantisation_models": ["dec"]})
+    row = out["first_token_sink"]["verdicts"][0]
+    assert row["drift"] == pytest.approx(0.12) and row["margin"] == pytest.approx(0.1)
+    assert row["verdict"] == WITHIN_DRIFT

@@ -48,7 +48,7 @@ def test_the_circle_wings_summary_reads_the_circles_gathered_result():
     circle's rules file registers it among the summaries' inputs, and the circle wing names it among those it reads."""
     report = (ROOT / "workflow" / "rules" / "report.smk").read_text()
     rule = re.search(r"^rule wing_summary:\n(.*?)^\s+output:", report, re.S | re.M).group(1)
-    assert "wing_inputs(w.wing, SUMMARY_INPUTS" in rule
+    assert "wing_inputs(w.wing, SUMMARY_INPUTS" in rule and "from san.experiments import WINGS, wing_inputs" in report
     circle = (ROOT / "workflow" / "rules" / "circle.smk").read_text()
     registered = re.search(r"^SUMMARY_INPUTS\.update\((.*?)\)$", circle, re.S | re.M).group(1)
     assert "circle_result=rules.circle_gather.output" in registered
