@@ -518,7 +518,7 @@ def test_a_flipped_verdict_with_its_numbers_untouched_fails_verify(tmp_path):
 
     _republished_with(root, flip)
     problems = readme.verify(root)
-    assert any("prints 'holds' where its check and control give 'no power'" in p for p in problems), problems
+    assert any("prints 'holds' where its check, control and drift give 'no power'" in p for p in problems), problems
 
 
 def test_a_measured_number_edited_against_its_verdict_fails_verify(tmp_path):
