@@ -47,8 +47,8 @@ os.environ.setdefault("MALLOC_TRIM_THRESHOLD_", str(16 * 2**30))
 os.environ.setdefault("SAN_PROJECT", str(WORKFLOW_DIR.parent))
 
 RESULTS = "results"
-# Every result file that several rules read, spelled once (its pattern, with wildcards model, task or sweep); the rules
-# that write, read and target it expand this table.
+# Every result file that several rules read, spelled once (its pattern, with wildcards model, task, sweep or wing);
+# the rules that write, read and target it expand this table.
 RESULT = {
     "model": f"{RESULTS}/models/{{model}}/{{weights}}",
     "inputs": f"{RESULTS}/inputs/{{model}}/{{weights}}.nc",
@@ -65,6 +65,7 @@ RESULT = {
     "quantisation": f"{RESULTS}/phenomena/quantisation/{{model}}.nc",
     "hub_series": f"{RESULTS}/rank_collapse_series/{{model}}.nc",
     "series": f"{RESULTS}/series/seed{{seed}}",
+    "wing_summary": f"{RESULTS}/summary/{{wing}}.json",
 }
 # Conda environment of the torch rules (`snakemake --sdm conda`): envs/torch.yaml (CPU build) or envs/torch-cuda.yaml
 # (config `torch_env`), relative to the rules files.

@@ -99,7 +99,7 @@ rule phenomena_table:
     """The models x claims table of the pretrained phenomena (its wing's summary): each claim's
     verdict on each model alone, its statistic, threshold, control statistic and power, as netCDF and CSV."""
     input:
-        summary=f"{RESULTS}/summary/phenomena.json",
+        summary=RESULT["wing_summary"].format(wing="phenomena"),
     output:
         nc=f"{RESULTS}/phenomena/table.nc",
         csv=f"{RESULTS}/phenomena/table.csv",

@@ -20,7 +20,7 @@ rule wing_summary:
     input:
         unpack(lambda w: wing_inputs(w.wing, SUMMARY_INPUTS, {})[0]),
     output:
-        f"{RESULTS}/summary/{{wing}}.json",
+        RESULT["wing_summary"],
     log:
         "logs/wing_summary/{wing}.log",
     benchmark:
@@ -43,7 +43,7 @@ rule wing_summary:
 rule summary:
     """Gather every wing's claims into summary.json with the verdict table; write the report's captions."""
     input:
-        wings=expand(rules.wing_summary.output[0], wing=WING_NAMES),
+        wings=expand(RESULT["wing_summary"], wing=WING_NAMES),
         templates=REPORT_TEMPLATES,
     output:
         json=f"{RESULTS}/summary.json",
