@@ -29,12 +29,16 @@ RowJudge = Callable[[Mapping[str, xr.Dataset]], Mapping[str, float | None]]
 DECIDED = ("holds", "fails", "no power")
 
 
+def _finite(x: float | None) -> bool:
+    """Whether ``x`` is a number (not None, NaN or infinite)."""
+    return x is not None and bool(np.isfinite(x))
+
+
 def against_drift(printed: str, margin: float | None, drift: float | None) -> str:
     """The verdict ``printed`` (holds, fails, no power) of a row with ``margin`` on quantised weights whose margin
     quantisation alone moves by ``drift`` (in the margin's units): :data:`WITHIN_DRIFT` when ``|margin| <= drift``,
     else ``printed`` unchanged (also when either is unknown, and for a row that compared nothing: not judged)."""
-    numbers = (margin, drift)
-    if printed not in DECIDED or any(x is None or not math.isfinite(x) for x in numbers):
+    if printed not in DECIDED or not all(map(_finite, (margin, drift))):
         return printed
     return WITHIN_DRIFT if abs(margin) <= drift else printed
 
@@ -44,8 +48,7 @@ def crosses(printed: str, value: float | None, threshold: float | None, drift: f
     moves by ``drift``: :data:`WITHIN_DRIFT` when the interval ``value +- drift`` reaches ``threshold`` (quantisation
     could have put the statistic on the threshold's other side, whether the threshold is compared in decades or
     not), else ``printed``; unchanged for a cell without a verdict or a number to compare (not judged, n/a)."""
-    numbers = (value, threshold, drift)
-    if printed not in DECIDED or any(x is None or not math.isfinite(x) for x in numbers):
+    if printed not in DECIDED or not all(map(_finite, (value, threshold, drift))):
         return printed
     return WITHIN_DRIFT if abs(value - threshold) <= drift else printed
 
@@ -75,7 +78,7 @@ def drift_in_decades(value: float, drift: float) -> float:
 NOT_MEASURES = ("massive_token", "massive_dim")
 
 
-def measure_drift(ds: xr.Dataset, reference: str = "pretrained") -> xr.Dataset:
+def measure_drift(ds: xr.Dataset, reference: str = PRETRAINED) -> xr.Dataset:
     """Per measure of a rank-collapse result ``ds`` whose weight sets are ``reference`` and its quantised copies:
     ``|mean(copy) - mean(reference)|`` over the input sequences (over the heads for the first-token attention), on
     the dims ``(copy, variant, layer)``, and ``max_drift``-prefixed variables with the largest over the copies. A
@@ -110,10 +113,6 @@ def as_pretrained(result: xr.Dataset, control: xr.Dataset, weights: str) -> xr.D
     out = xr.concat([result.sel(weights=[INIT]), copy], dim="weights", data_vars="all", join="exact")
     out.attrs = dict(result.attrs)
     return out
-
-
-def _finite(x: float | None) -> bool:
-    return x is not None and bool(np.isfinite(x))
 
 
 def row_drift(text: Mapping[str, xr.Dataset], controls: Mapping[str, xr.Dataset], judge: RowJudge) -> dict:

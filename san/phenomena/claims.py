@@ -18,11 +18,12 @@ from typing import Any
 import xarray as xr
 
 from san.core.config import ConfigError
+from san.core.drift import apply_row_drift, row_drift
 from san.models.folders import result_family
 from san.phenomena.colocation import colocation_claims
 from san.phenomena.compression import compression_claims
 from san.phenomena.context import context_claims
-from san.phenomena.drift import apply_drift, apply_row_drift, cell_drift, measure_table, row_drift
+from san.phenomena.drift import apply_drift, cell_drift, measure_table
 from san.phenomena.high_norm import high_norm_claims
 from san.phenomena.massive import massive_claims
 from san.phenomena.spec import CLAIMS, model_kind

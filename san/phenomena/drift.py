@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core.drift import apply_row_drift, as_pretrained, crosses, measure_drift, row_drift
+from san.core.drift import as_pretrained, crosses, measure_drift
 from san.phenomena.spec import PRETRAINED, UNMODIFIED
 
-__all__ = ["apply_drift", "apply_row_drift", "as_pretrained", "cell_drift", "measure_table", "row_drift"]
+__all__ = ["apply_drift", "cell_drift", "measure_table"]
 
 #: the judge of one model's cells: (model -> result) -> (model -> claim -> cell), the wing's judge_all on text models
 Judge = Callable[[Mapping[str, xr.Dataset]], Mapping[str, Mapping[str, Mapping[str, Any]]]]

@@ -11,9 +11,9 @@ import pytest
 from phenomena_results import REPORT, text_result
 
 from san.core import verdicts as V
-from san.core.drift import WITHIN_DRIFT, crosses
+from san.core.drift import WITHIN_DRIFT, apply_row_drift, as_pretrained, crosses, row_drift
 from san.phenomena.claims import judge_all
-from san.phenomena.drift import apply_drift, apply_row_drift, as_pretrained, cell_drift, measure_table, row_drift
+from san.phenomena.drift import apply_drift, cell_drift, measure_table
 from san.phenomena.tables import phenomena_table, quantisation_table
 from san.report import published
 
