@@ -1,6 +1,7 @@
 """How close a finished run came to what its machine allows: packing bound, longest chain, arithmetic floor.
 
     python benchmarks/bench_run.py [--workdir .] [--cores 2]
+    python benchmarks/bench_run.py --workdir W --overlay config/qwen-1.5b.yaml   # after `snakemake --configfile` there
 
 Reads the run's job graph (`snakemake --dag`), its per-job benchmark files (results/benchmarks/<rule>/...tsv) and
 the timestamps of its latest Snakemake log, and prints:
@@ -118,11 +119,48 @@ def run_wall(workdir: Path, n_jobs: int) -> float | None:
     return None
 
 
+def overlay_run(workdir: Path) -> tuple[int, float] | None:
+    """The jobs and the wall time (first to last timestamp) of the latest Snakemake invocation in ``workdir``, when
+    it finished every job it scheduled (its ``Job stats`` total); None otherwise."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    if not logs:
+        return None
+    text = logs[-1].read_text()
+    total = re.search(r"^total\s+(\d+)", text, re.M)
+    finished = len(re.findall(r"^Finished jobid", text, re.M))
+    stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", text, re.M)
+    if not total or finished < int(total.group(1)) or len(stamps) < 2:
+        print(f"the latest Snakemake log ({logs[-1].name}) did not finish the jobs it scheduled")
+        return None
+    first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
+    return finished, (last - first).total_seconds()
+
+
+OVERLAY_COLUMNS = [("overlay", "{overlay}"), ("jobs it ran", "{jobs}"), ("cores", "{cores}"),
+                   ("wall time", "{wall_s:.0f@min} min ({wall_s:.0f} s)")]  # fmt: skip
+
+
+def write_overlay_table(overlay: str, cores: int, jobs: int, wall: float) -> None:
+    """An overlay's run on top of a finished default run as the table the README quotes
+    (``benchmarks/out/bench_run_overlay.md``)."""
+    write_table("bench_run_overlay", OVERLAY_COLUMNS, [{"overlay": overlay, "jobs": jobs, "cores": cores,
+                "wall_s": wall}], values={"cores": cores},
+                note="`snakemake --cores {cores} --configfile <overlay>` after a finished default run: the jobs the "
+                "overlay adds and those whose inputs or settings it changes.")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workdir", type=Path, default=ROOT)
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--overlay", default=None, help="the overlay a run after a default run laid over config.yaml")
     args = parser.parse_args()
+    if args.overlay:
+        ran = overlay_run(args.workdir)
+        if ran:
+            print(f"{args.overlay}: {ran[0]} jobs in {ran[1]:.0f} s on {args.cores} cores")
+            write_overlay_table(args.overlay, args.cores, *ran)
+        return
     jobs, edges = dag(args.workdir)
     rows = benchmark_rows(args.workdir / "results" / "benchmarks")
     wall, cpu = {}, {}

@@ -116,7 +116,7 @@ WINGS: tuple[Wing, ...] = (
     Wing(
         "phenomena", phenomena_spec, phenomena_claims, phenomena_tables,
         inputs=("rank_collapse", "vision", "sink_context", "quantisation"),
-        params=("models", "vision_models", "sink_context_models", "quantisation_models"),
+        params=("models", "vision_models", "sink_context_models", "quantisation_models", "size_ladders"),
         report=("phenomena", "first_token_sink"),
     ),
 )  # fmt: skip

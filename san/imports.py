@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-#: the library's own folder (its modules are named relative to its parent: ``san.core.metrics``)
+#: the library's own folder (its modules are named relative to its parent: ``san.measures.residual``)
 PACKAGE = Path(__file__).resolve().parent
 
 
 def module_file(name: str, package: Path = PACKAGE) -> Path | None:
-    """The file of module ``name`` (``san.core.metrics`` or the package ``san.core``) under ``package`` (the ``san``
-    folder), None when it is not a ``san`` module."""
+    """The file of module ``name`` (``san.measures.residual`` or the package ``san.core``) under ``package`` (the
+    ``san`` folder), None when it is not a ``san`` module."""
     parts = name.split(".")
     if parts[0] != package.name:
         return None
@@ -67,7 +67,7 @@ def direct_imports(path: Path, package: Path = PACKAGE) -> frozenset[str]:
 
 
 def with_packages(names: set[str]) -> set[str]:
-    """``names`` and every package above them (``san.core.metrics`` adds ``san.core`` and ``san``): importing a
+    """``names`` and every package above them (``san.measures.residual`` adds ``san.core`` and ``san``): importing a
     module runs the ``__init__`` of each of its packages first."""
     out = set(names)
     for name in names:

@@ -1,6 +1,6 @@
 """Slow, obviously correct references that the tests hold the library's fast paths against: the per-path loop of
 the path-effectiveness evaluation lives in :mod:`san.paths.reference` (the benchmarks time it too); the per-layer
-measures of massive activations, high-norm tokens and spectral compression (:mod:`san.core.phenomena`) are written
+measures of massive activations, high-norm tokens and spectral compression (:mod:`san.measures.phenomena`) are written
 out here in plain numpy, from their definitions."""
 
 import numpy as np
@@ -17,7 +17,7 @@ __all__ = [
 
 
 def numpy_phenomena(x: np.ndarray, factor: float) -> dict[str, float]:
-    """Every measure of :data:`san.core.phenomena.PHENOMENA` of one token matrix ``x`` (T x d): the spectrum from
+    """Every measure of :data:`san.measures.phenomena.PHENOMENA` of one token matrix ``x`` (T x d): the spectrum from
     the singular values (the library takes the Gram matrix's eigenvalues), the composite norm as sums."""
     mags = np.abs(x)
     token, dim = np.unravel_index(np.argmax(mags), mags.shape)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 from san.models.spec import PURE_ATTENTION, WITH_SKIP
 
@@ -71,7 +71,7 @@ def _agree(finals: tuple[np.ndarray, ...], threshold: float, collapsed: int, run
 
 def claim_measure(pure: tuple[int, int], skip: tuple[int, int], cfg: Mapping[str, Any]) -> V.Measure:
     """The claim's three parts as one measure against ``cfg["margin"]`` after ``cfg["sigmas"]`` binomial standard
-    errors (:func:`san.core.verdicts.margin`): the difference ``p - q`` of the collapsed fractions where pure
+    errors (:func:`san.claims.verdicts.margin`): the difference ``p - q`` of the collapsed fractions where pure
     attention collapses in at least ``pure_fraction_min`` of its runs and the skip variants in at most
     ``skip_fraction_max``; where one of them falls short by ``d``, a value whose margin is ``-d`` (or less)."""
     p, q, se = _fractions_and_se(*pure, *skip)

@@ -1,15 +1,15 @@
 """One record type for every claim of every wing (torch-free).
 
 A :class:`Claim` holds what a verdict row says about the claim before any data is read: the words as its source
-states them (quoted), the source with its section or figure, the kind and form (:mod:`san.core.verdicts`), its
+states them (quoted), the source with its section or figure, the kind and form (:mod:`san.claims.verdicts`), its
 :class:`Scope` (the models, weights and settings the claim is about: architecture kind, size range, training regime,
-the dimensions of a sweep), the measure and its test, the threshold (:class:`san.core.verdicts.Threshold`, whose
+the dimensions of a sweep), the measure and its test, the threshold (:class:`san.claims.verdicts.Threshold`, whose
 history :func:`history` reads from config), the near-miss wrong theory (:class:`NearMiss`: the reference the
 positive control is judged at, with one sentence on why a careful reader could hold it), an optional ``placebo`` (a
 wrong reference whose value does not depend on the data tested, kept beside the near-miss control, never in its
 place) and the claim's own caveats.
 
-:meth:`Claim.judge` builds the row (:func:`san.core.verdicts.check`) and adds the record's fields; where the run's
+:meth:`Claim.judge` builds the row (:func:`san.claims.verdicts.check`) and adds the record's fields; where the run's
 evidence does not cover the scope, :meth:`Claim.not_in_scope` builds a **not judged** row that says what the claim
 would need. :func:`items` lists what a row rests on (models, sizes, seeds) with each item's own statistic.
 """
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 
 ANY = "any"
 
@@ -50,7 +50,7 @@ class Scope:
 
 @dataclass(frozen=True)
 class NearMiss:
-    """The near-miss wrong theory: ``reference`` (:class:`san.core.verdicts.Wrong`, the parametrised reference the
+    """The near-miss wrong theory: ``reference`` (:class:`san.claims.verdicts.Wrong`, the parametrised reference the
     control is judged at) and ``why``, one sentence on why a careful reader could hold it."""
 
     wrong: V.Wrong
@@ -97,7 +97,7 @@ class Claim:
 
     def judge(self, statistic: Callable[[float], V.Measure], detail: str, rested: Sequence[Mapping[str, Any]] = ()
               ) -> dict[str, Any]:  # fmt: skip
-        """The claim's row (:func:`san.core.verdicts.check`) from ``statistic`` (the measure against the reference
+        """The claim's row (:func:`san.claims.verdicts.check`) from ``statistic`` (the measure against the reference
         moved to parameter ``s``), with the record's fields and the ``items`` it rests on (:func:`items`)."""
         row = V.check(
             self.key, self.statement, form=self.form, source=self.cited, test=self.test, statistic=statistic,
@@ -137,7 +137,7 @@ class Settings:
         return V.Threshold(float(self[name]), above=above, key=self.key(name), sigmas=float(k), log=log)
 
     def wrong(self, name: str, reference: str, right: float = 0.0) -> V.Wrong:
-        """The near-miss reference whose setting is ``name`` (:meth:`san.core.verdicts.Wrong.toward`)."""
+        """The near-miss reference whose setting is ``name`` (:meth:`san.claims.verdicts.Wrong.toward`)."""
         return V.Wrong.toward(reference, float(self[name]), self.key(name), right=right)
 
     def section(self, name: str) -> Settings:

@@ -51,7 +51,7 @@ def markdown(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def control_cell(control: Mapping[str, Any]) -> str:
-    """A positive control's cell (:func:`san.core.verdicts.control`): its wrong reference, whether it failed as it
+    """A positive control's cell (:func:`san.claims.verdicts.control`): its wrong reference, whether it failed as it
     must, and the power (the largest wrongness at which the check still passes) where computed."""
     must = {True: "fails as it must", False: "does NOT fail: no power"}.get(
         control.get("fails_as_it_must"), "not judged"
@@ -61,7 +61,7 @@ def control_cell(control: Mapping[str, Any]) -> str:
 
 
 def measured_cell(row: Mapping[str, Any]) -> str:
-    """A verdict row's measured value against its threshold (a row built by :func:`san.core.verdicts.check`): e.g.
+    """A verdict row's measured value against its threshold (a row built by :func:`san.claims.verdicts.check`): e.g.
     ``1.1e-06 < 1.0e-03 (decades)``, with the item the value is of and its standard error where there is one; a row
     without a threshold prints its value alone."""
     value = fmt(row.get("value"))

@@ -3,7 +3,7 @@ and summary.json.
 
 Torch-free: it reads the ``results/paths/{task}.nc`` (sampled paths) and ``results/paths/{task}_exact.nc`` (exact
 decomposition, trained and at initialisation) datasets only. Every scientific row is one check
-(:func:`san.core.verdicts.check`) over the tasks and their training seeds: per task the mean over seeds, less
+(:func:`san.claims.verdicts.check`) over the tasks and their training seeds: per task the mean over seeds, less
 ``sigmas`` standard errors (the one spread rule), and the seed rule of ``report.paths.seeds`` (every seed, or a share
 of them) must clear the threshold; the claim is universal over tasks. Each row's positive control is a placebo, the
 same test measured where the claim's own theory says the effect must vanish, reached by moving every seed's number a
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 
 SOURCE = "Dong et al. 2021, Fig. 4"
@@ -48,7 +48,7 @@ def _number(x: float) -> float | None:
 class SeedRule:
     """How a path claim is judged over a task's training seeds: ``rule`` every_seed (every seed clears the
     threshold) or share (at least ``min_share`` of the seeds with a number do), and the seeds' mean less ``sigmas``
-    standard errors (:func:`san.core.verdicts.spread`) clears it too."""
+    standard errors (:func:`san.claims.verdicts.spread`) clears it too."""
 
     rule: str = "every_seed"
     min_share: float = 1.0
@@ -82,7 +82,7 @@ class TaskValues:
     wrong: np.ndarray
 
     def moved(self, s: float) -> np.ndarray:
-        """Every seed's number moved ``s`` of the way toward its placebo (:func:`san.core.verdicts.toward`)."""
+        """Every seed's number moved ``s`` of the way toward its placebo (:func:`san.claims.verdicts.toward`)."""
         return V.toward(self.right, self.wrong, s)
 
     def reading(self, name: str) -> str:
@@ -126,7 +126,7 @@ def _share(part: np.ndarray, chance: np.ndarray, full: np.ndarray) -> np.ndarray
 
 def _check(key: str, statement: str, form: str, test: str, values: Mapping[str, TaskValues], threshold: V.Threshold,
            seeds: SeedRule, wrong: V.Wrong, detail: str, source: str = SOURCE) -> dict[str, Any]:  # fmt: skip
-    """A path row (:func:`san.core.verdicts.check`) over tasks and seeds."""
+    """A path row (:func:`san.claims.verdicts.check`) over tasks and seeds."""
     return V.check(key, statement, form=form, source=source, test=test, detail=detail, threshold=threshold,
                    wrong=wrong, statistic=_statistic(values, threshold, seeds))  # fmt: skip
 

@@ -1,9 +1,9 @@
-"""One claim judged over the models it applies to (torch-free): its scientific row (:func:`san.core.verdicts.check`
+"""One claim judged over the models it applies to (torch-free): its scientific row (:func:`san.claims.verdicts.check`
 over every judged model) and, per model, the same check on that model alone (a cell of the models x claims table).
 
 A claim is a :class:`san.claims.record.Claim` (the one record of every wing's claims); each model gives either
 its statistic as a function of the wrong reference's parameter ``s`` (:data:`Statistic`) or the reason it cannot be
-judged. A universal claim's statistic is the model that clears least (:func:`san.core.verdicts.worst`), an
+judged. A universal claim's statistic is the model that clears least (:func:`san.claims.verdicts.worst`), an
 existential claim's the one that clears most (:func:`best`).
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, item
-from san.core import verdicts as V
 from san.phenomena.spec import CLAIMS, NOT_APPLICABLE
 
 __all__ = [
@@ -39,7 +39,7 @@ Statistic = Callable[[float], V.Measure]
 
 def moved(measured: Any, wrong: Any, s: float, *, log: bool = False) -> np.ndarray:
     """``measured`` moved ``s`` of the way toward a wrong theory's prediction ``wrong``
-    (:func:`san.core.verdicts.toward`), exactly ``measured`` at ``s = 0`` (a prediction missing somewhere leaves the
+    (:func:`san.claims.verdicts.toward`), exactly ``measured`` at ``s = 0`` (a prediction missing somewhere leaves the
     measurement as it is)."""
     if s == 0:
         return np.asarray(measured, dtype=float)

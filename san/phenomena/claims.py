@@ -2,23 +2,24 @@
 massive activations, attention sinks, compression and high-norm tokens, checked on this run's pretrained models
 against their random-init twins, and the models x claims table.
 
-The claims (each in its module, each row built by :func:`san.core.verdicts.check` with its near-miss control):
+The claims (each in its module, each row built by :func:`san.claims.verdicts.check` with its near-miss control):
 Sun et al. 2024 (:mod:`~san.phenomena.massive`), Queipo-de-Llano et al. 2025 (:mod:`~san.phenomena.colocation`),
 "compression is not rank collapse" (:mod:`~san.phenomena.compression`), Barbero et al. 2025
-(:mod:`~san.phenomena.context`) and Darcet et al. 2024 against Bach et al. 2025 (:mod:`~san.phenomena.high_norm`).
+(:mod:`~san.phenomena.context`, :mod:`~san.phenomena.size`) and Darcet et al. 2024 against Bach et al. 2025
+(:mod:`~san.phenomena.high_norm`).
 Each model's kind (decoder, encoder, image encoder) is the family its result records (as recognised when its weights
 were acquired), never the config.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import xarray as xr
 
+from san.claims.drift import apply_row_drift, row_drift
 from san.core.config import ConfigError
-from san.core.drift import apply_row_drift, row_drift
 from san.models.folders import result_family
 from san.phenomena.colocation import colocation_claims
 from san.phenomena.compression import compression_claims
@@ -26,6 +27,7 @@ from san.phenomena.context import context_claims
 from san.phenomena.drift import apply_drift, cell_drift, measure_table
 from san.phenomena.high_norm import high_norm_claims
 from san.phenomena.massive import massive_claims
+from san.phenomena.size import size_claims
 from san.phenomena.spec import CLAIMS, model_kind
 
 
@@ -46,9 +48,11 @@ def judge_all(
     images: Mapping[str, xr.Dataset],
     context: Mapping[str, xr.Dataset],
     report: Mapping[str, Any],
+    ladders: Sequence[Sequence[str]] = (),
 ) -> dict[str, Any]:
     """The section from the results (model -> dataset): ``text`` (rank collapse), ``images`` (vision), ``context``
-    (context-length runs), thresholds from ``report`` (config ``report``): the models and their kinds, the claims and
+    (context-length runs), thresholds from ``report`` (config ``report``), the size ``ladders``
+    (``phenomena.size_ladders``): the models and their kinds, the claims and
     their labels, the verdict rows in the order of :data:`~san.phenomena.spec.CLAIMS` and the models x claims table
     (``table``: model -> claim -> cell)."""
     kinds = {name: model_kind(result_family(ds.attrs)) for name, ds in {**text, **images}.items()}
@@ -58,6 +62,7 @@ def judge_all(
         **colocation_claims(text, kinds, r, share),
         **compression_claims(text, kinds, r),
         **context_claims(context, kinds, r, share),
+        **size_claims(context, kinds, r, share, ladders),
         **high_norm_claims(images, kinds, r),
     }
     return {
@@ -81,14 +86,15 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
 
     ``inputs``: the summary rule's files: ``rank_collapse`` (in the order of ``params["models"]``), ``vision``
     (``params["vision_models"]``), ``sink_context`` (``params["sink_context_models"]``, where the run has the
-    context-length runs) and ``quantisation`` (``params["quantisation_models"]``: the quantisation control of each
-    cell of those models, :mod:`san.phenomena.drift`); ``params["report"]``: config ``report``."""
+    context-length runs; ``params["size_ladders"]``: the families at several sizes) and ``quantisation``
+    (``params["quantisation_models"]``: the quantisation control of each cell of those models,
+    :mod:`san.phenomena.drift`); ``params["report"]``: config ``report``."""
     text = _read(inputs, params, "rank_collapse", "models")
     images = _read(inputs, params, "vision", "vision_models")
     if not text and not images:
         return {"phenomena": None}
     context = _read(inputs, params, "sink_context", "sink_context_models")
-    section = judge_all(text, images, context, params["report"])
+    section = judge_all(text, images, context, params["report"], params.get("size_ladders", ()))
     controls = _read(inputs, params, "quantisation", "quantisation_models")
 
     def judge(results: Mapping[str, xr.Dataset]) -> Mapping[str, Any]:

@@ -10,7 +10,8 @@ set in config (``report.phenomena.colocation``):
   decades, margin ``norm_decades``;
 - the compression valley: the drop of the normalised matrix entropy (``matrix_entropy``), margin ``entropy_drop``;
 - the sinks: the share of sink heads (Gu et al.'s epsilon ``report.first_token_sink.share_threshold``; none at layer
-  0), margin ``sink_share``.
+  0), counted per input sequence and averaged over them (one head's mean over the sequences decides nothing),
+  margin ``sink_share``.
 
 The claim holds on a model when its three onsets lie less than ``window`` blocks apart; a model without a norm onset
 is not judged (the claim is about models whose first token develops extreme norms). Near-miss wrong theory: the
@@ -27,8 +28,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.core import verdicts as V
 from san.phenomena.checks import Judged, about, judge, moved, sensitivity
 from san.phenomena.data import curve, lacks, sink_curve
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.core import verdicts as V
 from san.phenomena.checks import Judged, about, judge, layers_text, moved
 from san.phenomena.data import curve, lacks, variants
 from san.phenomena.spec import DECODER, ENCODER, PRETRAINED, PRETRAINED_BY_AUTHORS, PURE

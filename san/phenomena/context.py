@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.core import verdicts as V
-from san.core.sink import sink_share
+from san.measures.sink import sink_share
 from san.phenomena.checks import Judged, about, judge, moved, unjudged_cell
 from san.phenomena.data import lacks
 from san.phenomena.spec import CLAIMS, DECODER, INIT, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core.sink import sink_share
+from san.measures.sink import sink_share
 from san.phenomena.spec import UNMODIFIED
 
 #: the input dimensions a layer's measure is averaged over
@@ -56,9 +56,12 @@ def curve(ds: xr.Dataset, name: str, weights: str, variant: str = UNMODIFIED) ->
 
 
 def sink_curve(ds: xr.Dataset, weights: str, threshold: float, variant: str = UNMODIFIED) -> np.ndarray:
-    """The share of sink heads per layer (:func:`san.core.sink.sink_share` of ``first_token_attention``) of one
-    weight set and variant, averaged over the inputs where the result keeps them apart."""
-    share = sink_share(_select(ds["first_token_attention"], weights, variant), threshold)
+    """The share of sink heads per layer (:func:`san.measures.sink.sink_share`) of one weight set and variant, counted
+    per input sequence (``first_token_attention_by_sample``: the heads one sequence makes sinks) and averaged over
+    the inputs; from the attention averaged over the sequences (``first_token_attention``) where a result keeps no
+    other."""
+    name = "first_token_attention_by_sample" if "first_token_attention_by_sample" in ds else "first_token_attention"
+    share = sink_share(_select(ds[name], weights, variant), threshold)
     return np.asarray(share.mean([d for d in INPUT_DIMS if d in share.dims]), dtype=float)
 
 

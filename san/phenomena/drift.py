@@ -8,9 +8,9 @@ block types of ``phenomena.quantisation.kinds`` (:func:`san.rank_collapse.quanti
 rank-collapse measures of the weights and of each copy, one result), each copy judged as if it were the pretrained
 model (its random-init twin kept), and per claim the largest change of the cell's statistic over the copies. A cell
 whose statistic lies within that drift of its threshold prints "within quantisation drift"
-(:func:`san.core.drift.crosses`), never holds or fails. The same for the claims' verdict rows: each copy judged in
+(:func:`san.claims.drift.crosses`), never holds or fails. The same for the claims' verdict rows: each copy judged in
 place of the model's weights, the row's margin moves by the row's ``drift``; a margin no larger prints "within
-quantisation drift" (:func:`san.core.drift.against_drift`). And per measure the drift itself, the published drift
+quantisation drift" (:func:`san.claims.drift.against_drift`). And per measure the drift itself, the published drift
 table (:func:`measure_table`).
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core.drift import as_pretrained, crosses, measure_drift
+from san.claims.drift import as_pretrained, crosses, measure_drift
 from san.phenomena.spec import PRETRAINED, UNMODIFIED
 
 __all__ = ["apply_drift", "cell_drift", "measure_table"]
@@ -61,7 +61,7 @@ def cell_drift(name: str, result: xr.Dataset, control: xr.Dataset, judge: Judge)
 def apply_drift(table: Mapping[str, dict[str, dict[str, Any]]], drifts: Mapping[str, Mapping[str, Any]]) -> None:
     """Record in each cell of the models x claims ``table`` (model -> claim -> cell) of the models in ``drifts``
     (model -> claim -> drift) its ``drift``, and print it "within quantisation drift" where the drift reaches its
-    threshold (:func:`san.core.drift.crosses`). Cells of other models get no drift (None)."""
+    threshold (:func:`san.claims.drift.crosses`). Cells of other models get no drift (None)."""
     for model, cells in table.items():
         for claim, cell in cells.items():
             drift = drifts.get(model, {}).get(claim)
@@ -72,7 +72,7 @@ def apply_drift(table: Mapping[str, dict[str, dict[str, Any]]], drifts: Mapping[
 def measure_table(control: xr.Dataset) -> dict[str, dict[str, dict[str, float | int | None]]]:
     """The drift table of one model's quantisation control: per copy and measure of :data:`TABLE_MEASURES` on the
     unmodified model, the largest relative drift over the layers (``|mean(copy) - mean(weights)| / |mean(weights)|``,
-    :func:`san.core.drift.measure_drift`), its layer and its absolute drift; None where no layer has a number."""
+    :func:`san.claims.drift.measure_drift`), its layer and its absolute drift; None where no layer has a number."""
     drift = measure_drift(control)
     out: dict[str, dict[str, dict[str, float | int | None]]] = {}
     for copy in map(str, drift["copy"].values):

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.core import verdicts as V
 from san.phenomena.checks import Judged, about, judge, moved
 from san.phenomena.data import lacks, patch_norms, patch_similarity
 from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.core import verdicts as V
 from san.phenomena.checks import Judged, about, judge, moved, sensitivity
 from san.phenomena.data import curve, lacks, mode, per_input
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS

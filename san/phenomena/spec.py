@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from san.claims.drift import WITHIN_DRIFT
 from san.core.config import ConfigError
-from san.core.drift import WITHIN_DRIFT
 from san.core.storage import Variable
 from san.models.spec import CAUSAL, IMAGE_FAMILIES
 
@@ -39,6 +39,7 @@ CLAIMS: dict[str, tuple[str, tuple[str, ...]]] = {
     "compression_is_not_collapse": ("compression is not rank collapse", (DECODER, ENCODER)),
     "sinks_grow_with_context": ("sinks grow with the pretraining context", (DECODER,)),
     "sinks_at_longer_inference_context": ("sink share on longer prefixes", (DECODER,)),
+    "sinks_grow_with_model_size": ("sinks grow with model size", (DECODER,)),
     "small_vit_high_norm": ("high-norm tokens in a small ViT", (IMAGE_ENCODER,)),
     "high_norm_in_redundant_patches": ("high-norm tokens in redundant patches", (IMAGE_ENCODER,)),
 }
@@ -51,11 +52,12 @@ STATISTICS: dict[str, str] = {
     "compression_is_not_collapse": "smallest residual, compressed layers",
     "sinks_grow_with_context": "sink share growth",
     "sinks_at_longer_inference_context": "sink share change",
+    "sinks_grow_with_model_size": "sink share, larger - smaller",
     "small_vit_high_norm": "share of high-norm patches",
     "high_norm_in_redundant_patches": "similarity excess",
 }
 
-#: the printed state of a models x claims cell: a verdict (:data:`san.core.verdicts.STATES`), "n/a" where the claim
+#: the printed state of a models x claims cell: a verdict (:data:`san.claims.verdicts.STATES`), "n/a" where the claim
 #: does not apply to the model's kind, or "within quantisation drift" where requantising the model's weights moves
 #: its statistic across the threshold (:mod:`san.phenomena.drift`); the netCDF table stores its index (flag values)
 NOT_APPLICABLE = "n/a"
@@ -120,7 +122,7 @@ def check_config(config: Mapping[str, Any], schemas: Path) -> None:
     and the image encoders of ``vision.models``, one row each, so no name may be in both lists (their own checks
     are their wings'; the thresholds of ``report.phenomena`` are :func:`san.phenomena.claims.check_config`'s); the
     quantisation control's models are defined, with pretrained weights (those the run does not analyse are left out:
-    :func:`quantisation_models`). Raises :class:`ConfigError` naming the key."""
+    :func:`quantisation_models`), and so are the size ladders' models. Raises :class:`ConfigError` naming the key."""
     text = list(config.get("rank_collapse", {}).get("models", []))
     for i, name in enumerate(config.get("vision", {}).get("models", [])):
         if name in text:
@@ -139,6 +141,13 @@ def check_config(config: Mapping[str, Any], schemas: Path) -> None:
                 f"config key 'phenomena.quantisation.models.{i}': model {name!r} has no pretrained weights "
                 f"(models.{name}.pretrained): the control requantises pretrained weights"
             )
+    for i, ladder in enumerate(config.get("phenomena", {}).get("size_ladders") or []):
+        for j, name in enumerate(ladder):
+            if name not in models:
+                raise ConfigError(
+                    f"config key 'phenomena.size_ladders.{i}.{j}': model {name!r} is not defined under 'models' "
+                    "(a size ladder names models of one family at several sizes, smallest first)"
+                )
 
 
 def quantisation_models(config: Mapping[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from san.claims import caveats
-from san.core.drift import WITHIN_DRIFT
+from san.claims.drift import WITHIN_DRIFT
 from san.core.markdown import fmt, lookup, markdown
 from san.phenomena.drift import TABLE_MEASURES
 from san.phenomena.spec import NOT_APPLICABLE

@@ -1,5 +1,5 @@
 """What every claim of the propagation wing shares: the papers it cites, the row built by the one check
-(:func:`san.core.verdicts.check`) with the paper in its statement and source, the thresholds and wrong references
+(:func:`san.claims.verdicts.check`) with the paper in its statement and source, the thresholds and wrong references
 read from config ``report.propagation`` (``t``), the seed spread of a grid point, the decay-rate fit, and the
 disclosure of a threshold set after a result was seen (``report.propagation.threshold_notes``).
 """
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 
 NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
 NAIT_SAADA = "Nait Saada, Naderi & Tanner 2025"
@@ -22,7 +22,7 @@ HALVES = "(each half's margin)"
 
 
 def check(key: str, paper: str, statement: str, form: str, source: str, **kwargs: Any) -> dict[str, Any]:
-    """A scientific row of this wing (:func:`san.core.verdicts.check`), its statement and source naming the paper;
+    """A scientific row of this wing (:func:`san.claims.verdicts.check`), its statement and source naming the paper;
     ``kwargs``: ``test``, ``statistic``, ``threshold``, ``wrong`` and ``detail``."""
     return V.check(key, f"{paper}: {statement}", form=form, source=f"{paper}, {source}", **kwargs)
 
@@ -35,7 +35,7 @@ def threshold(t: Mapping[str, Any], key: str, *, above: bool, log: bool = False,
 
 def toward(t: Mapping[str, Any], key: str, reference: str) -> V.Wrong:
     """The wrong reference ``reference`` (a phrase with ``{s}``) reached at ``report.propagation.<key>``, scanned
-    from the claim's own reference (0) to twice the way to it (:meth:`san.core.verdicts.Wrong.toward`)."""
+    from the claim's own reference (0) to twice the way to it (:meth:`san.claims.verdicts.Wrong.toward`)."""
     return V.Wrong.toward(reference, t[key], f"{SECTION}.{key}")
 
 
@@ -53,7 +53,7 @@ def has(ds: xr.Dataset, dim: str, *values: Any) -> bool:
 
 def seed_measure(values: Any, item: str = "") -> V.Measure:
     """The one spread rule on one grid point's seeds: their mean, its standard error and their count
-    (:func:`san.core.verdicts.spread`)."""
+    (:func:`san.claims.verdicts.spread`)."""
     mean, se, n = V.spread(np.asarray(values, dtype=float).ravel())
     return V.Measure(mean, se, n, item)
 
@@ -79,8 +79,8 @@ def point_measures(values: xr.DataArray) -> list[V.Measure]:
 def halves(parts: Mapping[str, tuple[V.Measure, V.Threshold]]) -> V.Measure:
     """A claim of two (or more) halves as one measure: the margin of the half that clears least (its item names the
     half, its own value and its threshold, so that a table never reads the margin as the value), each half's margin
-    as its own threshold measures it (:meth:`san.core.verdicts.Threshold.margin`: in decades for a threshold with
-    ``log``), so that the measure clears 0 exactly when every half clears its own. As :func:`san.core.verdicts.worst`:
+    as its own threshold measures it (:meth:`san.claims.verdicts.Threshold.margin`: in decades for a threshold with
+    ``log``), so that the measure clears 0 exactly when every half clears its own. As :func:`san.claims.verdicts.worst`:
     a failing half fails the claim, otherwise a half without evidence leaves it not judged."""
     margins = {name: th.margin(m) if m.evidence > 0 else float("nan") for name, (m, th) in parts.items()}
     judged = {n: x for n, x in margins.items() if np.isfinite(x)}
@@ -117,7 +117,7 @@ def decay_rate(residual: np.ndarray, floor: float) -> tuple[float, float]:
 
 
 def moved(measured: xr.DataArray, wrong: xr.DataArray, s: float, *, log: bool = False) -> xr.DataArray:
-    """``measured`` moved ``s`` of the way toward a wrong theory's ``wrong`` (:func:`san.core.verdicts.toward`),
+    """``measured`` moved ``s`` of the way toward a wrong theory's ``wrong`` (:func:`san.claims.verdicts.toward`),
     as a DataArray of ``measured``'s shape."""
     wrong = wrong.broadcast_like(measured).transpose(*measured.dims)
     return measured.copy(data=V.toward(measured.values, wrong.values, s, log=log))

@@ -4,10 +4,10 @@ One verdict row per statement, worded as the paper words it, with its kind (scie
 construction), its form (universal, existential, quantitative or observation), its source, the test that fits the
 form, the verdict (not judged when the sweep lacks what the test needs, e.g. a single size or a single seed), the
 measured number, its margin and the numbers behind the verdict. Every scientific row is one check
-(:func:`san.core.verdicts.check`): the same test judged against a near-miss wrong theory (or a placebo measured where
+(:func:`san.claims.verdicts.check`): the same test judged against a near-miss wrong theory (or a placebo measured where
 the claim's own theory says the effect must vanish), reached by one parameter from config, with the power read from
 a scan toward it. Every threshold and every control's setting comes from config ``report.propagation`` (``t``) and is
-stated in each row's ``test``; comparisons follow the one spread and margin rule of :mod:`san.core.verdicts`. The
+stated in each row's ``test``; comparisons follow the one spread and margin rule of :mod:`san.claims.verdicts`. The
 claims live by sweep: :mod:`~san.propagation.depth_claims`, :mod:`~san.propagation.qk_variance_claims`,
 :mod:`~san.propagation.masks_claims`, :mod:`~san.propagation.sequence_length_claims`.
 """

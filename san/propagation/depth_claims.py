@@ -1,5 +1,5 @@
 """The depth sweep's claims: Noci et al.'s depth-scaled residual and Giorlandino & Goldt's recursion (exact in the
-limit; finite-size gap dominated by T), each one check (:func:`san.core.verdicts.check`) against a near-miss wrong
+limit; finite-size gap dominated by T), each one check (:func:`san.claims.verdicts.check`) against a near-miss wrong
 reference whose setting comes from config ``report.propagation`` (``t``):
 
 - Noci et al.: placebo, **the unscaled residual** (a = b = 1): every 1/sqrt(L) point's seeds moved toward the
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
-from san.core import verdicts as V
 from san.core.storage import read_structured_attr
 from san.propagation import theory
 from san.propagation.claim_checks import GG, NOCI, SECTION, check, has, moved, point_measures, threshold, toward

@@ -1,6 +1,6 @@
 """The masks sweep's claims (Wu et al. 2024): causal attention still collapses exponentially, local masks slow the
 collapse, LayerNorm keeps mu at random init, and the LayerNorm construction (a demonstration); each scientific row
-one check (:func:`san.core.verdicts.check`) against a near-miss wrong reference whose setting comes from config
+one check (:func:`san.claims.verdicts.check`) against a near-miss wrong reference whose setting comes from config
 ``report.propagation`` (``t``):
 
 - causal collapse: placebo, **the one-directional sliding window** (local masks slow the collapse): each seed's
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.storage import read_structured_attr
 from san.propagation.claim_checks import (
     WU,

@@ -1,6 +1,6 @@
 """The query-key variance sweep's claims (Giorlandino & Goldt): the critical variance where the finite-T recursion
 puts it, each layer's participation following the REM update, and the REM update as the T -> infinity limit; each
-one check (:func:`san.core.verdicts.check`) against a near-miss wrong reference whose setting comes from config
+one check (:func:`san.claims.verdicts.check`) against a near-miss wrong reference whose setting comes from config
 ``report.propagation`` (``t``):
 
 - critical variance: **the infinite-T recursion** (the REM limit), the prediction moved from the finite-T
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.propagation import theory
 from san.propagation.claim_checks import GG, check, note, point_measures, threshold, toward
 from san.propagation.results import fixed_params, predicted_critical_beta
@@ -61,7 +61,7 @@ def relative_miss(observed: float, predicted: float) -> float:
 def critical_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     """The critical statistic within ``critical_tolerance`` of the finite-T recursion's at every T where both are
     measured. Wrong reference: the infinite-T recursion's statistic, the prediction moved ``critical_control`` of the
-    way to it (:func:`san.core.verdicts.toward`; the tolerance's disclosure, if any, in the detail)."""
+    way to it (:func:`san.claims.verdicts.toward`; the tolerance's disclosure, if any, in the detail)."""
     rows = [r for r in critical_rows(ds, t["condensed"]) if np.isfinite(r["observed"]) and np.isfinite(r["finite"])]
 
     def statistic(s: float) -> V.Measure:

@@ -1,5 +1,5 @@
 """The sequence-length sweep's claim (Nait Saada, Naderi & Tanner 2025): rank collapse in width, cured by removing
-the uniform component of the attention, ``A - 11^T/T``; one check (:func:`san.core.verdicts.check`) against a
+the uniform component of the attention, ``A - 11^T/T``; one check (:func:`san.claims.verdicts.check`) against a
 near-miss wrong theory whose setting comes from config ``report.propagation`` (``t``): **a partial cure**, A's
 stable rank grows in T too, at a share ``partial_cure`` of the log-rate of A - 11^T/T's (each seed's growth with A
 moved geometrically toward its growth with A - 11^T/T; at 1 the theory would be "no difference", a negation, so
@@ -13,7 +13,7 @@ from typing import Any
 
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.propagation.claim_checks import NAIT_SAADA, check, halves, has, margins_above_zero, seed_measure, threshold
 from san.propagation.claim_checks import toward as wrong_toward
 

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from san.core.metrics import relative_residual
 from san.core.rng import cpu_generator, randn
+from san.measures.residual import relative_residual
 from san.propagation.spec import NORM_EPS, branch_weight
 
 DTYPE = torch.float64

@@ -16,8 +16,8 @@ import torch
 import xarray as xr
 
 from san.core.device import resolve_dtype
-from san.core.metrics import rank1_relative_residual, relative_residual
 from san.core.storage import describe
+from san.measures.residual import rank1_relative_residual, relative_residual
 from san.models.folders import read_manifest
 from san.models.load import load_model
 from san.rank_collapse.experiment import VARIABLES, attention_matrices

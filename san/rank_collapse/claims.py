@@ -2,7 +2,7 @@
 
 Each function reads result datasets (never recomputes them) and returns plain numbers plus its verdict rows, so a
 caption can state, e.g., "pure attention: residual < 1e-3 by layer 2: yes, max 2e-07". Every scientific row is built
-by :func:`san.core.verdicts.check`: the claim's test, and the same test on what a near-miss wrong theory predicts
+by :func:`san.claims.verdicts.check`: the claim's test, and the same test on what a near-miss wrong theory predicts
 from the same data (its setting from ``report:``), whose failure gives the row its power. The pretrained rows are
 :mod:`san.rank_collapse.pretrained_claims`', the first-token sink's :mod:`san.rank_collapse.sink_claims`'.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
+from san.claims.drift import apply_row_drift, row_drift
 from san.core.config import ConfigError
-from san.core.drift import apply_row_drift, row_drift
 from san.models.folders import result_family
 from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
 from san.rank_collapse.pretrained_claims import f_, moved, pretrained_collapse_claims, pretrained_slower_claims
@@ -248,7 +248,7 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     ``report`` (config ``report``); the causal decoders (one rule for them in every verdict) are the results whose
     recorded family is causal. A row on the weights of a model with the quantisation control carries the drift of
     its margin and prints "within quantisation drift" where the margin is no larger
-    (:func:`san.core.drift.row_drift`)."""
+    (:func:`san.claims.drift.row_drift`)."""
     from san.core.storage import read_netcdf
 
     t = params["report"]
@@ -257,7 +257,7 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
         zip(params["attention_product_models"], map(read_netcdf, inputs["attention_products"]), strict=True)
     )
     sections = _sections(results, products, t)
-    # the quantisation control (san.core.drift): each row's margin judged again with one model's pretrained
+    # the quantisation control (san.claims.drift): each row's margin judged again with one model's pretrained
     # weights replaced by each requantised copy (the path products are not recomputed: their rows get no drift)
     controls = dict(
         zip(params.get("quantisation_models", []), map(read_netcdf, inputs.get("quantisation", [])), strict=True)

@@ -7,7 +7,7 @@ of the rank-collapse job's tokenised input sequences for each length ``L`` of ``
 records per weight set, length, layer and head Gu et al. (ICLR 2025)'s first-token attention ``alpha`` (the mean
 over queries of the attention on token 0: :func:`san.rank_collapse.sink.first_token_attention`), and per sequence
 the first token's norm over the median token norm (Queipo-de-Llano et al. 2025's BOS norm) and the massive
-activation ratio (Sun et al. 2024) of every layer (:mod:`san.core.phenomena`).
+activation ratio (Sun et al. 2024) of every layer (:mod:`san.measures.phenomena`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import xarray as xr
 from transformers import PreTrainedModel
 
 from san.core.device import ON_CPU, JobPlace
-from san.core.phenomena import PHENOMENA, massive_activation, norm_ratios
 from san.core.storage import Variable, describe
+from san.measures.phenomena import PHENOMENA, massive_activation, norm_ratios
 from san.rank_collapse.experiment import VARIABLES as RANK_COLLAPSE_VARIABLES
 from san.rank_collapse.experiment import residual_stream, stacked, weight_set_measures
 from san.rank_collapse.sink import sink_layers

@@ -11,7 +11,7 @@ PLACEBO`): the paper's ratio without one token drawn at random among the others,
 ``rank_collapse.control_token_seed``. The same forward passes return the attention matrices, whose mean attention on
 the first token per layer and head is recorded too (the first-token sink, :mod:`san.rank_collapse.sink`), and from
 the same residual stream the measures of what pretraining does to it (massive activations, high-norm tokens,
-spectral compression: :mod:`san.core.phenomena`).
+spectral compression: :mod:`san.measures.phenomena`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 from san.core.device import ON_CPU, JobPlace, resolve_dtype
-from san.core.metrics import relative_residual, relative_residual_frobenius, without_token
-from san.core.phenomena import PHENOMENA, layer_phenomena
 from san.core.rng import cpu_generator
 from san.core.storage import Variable, describe
+from san.measures.phenomena import PHENOMENA, layer_phenomena
+from san.measures.residual import relative_residual, relative_residual_frobenius, without_token
 from san.models.ablations import variant
 from san.models.families import family as family_entry
 from san.models.families import of_model
@@ -76,6 +76,12 @@ VARIABLES = {
         "1",
         "per head, the attention on token 0 averaged over the queries and the input sequences (Gu et al. 2025's "
         "sink measure alpha); layer l is block l's attention, layer 0 (the embedding output) has none (NaN)",
+    ),
+    "first_token_attention_by_sample": Variable(
+        "attention on the first token per input sequence",
+        "1",
+        "per head and input sequence, the attention on token 0 averaged over the queries (Gu et al. 2025's alpha of "
+        "one sequence, whose share of sink heads the claims count per sequence); layer 0 has none (NaN)",
     ),
     "head": Variable("attention head index", "1"),
     **PHENOMENA,
@@ -193,7 +199,7 @@ def layer_measures(
     """:func:`layer_residuals` followed by the placebo without ``control_token`` (:func:`placebo`) and, from the same
     forward passes, the first-token attention of every block, head and sequence: arrays ``(measures, layers + 1,
     sequences)`` (:data:`MEASURES`) and ``(layers, sequences, heads)``; with a ``factor``
-    (``rank_collapse.massive_token_factor``) also the measures of :data:`san.core.phenomena.PHENOMENA`, array
+    (``rank_collapse.massive_token_factor``) also the measures of :data:`san.measures.phenomena.PHENOMENA`, array
     ``(measures, layers + 1, sequences)`` (else None)."""
     device = next(model.parameters()).device
     chunks, sinks, phenomena = [], [], []
@@ -221,10 +227,10 @@ def residuals_by_variant(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Relative residuals for each variant: array ``(variants, measures, layers + 1, sequences)`` (Fig. 2's data and
     the placebo without ``control_token``, :func:`layer_measures`), and the first-token attention of each variant,
-    block and head averaged over the sequences: array ``(variants, layers + 1, heads)``, NaN at layer 0
+    block, sequence and head: array ``(variants, layers + 1, sequences, heads)``, NaN at layer 0
     (:func:`san.rank_collapse.sink.sink_layers`); with a ``factor`` the measures of
-    :data:`san.core.phenomena.PHENOMENA` of each variant, array ``(variants, measures, layers + 1, sequences)`` (else
-    None)."""
+    :data:`san.measures.phenomena.PHENOMENA` of each variant, array ``(variants, measures, layers + 1, sequences)``
+    (else None)."""
     out, sinks, phenomena = [], [], []
     # disable=None: no bar unless stderr is a terminal (a job's log file gets no carriage-return updates)
     for name in tqdm(variants, desc="variants", leave=False, disable=None):
@@ -233,7 +239,7 @@ def residuals_by_variant(
                 model, family, input_ids, batch_size, control_token=control_token, factor=factor
             )
         out.append(residuals)
-        sinks.append(sink_layers(alpha.mean(axis=1), alpha.shape[0]))
+        sinks.append(sink_layers(alpha, alpha.shape[0]))
         phenomena.append(found)
     return np.stack(out), np.stack(sinks), None if factor is None else np.stack(phenomena)
 
@@ -333,7 +339,7 @@ def run(
     (``variants``, ``dtype``: one for all variants or one per variant, ``batch_size``, ``albert_no_mlp``,
     ``control_token_seed``: the seed of the placebo's excluded tokens, :func:`control_tokens`, the same for every
     weight set, stored as the coordinate ``control_token``; ``massive_token_factor``: the measures of
-    :data:`san.core.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype
+    :data:`san.measures.phenomena.PHENOMENA` are recorded beside); each weight set is loaded once per dtype
     (:func:`weight_set_measures`) on ``job``'s device, and the dtype of each variant is the coordinate ``dtype``. The
     models' manifests and the inputs' hashes go into the attributes ``manifests`` and ``input_sha256``. With a
     ``job.budget_mb`` (the job's ``compute.rank_collapse.memory_budget_mb``, named by ``job.budget_key`` in errors)
@@ -372,13 +378,15 @@ def _dataset(
     control: np.ndarray,
 ) -> xr.Dataset:
     """The result of :func:`run`: the measures ``arr`` (weights, variants, measures, layers + 1, sequences) and the
-    first-token attention ``alpha`` (weights, variants, layers + 1, heads), labelled and described; ``control``: the
-    placebo's excluded token per sequence (the coordinate ``control_token``)."""
+    first-token attention ``alpha`` (weights, variants, layers + 1, sequences, heads; kept per sequence and averaged
+    over them), labelled and described; ``control``: the placebo's excluded token per sequence (the coordinate
+    ``control_token``)."""
     dims = ("weights", "variant", "layer", "sample")
     ds = xr.Dataset(
         {
             **{name: (dims, arr[:, :, i]) for i, name in enumerate(MEASURES)},
-            "first_token_attention": (("weights", "variant", "layer", "head"), alpha),
+            "first_token_attention": (("weights", "variant", "layer", "head"), alpha.mean(axis=3)),
+            "first_token_attention_by_sample": ((*dims, "head"), alpha),
         },
         coords={
             "weights": ("weights", weight_sets),
@@ -387,7 +395,7 @@ def _dataset(
             "layer": ("layer", np.arange(arr.shape[3])),
             "sample": ("sample", np.arange(arr.shape[4])),
             "control_token": ("sample", control),
-            "head": ("head", np.arange(alpha.shape[3])),
+            "head": ("head", np.arange(alpha.shape[4])),
         },
         attrs={
             "title": "san: rank collapse of one model's layer outputs (Dong et al. 2021, Fig. 2)",
@@ -399,7 +407,7 @@ def _dataset(
 
 
 def with_phenomena(ds: xr.Dataset, arr: np.ndarray, dims: tuple[str, ...]) -> xr.Dataset:
-    """``ds`` with the measures of :data:`san.core.phenomena.PHENOMENA` added: ``arr`` ``(weights, variants,
+    """``ds`` with the measures of :data:`san.measures.phenomena.PHENOMENA` added: ``arr`` ``(weights, variants,
     measures, layers + 1, inputs)`` as one variable each on ``dims`` (float64; the token and dimension of the
     largest activation as int64), described with their definitions, formulas and references."""
     data = {

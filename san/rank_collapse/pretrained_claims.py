@@ -1,5 +1,5 @@
 """The paper's pretrained claims of Fig. 2 checked against this run's results (torch-free): with pretrained weights
-pure attention collapses "slower, but still fast". Two rows, each built by :func:`san.core.verdicts.check` with a
+pure attention collapses "slower, but still fast". Two rows, each built by :func:`san.claims.verdicts.check` with a
 near-miss wrong theory calibrated on the same model: a pretrained SAN that stops collapsing after its first block
 (against "still fast"), and one that decays at the initialisation's rate from its own layer-0 value (against
 "slower": then only the embedding output would differ)."""
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Scope, item
-from san.core import verdicts as V
 from san.rank_collapse.spec import METRICS
 
 SOURCE = "Dong et al. 2021, Fig. 2 (pretrained; the paper's models: BERT, ALBERT, XLNet as released)"
@@ -29,7 +29,7 @@ def f_(x: Any) -> float:
 
 
 def moved(measured: float, predicted: float, s: float, *, log: bool = False) -> float:
-    """``measured`` moved ``s`` of the way toward a wrong theory's ``predicted`` value (:func:`san.core.verdicts.
+    """``measured`` moved ``s`` of the way toward a wrong theory's ``predicted`` value (:func:`san.claims.verdicts.
     toward`, geometric with ``log``): exactly ``measured`` at ``s = 0``, also where the prediction is undefined."""
     return float(measured) if s == 0 else float(V.toward(measured, predicted, s, log=log))
 

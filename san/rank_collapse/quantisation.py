@@ -1,8 +1,8 @@
 """The quantisation control's job: the rank-collapse measures (the relative residuals of the four variants, the
 massive ratio, token norms, the spectrum, the first-token attention) recorded on a model's weights and on its copies
 requantised by :func:`san.models.quantise.quantised_copy` (weight sets of one :func:`san.rank_collapse.experiment.run`
-result). How far each copy moved them (:func:`san.core.drift.measure_drift`) and the verdicts' drift are read from
-that result by the claims (:mod:`san.core.drift`), so that no change of theirs reruns the job."""
+result). How far each copy moved them (:func:`san.claims.drift.measure_drift`) and the verdicts' drift are read from
+that result by the claims (:mod:`san.claims.drift`), so that no change of theirs reruns the job."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.rank_collapse import rate as R
 
 __all__ = ["RATE_VARIANT", "causal_exponential_row", "doubly_exponential_row", "rate_claims", "rate_table"]

@@ -5,7 +5,7 @@ queries of a sequence, of the attention it puts on the first token, ``alpha^{l,h
 count a head as a sink head when ``alpha^{l,h}`` exceeds a threshold (their epsilon = 0.3). The rank-collapse job
 records ``alpha`` per weights, variant, layer and head, averaged over the input sequences
 (:func:`first_token_attention`); the share of sink heads per layer is taken with the threshold of the report's config
-(:func:`san.core.sink.sink_share`), and the relative residual without the first token is the experiment's
+(:func:`san.measures.sink.sink_share`), and the relative residual without the first token is the experiment's
 ``residual_ratio_no_first`` (:data:`san.rank_collapse.spec.METRICS`).
 """
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # torch only where the attention matrices are measured: the claims read san.core.sink without it
+if TYPE_CHECKING:  # torch only where the attention matrices are measured: the claims read san.measures.sink without it
     import torch
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
-from san.core.sink import sink_share
+from san.claims import verdicts as V
+from san.measures.sink import sink_share
 from san.rank_collapse.pretrained_claims import f_, moved
 
 
@@ -132,8 +132,8 @@ def first_token_sink_claims(
         f", leaving the first token out moves the unmodified model's relative residual by more than {min_decades:g} "
         "decades (margin: smallest move - required)",
         statistic=statistic, threshold=threshold,
-        wrong=V.Wrong.toward("any one token would do: a random token left out in place of the first (the move "
-                             "shifted {s:g} of the way to its)", random_token_control,
+        wrong=V.Wrong.toward("any one token would do: a random token left out in place of the first (each "
+                             "sink layer's move taken {s:g} of the way to the random token's)", random_token_control,
                              "report.first_token_sink.random_token_control"),
         detail=_detail(per_model, sink_layer_share),
     )  # fmt: skip

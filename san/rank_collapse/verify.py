@@ -23,7 +23,7 @@ from transformers import AutoModel
 
 from san.core.cli import add_verbose, quiet_libraries
 from san.core.device import resolve_dtype
-from san.core.metrics import relative_residual
+from san.measures.residual import relative_residual
 from san.models.families import family as family_entry
 from san.models.folders import verify_folder
 from san.models.spec import VARIANTS

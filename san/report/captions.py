@@ -1,6 +1,6 @@
 """The report's captions: ``workflow/report/*.rst`` templates filled with the claims of this run (every wing's
 ``claims`` module), for ``snakemake --report``. A caption prints a verdict as its row in summary.json does
-(:func:`san.core.verdicts.verdict_of`: holds, fails, not judged or no power)."""
+(:func:`san.claims.verdicts.verdict_of`: holds, fails, not judged or no power)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from typing import Any
 import jinja2
 
 from san.claims import cells
-from san.core.verdicts import NOT_JUDGED, verdict_of
+from san.claims.verdicts import NOT_JUDGED, verdict_of
 from san.report.front import findings, first_verdicts
 
 
 def yes_no(flag: bool | None) -> str:
     """A verdict as the captions print it; None (the results hold no evidence for the claim) is "not judged",
-    neither a yes nor a no (:mod:`san.core.verdicts`)."""
+    neither a yes nor a no (:mod:`san.claims.verdicts`)."""
     return NOT_JUDGED if flag is None else "yes" if flag else "no"
 
 
@@ -36,7 +36,7 @@ def rst_text(text: object) -> str:
 
 
 def verdict_item(row: Mapping[str, Any]) -> str:
-    """One verdict row (:func:`san.core.verdicts.row`) as a caption's list item prints it: its statement, printed
+    """One verdict row (:func:`san.claims.verdicts.row`) as a caption's list item prints it: its statement, printed
     verdict with its caveat markers, kind, form, source, test and detail (where any), and its positive control with
     its power where computed; the texts escaped (:func:`rst_text`)."""
     control = ""

@@ -4,7 +4,7 @@
 
 Every wing's claims module answers one contract: ``check_config(report)`` (cross-checks of config ``report`` that
 its schema cannot express, before any compute) and ``claims(inputs, params) -> {section: {...} | None}``, each
-section listing its verdict rows (:func:`san.core.verdicts.row`) under ``verdicts``.
+section listing its verdict rows (:func:`san.claims.verdicts.row`) under ``verdicts``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from san import experiments
 from san.claims import caveats
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.report.published import FORMAT
 
 
@@ -49,7 +49,7 @@ def wing_summary(name: str, inputs: Mapping[str, list[str]], params: Mapping[str
 
 def gather(wings: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """summary.json's sections from every wing's (:func:`wing_summary`, by wing name), in the order of the wings, and
-    the verdict table (``verdicts``: the rows split by kind, :func:`san.core.verdicts.collect`); a wing missing from
+    the verdict table (``verdicts``: the rows split by kind, :func:`san.claims.verdicts.collect`); a wing missing from
     ``wings`` is an error naming it."""
     missing = [w.name for w in experiments.WINGS if w.name not in wings]
     if missing:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from san.core.drift import WITHIN_DRIFT
-from san.core.verdicts import FAILS, HOLDS, NO_POWER, NOT_JUDGED
+from san.claims.drift import WITHIN_DRIFT
+from san.claims.verdicts import FAILS, HOLDS, NO_POWER, NOT_JUDGED
 
 PAPER = "Dong et al. 2021"
 """The source prefix of the reproduced paper's own claims (every other source is the follow-up literature)."""

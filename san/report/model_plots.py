@@ -1,6 +1,6 @@
 """The figure of one model's page (:mod:`san.report.model_report`): per layer, the relative residual of the four
 variants (Dong et al. 2021 Fig. 2, log scale) and the unmodified model's massive ratio, first-token norm ratio,
-matrix entropy and sink share (:mod:`san.core.phenomena`), one row per weight set; the verdicts that apply to the
+matrix entropy and sink share (:mod:`san.measures.phenomena`), one row per weight set; the verdicts that apply to the
 model printed below."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from san.claims.verdicts import NOT_JUDGED  # noqa: E402
 from san.core.plotting import DOUBLE_IN  # noqa: E402
-from san.core.verdicts import NOT_JUDGED  # noqa: E402
 from san.report.model_report import PAGE_MEASURES, UNMODIFIED  # noqa: E402
 
 #: measures drawn on a log scale where they span more than a decade (ratios)

@@ -5,8 +5,8 @@ The model is a name under ``models``, a local model folder (``save_pretrained``'
 the config is checked, with every loaded file pinned (:func:`san.models.pins.local_entry`), or a hub repository id
 (:func:`hub_entry`: its family recognised from the hub's ``config.json`` at the same time). Its jobs are the ones the
 full run has for it: acquisition, the rank-collapse job (the four variants, Dong et al. 2021 Fig. 2, with the
-per-layer phenomena of :mod:`san.core.phenomena`) and, for a decoder with pretrained weights, the context-length run.
-Its verdicts are those of the wings whose claims judge one model's results (:data:`MODEL_WINGS`: the rank-collapse
+per-layer phenomena of :mod:`san.measures.phenomena`) and, for a decoder with pretrained weights, the context-length
+run. Its verdicts are those of the wings whose claims judge one model's results (:data:`MODEL_WINGS`: the rank-collapse
 wing and the pretrained phenomena), each computed from this model's results alone (:func:`model_verdicts`), so no
 other experiment runs for them. Its page: a tidy table of the per-layer measures (:func:`measures_table`, beside the
 netCDF), a figure (:mod:`san.report.model_plots`) and a Markdown page (:func:`page`). Torch-free.
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from san.claims.verdicts import NOT_JUDGED
 from san.core.config import ConfigError
-from san.core.verdicts import NOT_JUDGED
 from san.models.local import entry_family
 from san.models.spec import FAMILY_TABLE
 
@@ -123,7 +123,7 @@ def model_verdicts(inputs: Mapping[str, list[str]], params: Mapping[str, Any]) -
     ``claims`` on ``inputs`` (``rank_collapse``: the model's result; ``sink_context``: its context-length run, for a
     decoder) with the model as the run's only one."""
     from san import experiments
-    from san.core import verdicts as V
+    from san.claims import verdicts as V
 
     model = params["model"]
     wing_params = {

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core.drift import WITHIN_DRIFT
+from san.claims.drift import WITHIN_DRIFT
 from san.core.plotting import OKABE_ITO
 
 STATE_COLOURS = {

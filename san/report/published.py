@@ -8,12 +8,12 @@
   never "holds";
 - **every models x claims cell**: its printed verdict from its own value, standard error and threshold (the side,
   decades and spread rule of its claim's row) and its control's value: the same rule as the row's
-  (:func:`san.core.verdicts.printed`);
+  (:func:`san.claims.verdicts.printed`);
 - **every threshold against config.yaml**: each row's threshold or bound, each control's setting and each cell's
   threshold equals the value config.yaml (defaults filled in) holds at the key the row names, and each row's
   threshold history says what the config's ``threshold_notes`` say;
 - **every power scan against its recorded steps**: a scan is the grid from the claim's own reference to twice the way
-  to the control's setting, in the steps of :meth:`san.core.verdicts.Wrong.toward` (linear, or geometric for a
+  to the control's setting, in the steps of :meth:`san.claims.verdicts.Wrong.toward` (linear, or geometric for a
   factor), stopped at its first setting that does not pass and no later.
 
 Every number a README or docs table prints is checked by the tables' re-rendering from the committed data and by
@@ -28,16 +28,16 @@ from typing import Any
 
 import numpy as np
 
+from san.claims import verdicts as V
+from san.claims.drift import crosses
 from san.claims.record import history
-from san.core import verdicts as V
-from san.core.drift import crosses
 
 #: the summary format whose rows carry what this module re-derives (bounds, parts, cells' numbers, record fields):
 #: written by :func:`san.report.claims.summary` as the summary's ``format``; a summary of an earlier format predates
 #: them and is checked by its own numbers alone until it is published again from a run
 FORMAT = 2
 
-#: the steps of a scan from the claim's reference to the control's setting (:meth:`san.core.verdicts.Wrong.toward`)
+#: the steps of a scan from the claim's reference to the control's setting (:meth:`san.claims.verdicts.Wrong.toward`)
 SCAN_STEPS = 20
 
 

@@ -20,7 +20,7 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    of :data:`SENTENCES` (the default run's time), with the sentence rendered from a benchmark's data. The one
    syntax and the one sync of every generated block; the tests run the check, so a hand edit of a block fails them.
 4. ``verify [RESULTS]``: every snapshot has the sha256 :data:`MANIFEST` records; every verdict of the committed
-   ``summary.json`` follows from its own numbers (:func:`san.core.verdicts.rederive_summary`: each row's margin from
+   ``summary.json`` follows from its own numbers (:func:`san.claims.verdicts.rederive_summary`: each row's margin from
    its value, spread and threshold, its check from its margin, its control's from the control's measure, its power
    from its scan, its printed state from its check and control, and the verdict table from the sections' rows); and
    every table equals the one rendered again from the committed data (the run's tables from
@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from san.claims import cells
+from san.claims.verdicts import rederive_summary
 from san.core.cli import add_verbose, quiet_libraries
 from san.core.markdown import lookup, markdown
-from san.core.verdicts import rederive_summary
 from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.figures import gallery, gallery_markdown, gallery_source
@@ -89,21 +89,35 @@ GALLERY_WIDTH_PX = 1200
 """Width in pixels of a gallery copy (a README column; wider figures are scaled down)."""
 RUN_BENCHMARK = "bench_run.json"
 """The published benchmark of the whole default run (``benchmarks/bench_run.py``): every run time a document states."""
+OVERLAY_BENCHMARK = "bench_run_overlay.json"
+"""The published benchmark of an overlay run after a default run (``benchmarks/bench_run.py --overlay``), where one
+is published: the larger models' run time."""
 
 
 def run_time(snapshots: Path) -> str:
     """The sentence that states the default run's time, read from the published benchmark (:data:`RUN_BENCHMARK`):
-    its wall time, cores and jobs, and the command, date and machine that measured it."""
+    its wall time, cores and jobs, and the command, date and machine that measured it; and, where an overlay's run
+    after it is published (:data:`OVERLAY_BENCHMARK`), that run's jobs and wall time."""
     path = snapshots / RUN_BENCHMARK
     if not path.is_file():
         raise FileNotFoundError(f"the run-time sentence reads {path}, which is missing: {RERUN_BENCHMARK}")
     data = json.loads(path.read_text())
     row, record = data["rows"][0], data["record"]
     wall = BenchmarkCells().cell("{wall_s:.0f@min} min ({wall_s:.0f} s)", row)
-    return (
+    text = (
         f"The whole default run ({row['jobs']} jobs) took {wall} on {row['cores']} CPU cores in the published "
-        f"benchmark (`{record['command']}`, {record['date']}).\n"
+        f"benchmark (`{record['command']}`, {record['date']})."
     )
+    overlay = snapshots / OVERLAY_BENCHMARK
+    if overlay.is_file():
+        data = json.loads(overlay.read_text())
+        row, record = data["rows"][0], data["record"]
+        wall = BenchmarkCells().cell("{wall_s:.0f@min} min ({wall_s:.0f} s)", row)
+        text += (
+            f" After it, `--configfile {row['overlay']}` ran its {row['jobs']} new and changed jobs in {wall} on "
+            f"{row['cores']} cores (`{record['command']}`, {record['date']})."
+        )
+    return text + "\n"
 
 
 SENTENCES = {"run-time": run_time}
@@ -374,7 +388,7 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
 
 def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     """:func:`verify`'s check of the run tables: every verdict of the committed summary follows from its own numbers
-    (:func:`san.core.verdicts.rederive_summary`), and each table equals the table rendered from the committed data,
+    (:func:`san.claims.verdicts.rederive_summary`), and each table equals the table rendered from the committed data,
     which is the manifest's run. Without committed data (a snapshot set published before the data was), each table names
     the manifest's run, and the missing data is a problem that a new publish fixes."""
     snapshots = root / SNAPSHOTS

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 from san.theory import bound as B
 from san.theory.spec import VERDICT
@@ -237,7 +237,7 @@ def _note(notes: Mapping[str, str] | None, key: str) -> str:
 
 def adversarial_check(adv: Mapping[str, Any], factor: float, notes: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The scientific row of the adversarial search (:func:`adversarial_claims` gave ``adv``): no searched layer
-    needs gamma above the threshold, one check (:func:`san.core.verdicts.check`) whose wrong reference is the bound
+    needs gamma above the threshold, one check (:func:`san.claims.verdicts.check`) whose wrong reference is the bound
     divided by a factor (config ``control_factor``; power: the largest factor of a geometric scan at which the search
     still passes); ``notes``: the disclosures of config ``threshold_notes``."""
     top, draws = adv["log10_gamma_max"], adv["draws"]

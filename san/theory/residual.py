@@ -2,7 +2,8 @@
 
 The paper defines ``res(X) = X - 1 x^T`` with ``x = argmin_x ||X - 1 x^T||`` and measures it in the composite
 ``||A||_{1,inf} = sqrt(||A||_1 ||A||_inf)`` (``||A||_1``: largest absolute column sum, ``||A||_inf``: largest
-absolute row sum). Fig. 2 and ``san.core.metrics.mean_residual`` use the token mean instead; here ``x`` is optimised.
+absolute row sum). Fig. 2 and ``san.measures.residual.mean_residual`` use the token mean instead; here ``x`` is
+optimised.
 
 ``f(x) = ||X - 1x^T||_1 = max_j sum_i |X_ij - x_j|`` and ``g(x) = ||X - 1x^T||_inf = max_i sum_j |X_ij - x_j|`` are
 convex, but ``sqrt(f g)`` is not (a geometric mean of convex functions need not be convex), so the composite
@@ -49,7 +50,7 @@ def norm_inf(a: np.ndarray) -> np.ndarray:
 
 def norm_1inf(a: np.ndarray) -> np.ndarray:
     """The paper's composite ``||A||_{1,inf} = sqrt(||A||_1 ||A||_inf)`` over the last two axes: the same norm as
-    :func:`san.core.metrics.norm_1inf`, on float64 numpy arrays (this wing's arithmetic)."""
+    :func:`san.measures.residual.norm_1inf`, on float64 numpy arrays (this wing's arithmetic)."""
     return np.sqrt(norm_1(a) * norm_inf(a))
 
 

@@ -1,5 +1,5 @@
 """The theorem's table of README.md and docs/ (Theorem 2.2 measured against its bound), from a run's summary.json.
-Its verdict column prints the verdict vocabulary of :mod:`san.core.verdicts` (holds, fails, not judged, no power)."""
+Its verdict column prints the verdict vocabulary of :mod:`san.claims.verdicts` (holds, fails, not judged, no power)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from san.claims.verdicts import label
 from san.core.markdown import MissingKey, control_cell, fmt, lookup, markdown
-from san.core.verdicts import label
 
 #: the theorem summary's pair tables: the theorem's own pairs and, apart, the LayerNorm pairs
 PAIR_TABLES = (("theorem_pairs", "no (the theorem)"), ("layernorm_pairs", "yes (outside the theorem)"))

@@ -9,64 +9,22 @@ them and requires that the rows it checks include at least one of every wing tha
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
-import xarray as xr
+from perturb import control_values, perturbed
 
 from san import experiments
 from san.report.claims import wing_summary
 
-#: the relative size of the multiplicative noise laid on every float measure
-NOISE = 0.05
 #: controls whose value is a count of runs that may sit at its bound on the tiny run, by row: the bounds
 BOUNDED = {
     # the difference of the collapsed-run fractions (pure minus skip moved toward its early rate): on the tiny run's
     # one seed and 10 steps every run collapses under the control, 1, and stays so under any perturbation
     "circle.pure_collapses_more": (-1.0, 1.0),
 }
-
-
-def perturbed(path: Path, out: Path) -> Path:
-    """A copy of the result file ``path`` (netCDF or CSV) in ``out`` whose float measures (data variables, columns)
-    are each multiplied by ``exp(NOISE * z)``, z standard normal, from a generator seeded by the file's name (the
-    same copy every run); another file is returned as it is."""
-    seed = int.from_bytes(hashlib.sha256(path.name.encode()).digest()[:8], "little")
-    rng = np.random.default_rng(seed)
-    target = out / path.relative_to(path.anchor)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".nc":
-        with xr.open_dataset(path) as ds:
-            ds = ds.load()
-        for name, var in ds.data_vars.items():
-            if np.issubdtype(var.dtype, np.floating):
-                ds[name] = var * np.exp(NOISE * rng.standard_normal(var.shape))
-        ds.to_netcdf(target)
-    elif path.suffix == ".csv":
-        frame = pd.read_csv(path)
-        for name in frame.columns:
-            if pd.api.types.is_float_dtype(frame[name]):
-                frame[name] = frame[name] * np.exp(NOISE * rng.standard_normal(len(frame)))
-        frame.to_csv(target, index=False)
-    else:
-        return path
-    return target
-
-
-def control_values(sections: dict) -> dict[str, float]:
-    """The measured value of every scientific row's control that has a finite one, by ``section.key``."""
-    out = {}
-    for name, section in sections.items():
-        for row in (section or {}).get("verdicts", []) if isinstance(section, dict) else []:
-            value = (row.get("positive_control") or {}).get("measured_value")
-            if row["kind"] == "scientific" and value is not None and math.isfinite(value):
-                out[f"{name}.{row['key']}"] = float(value)
-    return out
 
 
 @pytest.fixture(scope="module")

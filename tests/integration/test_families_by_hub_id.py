@@ -18,7 +18,7 @@ import transformers
 import xarray as xr
 from family_blocks import CASES
 
-from san.core.phenomena import PHENOMENA
+from san.measures.phenomena import PHENOMENA
 from san.models.entries import init_entry
 from san.models.folders import recorded_family
 from san.models.spec import FAMILY_TABLE

@@ -8,7 +8,7 @@ import pytest
 import torch
 from family_blocks import vision_reference
 
-from san.core.phenomena import PHENOMENA
+from san.measures.phenomena import PHENOMENA
 from san.models.ablations import variant
 from san.models.folders import read_manifest
 from san.models.load import load_model

@@ -220,10 +220,10 @@ CONFIG_CASES = [
 ]
 MODULE_CASES = [
     case(
-        "san/core/metrics.py",
+        "san/measures/residual.py",
         {"rank_collapse", "attention_products", "propagation_sweep", "rank_collapse_series", "vision_inputs"},
         RANK_PLOTS | {"propagation", "vision_model", "vision", "training_dynamics"},
-        module="core/metrics",
+        module="measures/residual",
     ),
     case(
         "san/circle/experiment.py",

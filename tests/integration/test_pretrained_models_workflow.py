@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaModel
 
-from san.core.metrics import relative_residual
-from san.core.phenomena import PHENOMENA
 from san.core.storage import read_netcdf
+from san.measures.phenomena import PHENOMENA
+from san.measures.residual import relative_residual
 from san.rank_collapse.spec import METRICS, variant_dtypes
 from san.rank_collapse.verify import verify_run
 

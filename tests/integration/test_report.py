@@ -30,7 +30,7 @@ SECTIONS = {
     "verdicts",
     "provenance",
 }
-# Fields every verdict row carries (san/core/verdicts.py row() and collect()); rows may carry more.
+# Fields every verdict row carries (san/claims/verdicts.py row() and collect()); rows may carry more.
 ROW_FIELDS = {"key", "claim", "verdict", "kind", "form", "source", "statement", "holds"}
 CONTROL_FIELDS = {"reference", "setting", "verdict", "fails_as_it_must", "power"}
 # The verdict states a row may take: the four of the verdict contract, and the states the verdicts module declares.
@@ -63,7 +63,7 @@ def summary(built):
 
 def declared_states() -> set[str]:
     """The states the verdicts module declares, which the contract's three must be among."""
-    from san.core import verdicts
+    from san.claims import verdicts
 
     states = set(verdicts.LABELS.values()) | set(getattr(verdicts, "STATES", ()))
     assert states >= STATES, f"the verdicts module lost a state: {sorted(STATES - states)}"

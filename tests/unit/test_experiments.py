@@ -1,6 +1,6 @@
 """The wings' registry (san.experiments): a wing registered there once reaches the config check, summary.json with
 its verdicts, the documents' tables and their data, and the Snakefile's includes; every real wing has its rules
-files (the wings' order and contract: tests/unit/core/test_verdicts.py)."""
+files (the wings' order and contract: tests/unit/claims/test_verdicts.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from san import experiments
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.markdown import lookup, markdown
 from san.experiments import wing_inputs
 from san.report import readme

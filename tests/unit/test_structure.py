@@ -67,6 +67,17 @@ def test_models_import_no_experiment():
             assert all(i.startswith(("san.core", "san.models")) for i in imports), (name, imports)
 
 
+def test_core_is_plumbing_and_measures_sit_on_it():
+    """``san.core`` (config, storage, devices, verdicts' plumbing) imports nothing else of ``san``; ``san.measures``
+    (the layers' measures) only ``san.core``."""
+    graph = import_graph()
+    for name, imports in graph.items():
+        if name.startswith("san.core"):
+            assert all(i.startswith("san.core") for i in imports), (name, imports)
+        if name.startswith("san.measures"):
+            assert all(i.startswith(("san.core", "san.measures")) for i in imports), (name, imports)
+
+
 def family_literals(tree: ast.Module) -> list[tuple[int, str]]:
     """String constants of ``tree`` that are a family name of the table (line, name)."""
     return [
@@ -128,7 +139,7 @@ def test_no_function_in_san_is_longer_than_60_lines():
 
 def test_imported_names_reads_every_form_of_import():
     tree = ast.parse(
-        "import san.core.metrics\n"
+        "import san.measures.residual\n"
         "from san.paths import spec, table as t\n"
         "from . import sibling\n"
         "from ..core.config import ConfigError\n"
@@ -136,7 +147,7 @@ def test_imported_names_reads_every_form_of_import():
         "    from san.models.store import materialise\n"
     )
     assert imported_names(tree, "san.paths") == {
-        "san.core.metrics",
+        "san.measures.residual",
         "san.paths",
         "san.paths.spec",
         "san.paths.table",

@@ -1,5 +1,5 @@
 # What pretraining does to the residual stream (massive activations, attention sinks, compression). The per-layer
-# measures are the rank_collapse and vision jobs' (san.core.phenomena); this file adds the unmodified decoders at
+# measures are the rank_collapse and vision jobs' (san.measures.phenomena); this file adds the unmodified decoders at
 # several context lengths (Barbero et al. 2025: sinks grow with the context).
 from san.phenomena.spec import quantisation_models
 from san.rank_collapse.spec import context_models
@@ -50,6 +50,8 @@ TARGETS.extend(expand(RESULT["sink_context"], model=SINK_CONTEXT_MODELS))
 # "sink_context_models").
 SUMMARY_INPUTS.update(sink_context=expand(RESULT["sink_context"], model=SINK_CONTEXT_MODELS))
 SUMMARY_PARAMS.update(sink_context_models=SINK_CONTEXT_MODELS)
+# Families at several sizes (phenomena.size_ladders): the size claim reads their context-length runs.
+SUMMARY_PARAMS.update(size_ladders=config["phenomena"]["size_ladders"])
 
 
 # Models whose cells get the quantisation control (those of phenomena.quantisation.models the run analyses) and its

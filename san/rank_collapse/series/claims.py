@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.core import verdicts as V
-from san.core.sink import sink_share
+from san.claims import verdicts as V
+from san.measures.sink import sink_share
 from san.rank_collapse.series.measures import has_unmodified, over_layers
 from san.rank_collapse.series.spec import UNMODIFIED
 from san.rank_collapse.spec import DRAWN, drawn_layers

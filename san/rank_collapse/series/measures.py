@@ -1,5 +1,5 @@
 """The pretrained-phenomena measures of a training series per checkpoint: one number per seed and revision from the
-per-layer measures of :data:`san.core.phenomena.PHENOMENA` of the unmodified model (torch-free).
+per-layer measures of :data:`san.measures.phenomena.PHENOMENA` of the unmodified model (torch-free).
 
 Sun et al. (COLM 2024, Sec. 2) place massive activations in the layers after an abrupt rise, and Queipo-de-Llano et
 al. (2025, Fig. 1) the first token's norm spike and the matrix-entropy valley in the same layers; along training the
@@ -30,6 +30,6 @@ def over_layers(ds: xr.Dataset, name: str, over: Over) -> xr.DataArray:
     ``over``: dims ``seed``, ``revision``. ``ds``: :func:`san.rank_collapse.series.experiment.run_series`' or
     :func:`~san.rank_collapse.series.experiment.run_hub_series`' result."""
     if name not in ds:
-        raise KeyError(f"the series' result has no variable {name!r} (san.core.phenomena.PHENOMENA): rerun its job")
+        raise KeyError(f"the series' result has no variable {name!r} (san.measures.phenomena.PHENOMENA): rerun its job")
     curve = ds[name].sel(variant=UNMODIFIED).mean("sample")
     return getattr(curve, over)("layer")

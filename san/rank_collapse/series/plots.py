@@ -14,7 +14,7 @@ import xarray as xr  # noqa: E402
 from matplotlib.ticker import LogLocator, NullFormatter  # noqa: E402
 
 from san.core.plotting import figsize, legend_of_panels, variant_style  # noqa: E402
-from san.core.sink import sink_share  # noqa: E402
+from san.measures.sink import sink_share  # noqa: E402
 from san.rank_collapse.plots import RATIO_LABEL  # noqa: E402
 from san.rank_collapse.series.measures import Over, has_unmodified, over_layers  # noqa: E402
 from san.rank_collapse.series.spec import UNMODIFIED  # noqa: E402

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
-from san.core import verdicts as V
 from san.core.config import ConfigError
 from san.rank_collapse.pretrained_claims import moved
 

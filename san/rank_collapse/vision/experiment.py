@@ -11,8 +11,8 @@ frequency) and :func:`high_frequency_share` the share of the states' energy outs
 
 Each variant (:mod:`san.models.ablations`) runs on the image's ``pixel_values`` while the residual-stream hooks of
 :mod:`san.rank_collapse.experiment` record every layer; the same states give the measures of massive activations,
-high-norm tokens and spectral compression (:mod:`san.core.phenomena`), the first token being the class token, and the
-embedding output the redundancy of each patch with its neighbours (Darcet et al.'s high-norm tokens sit in redundant
+high-norm tokens and spectral compression (:mod:`san.measures.phenomena`), the first token being the class token, and
+the embedding output the redundancy of each patch with its neighbours (Darcet et al.'s high-norm tokens sit in redundant
 patches).
 """
 
@@ -28,9 +28,9 @@ import xarray as xr
 from transformers import PretrainedConfig, PreTrainedModel
 
 from san.core.device import ON_CPU, JobPlace, resolve_dtype
-from san.core.metrics import relative_residual, relative_residual_frobenius
-from san.core.phenomena import PATCH_NEIGHBOUR_SIMILARITY, PHENOMENA, layer_phenomena, patch_neighbour_similarity
 from san.core.storage import Variable, describe
+from san.measures.phenomena import PATCH_NEIGHBOUR_SIMILARITY, PHENOMENA, layer_phenomena, patch_neighbour_similarity
+from san.measures.residual import relative_residual, relative_residual_frobenius
 from san.models.ablations import variant
 from san.models.spec import row as family_row
 from san.rank_collapse.experiment import residual_stream, stacked, weight_set_measures, with_phenomena
@@ -168,7 +168,7 @@ def variant_measures(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """:func:`layer_measures` of the model as it is (a variant applied) on ``pixels`` in batches of
     ``settings["batch_size"]``: measures ``(measures, layers + 1, images)``, token norms ``(layers + 1, images,
-    tokens)``, the measures of :data:`san.core.phenomena.PHENOMENA` ``(measures, layers + 1, images)`` (with
+    tokens)``, the measures of :data:`san.measures.phenomena.PHENOMENA` ``(measures, layers + 1, images)`` (with
     ``settings["massive_token_factor"]``), the patch-neighbour similarity of the layer-0 tokens ``(images, tokens)``
     (:func:`neighbour_similarity`) and the token roles."""
     chunks, phenomena, similarity, roles = [], [], [], []
@@ -184,7 +184,7 @@ def variant_measures(
 
 
 def neighbour_similarity(state: torch.Tensor, roles: Sequence[str], grid: tuple[int, int] | None) -> np.ndarray:
-    """:func:`san.core.phenomena.patch_neighbour_similarity` of the patch tokens of ``state`` ``(images, tokens,
+    """:func:`san.measures.phenomena.patch_neighbour_similarity` of the patch tokens of ``state`` ``(images, tokens,
     width)`` placed on the token axis ``(images, tokens)``, NaN at the other tokens (and everywhere without a patch
     grid)."""
     out = torch.full(state.shape[:2], float("nan"), dtype=torch.float64)
@@ -209,7 +209,7 @@ def run(
     ``models`` maps each weight set to its model folder and ``inputs`` to its images' ``pixel_values`` (with the
     ``input_sha256`` attribute); ``settings`` holds ``variants``, ``dtype`` (one, or one per variant),
     ``batch_size``, ``high_frequency_cutoff`` (:func:`high_frequency_share`) and ``massive_token_factor``
-    (:data:`san.core.phenomena.PHENOMENA`, recorded beside, with each patch's similarity to its neighbours).
+    (:data:`san.measures.phenomena.PHENOMENA`, recorded beside, with each patch's similarity to its neighbours).
     """
     if family_row(family).modality != "image":
         raise ValueError(f"family {family!r} reads text, not images: list its model under rank_collapse.models")

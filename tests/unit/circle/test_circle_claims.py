@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from san.circle.claims import circle_claims, claims
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 
 from helpers import default_config

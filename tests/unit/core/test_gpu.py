@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from san.core.metrics import relative_residual
+from san.measures.residual import relative_residual
 
 pytestmark = pytest.mark.gpu
 

@@ -86,8 +86,10 @@ def test_streamed_model_gives_the_numbers_of_the_model_in_memory(model_folder, d
     streamed = run(family, {"init": folder}, _inputs(), settings, JobPlace(budget_mb=budget))
     assert list(streamed.data_vars) == list(in_memory.data_vars)
     for name in in_memory.data_vars:
-        per_head = name == "first_token_attention"  # (weights, variant, layer, head): the sink, NaN at layer 0
-        assert streamed[name].shape == (1, 4, LAYERS + 1, streamed.sizes["head"] if per_head else 3)
+        # the sink (weights, variant, layer[, sample], head), NaN at layer 0; the other measures per sample
+        heads = {"first_token_attention": (streamed.sizes["head"],),
+                 "first_token_attention_by_sample": (3, streamed.sizes["head"])}  # fmt: skip
+        assert streamed[name].shape == (1, 4, LAYERS + 1, *heads.get(name, (3,)))
         np.testing.assert_array_equal(streamed[name].values, in_memory[name].values)
 
 

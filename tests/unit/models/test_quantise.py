@@ -1,7 +1,7 @@
 """The quantisation control on a tiny model: its requantised copies (san/models/quantise.py) hold exactly what an
 independent implementation of llama.cpp's Q8_0 and Q4_0 block formats gives, and the drift of the rank-collapse
 measures (san/rank_collapse/quantisation.py) equals a recompute from the measures of each folder run separately;
-the verdict hook (san/core/drift.py) prints a margin within the drift as such."""
+the verdict hook (san/claims/drift.py) prints a margin within the drift as such."""
 
 import json
 
@@ -12,8 +12,8 @@ import xarray as xr
 from safetensors import safe_open
 from transformers import LlamaConfig, LlamaForCausalLM, LlamaModel
 
-from san.core.drift import WITHIN_DRIFT, against_drift, drift_cell, drift_in_decades, measure_drift
-from san.core.phenomena import PHENOMENA
+from san.claims.drift import WITHIN_DRIFT, against_drift, drift_cell, drift_in_decades, measure_drift
+from san.measures.phenomena import PHENOMENA
 from san.models.folders import write_manifest
 from san.models.quantise import quantise_roundtrip, quantised_copy
 from san.rank_collapse.experiment import MEASURES, layer_measures

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 from san.paths.claims import SeedRule, check_config, path_decomposition_claims, path_effectiveness_claims, seed_rule
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from phenomena_results import REPORT, text_result
 
-from san.core import verdicts as V
-from san.core.drift import WITHIN_DRIFT, apply_row_drift, as_pretrained, crosses, row_drift
+from san.claims import verdicts as V
+from san.claims.drift import WITHIN_DRIFT, apply_row_drift, as_pretrained, crosses, row_drift
 from san.phenomena.claims import judge_all
 from san.phenomena.drift import apply_drift, cell_drift, measure_table
 from san.phenomena.tables import phenomena_table, quantisation_table

@@ -13,7 +13,7 @@ from test_phenomena_colocation import events
 from test_phenomena_high_norm import CALM, LOUD, SIM
 from test_phenomena_massive import FLAT, STEP
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 from san.core.storage import read_netcdf, write_netcdf
 from san.phenomena import claims as phenomena_claims
@@ -35,28 +35,52 @@ def decoder():
     return text_result("decoder", curves, {("pretrained", "transformer"): pa, ("init", "transformer"): ia})
 
 
-@pytest.fixture
-def section(tmp_path):
-    """The phenomena section of a run with a decoder, an encoder at init only, a small ViT and the decoder's
-    context-length run, read from netCDF files as the summary rule reads them."""
+#: the first-token attention of the context-length runs per length (16, 32, 64) and sequence, on every layer and
+#: head: the pretrained sinks grow, the init twin's dilute; each value a few per cent from Gu et al.'s epsilon 0.3, so
+#: that a perturbation of that size moves some heads across it
+SINKS = {"pretrained": np.array([[0.29] * 4, [0.31] * 4, [0.31] * 4]),
+         "init": np.array([[0.31] * 4, [0.29] * 4, [0.1] * 4])}  # fmt: skip
+
+
+def written_run(folder):
+    """The files of a run with a decoder (and its smaller size), an encoder at init only, a small ViT and the
+    decoders' context-length runs, written to ``folder``: the summary rule's ``inputs`` and ``params``."""
     files = {
         "dec.nc": decoder(),
         "enc.nc": text_result("encoder", weights=("init",)),
         "vit.nc": vision_result({"pretrained": LOUD, "init": CALM}, SIM),
-        "ctx.nc": context_result({"pretrained": np.array([[0.1] * 4, [0.5] * 4, [0.5] * 4]),
-                                  "init": np.array([[0.4] * 4, [0.2] * 4, [0.1] * 4])}),
+        "ctx.nc": context_result(SINKS),
+        # the same decoder's smaller (shallower) size: at the longest length half the larger one's sink heads
+        "small.nc": decoder(),
+        "ctx_small.nc": half_the_heads(context_result(SINKS, layers=3)),
     }  # fmt: skip
     for name, ds in files.items():
-        ds.to_netcdf(tmp_path / name)
-    inputs = {"rank_collapse": [str(tmp_path / "dec.nc"), str(tmp_path / "enc.nc")],
-              "vision": [str(tmp_path / "vit.nc")], "sink_context": [str(tmp_path / "ctx.nc")]}  # fmt: skip
-    params = {"models": ["dec", "enc"], "vision_models": ["vit"], "sink_context_models": ["dec"], "report": REPORT}
-    return phenomena_claims.claims(inputs, params)["phenomena"]
+        ds.to_netcdf(folder / name)
+    inputs = {"rank_collapse": [str(folder / f) for f in ("dec.nc", "enc.nc", "small.nc")],
+              "vision": [str(folder / "vit.nc")],
+              "sink_context": [str(folder / "ctx.nc"), str(folder / "ctx_small.nc")]}  # fmt: skip
+    params = {"models": ["dec", "enc", "small"], "vision_models": ["vit"], "sink_context_models": ["dec", "small"],
+              "size_ladders": [["small", "dec"]], "report": REPORT}  # fmt: skip
+    return inputs, params
+
+
+@pytest.fixture
+def section(tmp_path):
+    """The phenomena section of :func:`written_run`, read from netCDF files as the summary rule reads them."""
+    return phenomena_claims.claims(*written_run(tmp_path))["phenomena"]
+
+
+def half_the_heads(ds):
+    """``ds`` with the first half of the heads of its pretrained weights without a sink at the longest length."""
+    for name in ("first_token_attention_by_sample", "first_token_attention"):
+        v = ds[name].values
+        v[0, -1, 1:, ..., : ds.sizes["head"] // 2] = 0.1
+    return ds
 
 
 def test_every_claim_has_its_row_and_every_model_its_cells(section):
     assert [r["key"] for r in section["verdicts"]] == list(spec.CLAIMS)
-    assert section["models"] == {"dec": "decoder", "enc": "encoder", "vit": "image encoder"}
+    assert section["models"] == {"dec": "decoder", "enc": "encoder", "small": "decoder", "vit": "image encoder"}
     verdicts = {r["key"]: r["verdict"] for r in section["verdicts"]}
     # Barbero et al.'s claim needs decoders pretrained at several context lengths, which no run holds
     assert verdicts == {**dict.fromkeys(spec.CLAIMS, "holds"), "sinks_grow_with_context": "not judged"}, verdicts
@@ -109,9 +133,9 @@ def test_the_table_as_netcdf_csv_markdown_and_figure(section, tmp_path):
     assert spec.CELL_STATES[int(ds["verdict"].sel(model="enc", claim="colocated"))] == "n/a"
     write_netcdf(ds, tmp_path / "table.nc", RUN)
     back = read_netcdf(tmp_path / "table.nc")
-    assert list(map(str, back["model"].values)) == ["dec", "enc", "vit"]
+    assert list(map(str, back["model"].values)) == ["dec", "enc", "small", "vit"]
     frame = table_frame(back)
-    assert len(frame) == 3 * len(spec.CLAIMS)
+    assert len(frame) == 4 * len(spec.CLAIMS)
     hit = frame[(frame.model == "dec") & (frame.claim == "massive_appear_abruptly")].iloc[0]
     assert hit.verdict == "holds" and hit.value == pytest.approx(1.0, abs=0.01)
     assert hit.control_value == pytest.approx(0.5, abs=0.01), "the rise spread over two blocks"

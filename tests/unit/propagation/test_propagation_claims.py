@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 from san.propagation.claims import check_config, sweep_claims
 from san.propagation.spec import INV_SQRT_DEPTH

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from san.core.metrics import rank1_relative_residual
+from san.measures.residual import rank1_relative_residual
 from san.rank_collapse.attention_products import attention_product_residuals, attention_products, sample_attention_paths
 
 

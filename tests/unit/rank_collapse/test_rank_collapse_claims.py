@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.rank_collapse.claims import (
     attention_product_claims,
     pretrained_collapse_claims,
@@ -353,7 +353,7 @@ def test_a_row_on_quantised_weights_carries_the_drift_of_its_margin(monkeypatch)
     import numpy as np
     import xarray as xr
 
-    from san.core.drift import WITHIN_DRIFT
+    from san.claims.drift import WITHIN_DRIFT
     from san.rank_collapse import claims as module
 
     def result(weights, levels):

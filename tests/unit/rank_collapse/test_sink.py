@@ -8,8 +8,8 @@ import pytest
 import torch
 import xarray as xr
 
-from san.core import verdicts as V
-from san.core.sink import sink_share
+from san.claims import verdicts as V
+from san.measures.sink import sink_share
 from san.models.ablations import variant
 from san.models.load import load_model
 from san.models.store import materialise_init

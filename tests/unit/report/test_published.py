@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.phenomena.checks import cell
 from san.report import published
 

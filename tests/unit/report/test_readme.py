@@ -11,7 +11,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.markdown import MissingKey
 from san.report import published, readme
 from san.report.benchmark_tables import benchmark_table
@@ -129,7 +129,7 @@ RUN = {"commit": "0123456789abcdef", "config_hash": "abcdef012345", "date": "202
 
 
 def control(verdict: bool) -> dict:
-    """A positive control's record (san.core.verdicts.control)."""
+    """A positive control's record (san.claims.verdicts.control)."""
     return {
         "reference": "the bound divided by 2",
         "setting": 2.0,
@@ -699,6 +699,14 @@ def test_the_run_time_sentence_reads_the_published_benchmark(tmp_path):
     text = readme.run_time(tmp_path)
     assert text.startswith("The whole default run (7 jobs) took 90 min (5400 s) on 8 CPU cores in the published")
     assert data["record"]["command"] in text and data["record"]["date"] in text
+    assert "--configfile" not in text, "no overlay run published here"
+    command = "python benchmarks/bench_run.py --overlay config/qwen-1.5b.yaml"
+    overlay = {**data, "rows": [{"overlay": "config/qwen-1.5b.yaml", "jobs": 46, "cores": 2, "wall_s": 1800.0}],
+               "record": {**data["record"], "command": command}}  # fmt: skip
+    (tmp_path / readme.OVERLAY_BENCHMARK).write_text(json.dumps(overlay))
+    text = readme.run_time(tmp_path)
+    assert "After it, `--configfile config/qwen-1.5b.yaml` ran its 46 new and changed jobs in 30 min (1800 s)" in text
+    assert text.count("\n") == 1 and "bench_run.py --overlay config/qwen-1.5b.yaml" in text
     with pytest.raises(FileNotFoundError, match="bench_run.json"):
         readme.run_time(tmp_path / "absent")
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.rank_collapse.claims import rank_collapse_claims
 from san.rank_collapse.pretrained_claims import pretrained_collapse_claims, pretrained_slower_claims
 from san.report import readme

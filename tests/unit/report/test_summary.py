@@ -104,7 +104,7 @@ def test_propagation_captions_print_each_rows_verdict_and_control(tmp_path):
     included) and the control's reference and power; a demonstration row has no control."""
     import shutil
 
-    from san.core import verdicts as V
+    from san.claims import verdicts as V
 
     from helpers import ROOT
 
@@ -135,7 +135,7 @@ def test_a_caption_quotes_a_measured_detail_as_written(tmp_path):
     the characters (the same row unescaped: an undefined substitution)."""
     import docutils.core
 
-    from san.core import verdicts as V
+    from san.claims import verdicts as V
     from san.report.captions import rst_text, verdict_item
 
     detail = r"mean |measured Y - limit| over *beta*, layer_ 2 \ 3"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 from san.core.config import ConfigError
 from san.theory import adversarial as A
 from san.theory.claims import adversarial_claims, check_config, factor_scan, pair_tables, theorem_claims

@@ -36,7 +36,7 @@ def top_level_names(path: Path) -> frozenset[str]:
 
 
 def resolves(dotted: str, package: Path = ROOT / "san") -> bool:
-    """Whether ``dotted`` (``san.core.metrics``, ``san.circle.spec.check_config``) is a ``san`` module, or a name
+    """Whether ``dotted`` (``san.measures.residual``, ``san.circle.spec.check_config``) is a ``san`` module, or a name
     defined at the top level of the longest module it starts with."""
     parts = dotted.split(".")
     for i in range(len(parts), 0, -1):
@@ -46,7 +46,7 @@ def resolves(dotted: str, package: Path = ROOT / "san") -> bool:
 
 
 def test_resolves_tells_modules_and_their_names_from_stale_ones():
-    assert resolves("san.core.metrics") and resolves("san.circle.spec.check_config") and resolves("san.models")
+    assert resolves("san.measures.residual") and resolves("san.circle.spec.check_config") and resolves("san.models")
     assert not resolves("san.fused") and not resolves("san.rank_collapse.hub") and not resolves("san.core.nothing")
 
 

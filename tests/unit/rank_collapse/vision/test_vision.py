@@ -108,7 +108,7 @@ def test_run_measures_lie_in_range_and_the_patch_only_ones_differ(result):
 def test_run_records_the_phenomena_of_the_hidden_states(result, tmp_path):
     """The unmodified model's measures (the class token first) and every patch's similarity to its grid neighbours,
     against numpy on the model's own hidden states (the encoder's outputs, no final norm)."""
-    from san.core.phenomena import PHENOMENA
+    from san.measures.phenomena import PHENOMENA
     from san.models.load import load_model
 
     folder = tmp_path / "init"
@@ -218,7 +218,7 @@ def test_high_norm_tokens_on_a_small_vit_are_not_judged_with_what_the_claim_need
 def test_every_vision_row_is_rederived_from_its_own_numbers():
     import json
 
-    from san.core import verdicts as V
+    from san.claims import verdicts as V
 
     rows = [
         oversmoothing_claim({"m": _smoothing(1e-4, [1.0, 0.6, 0.55])}, REPORT),

@@ -35,8 +35,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from san.core.metrics import relative_residual
 from san.core.storage import Variable
+from san.measures.residual import relative_residual
 
 _SUN = "Sun, Chen, Kolter & Liu 2024, Massive activations in large language models (COLM 2024, arXiv:2402.17762)"
 _DARCET = "Darcet, Oquab, Mairal & Bojanowski 2024, Vision transformers need registers (ICLR 2024, arXiv:2309.16588)"

@@ -1,4 +1,4 @@
-"""The claims contract (san.core.verdicts): the row constructor, the four printed states, the one spread and margin
+"""The claims contract (san.claims.verdicts): the row constructor, the four printed states, the one spread and margin
 rule, the power scan, and the verdict table split by kind; the report's loop over the registered wings."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from san.core import verdicts as V
+from san.claims import verdicts as V
 
 
 def _control(holds):

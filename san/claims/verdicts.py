@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from san.core.drift import against_drift
+from san.claims.drift import against_drift
 
 Verdict = bool | None
 """``True`` holds, ``False`` fails, ``None`` not judged."""

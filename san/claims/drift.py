@@ -4,8 +4,8 @@ their requantised copies, :func:`measure_drift`) beside its margin, and a margin
 larger than that drift is printed as :data:`WITHIN_DRIFT`, never as holds or fails: quantisation could have moved
 the statistic across its threshold.
 
-Torch-free (xarray): the claims call it with the margin of their row (:func:`san.core.verdicts.margin`) and the drift in
-the margin's units (the statistic's, or decades for a logarithmic threshold: :func:`drift_in_decades`).
+Torch-free (xarray): the claims call it with the margin of their row (:func:`san.claims.verdicts.margin`) and the
+drift in the margin's units (the statistic's, or decades for a logarithmic threshold: :func:`drift_in_decades`).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def row_drift(text: Mapping[str, xr.Dataset], controls: Mapping[str, xr.Dataset]
 def apply_row_drift(rows: list[dict[str, Any]], drift: Mapping[str, float | None]) -> None:
     """Record in each verdict row of ``rows`` resting on the models of the control its margin's ``drift``
     (:func:`row_drift`; rows without one get None) and print it "within quantisation drift" where its margin is no
-    larger (:func:`san.core.drift.against_drift`)."""
+    larger (:func:`san.claims.drift.against_drift`)."""
     for row in rows:
         row["drift"] = drift.get(row["key"])
         row["verdict"] = against_drift(row["verdict"], row.get("margin"), row["drift"])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from san.core.metrics import mean_residual, norm_1inf, rank1_relative_residual, relative_residual
+from san.measures.residual import mean_residual, norm_1inf, rank1_relative_residual, relative_residual
 
 
 def test_norm_1inf_matches_definition():

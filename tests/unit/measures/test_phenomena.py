@@ -1,6 +1,6 @@
 """The per-layer measures of massive activations, high-norm tokens and spectral compression against plain numpy on
 a tiny model's ``output_hidden_states`` (a post-norm BERT, whose hidden states are the residual stream): the
-functions of :mod:`san.core.phenomena` and the rank-collapse job's variables, each written out here once more
+functions of :mod:`san.measures.phenomena` and the rank-collapse job's variables, each written out here once more
 (the spectrum from the singular values, not the Gram matrix's eigenvalues; the residual's norms as sums)."""
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 import torch
 import xarray as xr
 
-from san.core.phenomena import PHENOMENA, layer_phenomena, patch_neighbour_similarity
+from san.measures.phenomena import PHENOMENA, layer_phenomena, patch_neighbour_similarity
 from san.models.load import load_model
 from san.models.store import materialise_init
 
@@ -49,7 +49,7 @@ def test_layer_measures_equal_numpy_on_hidden_states(hidden):
 
 
 def test_residual_without_massive_tokens_is_the_whole_where_none_exceeds(hidden):
-    from san.core.metrics import relative_residual
+    from san.measures.residual import relative_residual
 
     _, states = hidden
     whole = torch.stack([relative_residual(s) for s in states])
