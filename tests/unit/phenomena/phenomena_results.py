@@ -32,7 +32,7 @@ REPORT = {
         "colocation": {"window": 3, "norm_decades": 0.5, "entropy_drop": 0.2, "sink_share": 0.5,
                        "sensitivity": [0.5, 2.0], "delay_control": 1.0},
         "compression": {"compressed": 0.9, "not_collapsed": 1.0e-3, "collapse_control": 1.0},
-        "context": {"growth": 0.05, "sigmas": 2.0, "init_control": 1.0},
+        "context": {"growth": 0.05, "sigmas": 2.0, "init_control": 1.0, "dilution_control": 1.0},
         "size": {"growth": 0.05, "sigmas": 2.0, "depth_profile_control": 1.0},
         "high_norm": {"factor": 4.0, "min_share": 0.01, "small_max_layers": 12, "redundant": 0.05, "sigmas": 2.0,
                       "tail_control": 1.0, "random_control": 1.0, "control_seed": 0, "control_draws": 20},

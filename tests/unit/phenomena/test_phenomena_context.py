@@ -1,7 +1,7 @@
 """Barbero et al.'s sinks growing with the pretraining context (not judged without models pretrained at several
-context lengths) and the sink share on longer prefixes (a row credited to no paper), against the random-init twin's
-growth, on synthetic context-length runs (per sequence, so the growth is judged after standard errors over the
-sequences)."""
+context lengths) and the sink share on longer prefixes (a row credited to no paper), against the growth dilution
+alone predicts (the random-init twin's a placebo in the detail), on synthetic context-length runs (per sequence, so
+the growth is judged after standard errors over the sequences)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from phenomena_results import REPORT, assert_rederived, context_result
 
-from san.phenomena.context import context_claims, growth, sink_by_length
+from san.phenomena.context import context_claims, diluted_growth, growth, sink_by_length, uniform_first_token
 from san.phenomena.spec import DECODER, ENCODER
 
 INFERENCE = "sinks_at_longer_inference_context"
@@ -31,22 +31,30 @@ def test_the_growth_is_paired_by_sequence():
     np.testing.assert_array_equal(growth(share), [1.0, 1.0, 1.0, 1.0])
 
 
-def test_sinks_that_grow_hold_and_the_twins_dilution_fails():
+def test_sinks_that_grow_hold_and_dilution_alone_fails():
     out = judge(GROWING, models=("dec", "other"))[INFERENCE]
     row = out["row"]
     assert row["verdict"] == "holds" and row["value"] == 1.0 and row["se"] == 0.0 and row["evidence"] == 8
     assert row["item"] == "16 -> 64 tokens"
-    assert row["positive_control"]["verdict"] == "fails" and row["positive_control"]["measured_value"] == -1.0
-    assert row["positive_control"]["power"] == pytest.approx(0.45)  # 1 - 2 s stays above 0.05 below s = 0.475
+    # no head is a sink at 16 tokens, so dilution alone predicts none at 64: growth 0
+    assert row["positive_control"]["verdict"] == "fails" and row["positive_control"]["measured_value"] == 0.0
+    assert row["positive_control"]["power"] == pytest.approx(0.9)  # 1 - s stays above 0.05 below s = 0.95
     assert "sink share by length {16: 0.00, 32: 0.50, 64: 1.00}" in row["detail"]
+    assert "growth by dilution alone +0.000; init twin's growth -1.000 (placebo)" in row["detail"]
+    assert row["placebo"].startswith("the random-init twin")
     assert out["cells"]["enc"]["verdict"] == "n/a"
     assert_rederived(row)
 
 
-def test_a_twin_whose_sinks_grow_too_leaves_no_power():
-    row = judge(GROWING, init=GROWING)[INFERENCE]["row"]
-    assert row["holds"] is True and row["verdict"] == "no power"
-    assert_rederived(row)
+def test_dilution_scales_each_head_as_uniform_causal_attention_and_can_only_lower_the_share():
+    assert uniform_first_token(1) == 1.0 and uniform_first_token(2) == pytest.approx(0.75)
+    # every head at 0.5 on 16 tokens: scaled by u(64) / u(16) = 0.074 / 0.211, 0.18 < 0.3: every sink is lost
+    ds = context_result({"pretrained": DILUTING * 0 + 0.5, "init": DILUTING})
+    np.testing.assert_allclose(diluted_growth(ds, SHARE), [-1.0] * 4)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        ds = context_result({"pretrained": rng.uniform(0, 1, (3, 4)), "init": DILUTING})
+        assert (diluted_growth(ds, SHARE) <= 0).all(), "a near miss that can only predict a fall: its control fails"
 
 
 def test_a_growth_within_the_noise_fails():
