@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from san import experiments
 from san.claims import verdicts as V
@@ -137,3 +138,11 @@ def test_a_threshold_outside_the_wings_report_sections_is_refused(monkeypatch, t
 def test_every_wings_declared_report_sections_exist_in_config(default_config):
     for w in experiments.WINGS:
         assert set(w.report) <= set(default_config["report"]), w.name
+
+
+def test_the_report_sections_of_config_yaml_follow_the_wings():
+    """``report:`` in config.yaml lists each wing's threshold sections in the order of the registry, so a reader
+    finds a wing's thresholds together and in the order of summary.json's verdicts."""
+    sections = list(yaml.safe_load((ROOT / "config.yaml").read_text())["report"])
+    wings = list(dict.fromkeys(s for w in experiments.WINGS for s in w.report))
+    assert sections == [s for s in wings if s in sections] and set(sections) == set(wings)
