@@ -27,10 +27,7 @@ def perturbed(path: Path, out: Path) -> Path:
     if path.suffix == ".nc":
         with xr.open_dataset(path) as ds:
             ds = ds.load()
-        for name, var in ds.data_vars.items():
-            if np.issubdtype(var.dtype, np.floating):
-                ds[name] = var * np.exp(NOISE * rng.standard_normal(var.shape))
-        ds.to_netcdf(target)
+        perturbed_dataset(ds, rng).to_netcdf(target)
     elif path.suffix == ".csv":
         frame = pd.read_csv(path)
         for name in frame.columns:
@@ -40,6 +37,15 @@ def perturbed(path: Path, out: Path) -> Path:
     else:
         return path
     return target
+
+
+def perturbed_dataset(ds: xr.Dataset, rng: np.random.Generator) -> xr.Dataset:
+    """``ds`` with every float data variable multiplied by ``exp(NOISE * z)``, z standard normal from ``rng``."""
+    ds = ds.copy()
+    for name, var in ds.data_vars.items():
+        if np.issubdtype(var.dtype, np.floating):
+            ds[name] = var * np.exp(NOISE * rng.standard_normal(var.shape))
+    return ds
 
 
 def control_values(sections: dict) -> dict[str, float]:

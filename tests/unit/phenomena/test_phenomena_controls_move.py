@@ -4,7 +4,10 @@ judged here on data where each holds) move the measured value of every control."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from perturb import control_values, perturbed
 from test_phenomena_section import written_run
 
@@ -19,10 +22,11 @@ BOUNDED = {
 }
 
 
+@pytest.mark.slow
 def test_every_phenomena_control_moves_with_the_data_it_tests(tmp_path):
     inputs, params = written_run(tmp_path)
     before = control_values(phenomena_claims.claims(inputs, params))
-    moved_inputs = {key: [str(perturbed(__import__("pathlib").Path(f), tmp_path / "noisy")) for f in files]
+    moved_inputs = {key: [str(perturbed(Path(f), tmp_path / "noisy")) for f in files]
                     for key, files in inputs.items()}  # fmt: skip
     after = control_values(phenomena_claims.claims(moved_inputs, params))
     assert set(after) == set(before)

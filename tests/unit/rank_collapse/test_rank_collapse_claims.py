@@ -378,3 +378,32 @@ def test_a_row_on_quantised_weights_carries_the_drift_of_its_margin(monkeypatch)
     row = out["first_token_sink"]["verdicts"][0]
     assert row["drift"] == pytest.approx(0.12) and row["margin"] == pytest.approx(0.1)
     assert row["verdict"] == WITHIN_DRIFT
+
+
+@pytest.mark.slow
+def test_every_pretrained_control_moves_with_the_data_it_tests():
+    """The pretrained rows the tiny run cannot judge, on data where each holds: judged again on a seeded
+    multiplicative perturbation of their results (:mod:`perturb`), every control's measured value moves, except the
+    plateau's crossing, a layer count at its bound (a plateau that never crosses is counted at depth + 1)."""
+    from perturb import perturbed_dataset
+
+    rng = np.random.default_rng(0)
+    enc = _model({"init": [0.6, 1e-2, 1e-3], "pretrained": [0.6, 0.4, 0.3]})
+    cases = {
+        "pretrained_collapse": (lambda r: _fast(r), _pretrained([0.9, 0.1, 1e-4, 1e-9, 1e-9, 1e-9])),
+        "pretrained_slower": (lambda r: pretrained_slower_claims(r, layer=RC["layer"], min_factor=P["slower_factor"],
+                                                                 init_rate_control=P["init_rate_control"]),
+                              {"m": enc}),
+        "attention_products": (lambda r: attention_product_claims(r, **REPORT["attention_products"]),
+                               _products([0.5, 0.4, 0.6, 0.5], 1e-6)),
+    }  # fmt: skip
+    bounded = {"pretrained_collapse": 6 / 5}
+    for name, (judge, results) in cases.items():
+        before = _row(judge(results))
+        after = _row(judge({m: perturbed_dataset(ds, rng) for m, ds in results.items()}))
+        assert before["holds"] is True, name
+        b, a = before["positive_control"]["measured_value"], after["positive_control"]["measured_value"]
+        if name in bounded:
+            assert b == a == pytest.approx(bounded[name]), name
+        else:
+            assert not np.isclose(a, b, rtol=1e-9, atol=0), f"{name}: control {b} does not move"
