@@ -39,13 +39,17 @@ PROJECT = "this project's measurement (no paper states it)"
 BY_SAMPLE, MEAN = "first_token_attention_by_sample", "first_token_attention"
 
 
+def first_token_alpha(ds: xr.Dataset, weights: str) -> xr.DataArray:
+    """The unmodified model's attention on the first token of one weight set: per sequence where the result keeps
+    them (:data:`BY_SAMPLE`), else their mean (:data:`MEAN`)."""
+    alpha = ds[BY_SAMPLE if BY_SAMPLE in ds else MEAN].sel(weights=weights)
+    return alpha.sel(variant=UNMODIFIED) if "variant" in alpha.dims else alpha
+
+
 def sink_by_length(ds: xr.Dataset, weights: str, share_threshold: float) -> xr.DataArray:
     """The share of sink heads averaged over the layers with attention, per sequence length and sequence (dims
     ``seq_len, sample``; ``seq_len`` alone from a result that keeps only the mean over the sequences)."""
-    alpha = ds[BY_SAMPLE if BY_SAMPLE in ds else MEAN].sel(weights=weights)
-    if "variant" in alpha.dims:
-        alpha = alpha.sel(variant=UNMODIFIED)
-    return sink_share(alpha, share_threshold).mean("layer", skipna=True)
+    return sink_share(first_token_alpha(ds, weights), share_threshold).mean("layer", skipna=True)
 
 
 def growth(share: xr.DataArray) -> np.ndarray:
@@ -66,9 +70,7 @@ def diluted_growth(ds: xr.Dataset, share_threshold: float) -> np.ndarray:
     """The near miss's growth per sequence: every head's attention on the first token at the shortest length scaled
     as uniform causal attention dilutes from the shortest to the longest length (:func:`uniform_first_token`), its
     share of sink heads at the longest length minus the measured one at the shortest."""
-    alpha = ds[BY_SAMPLE if BY_SAMPLE in ds else MEAN].sel(weights=PRETRAINED)
-    if "variant" in alpha.dims:
-        alpha = alpha.sel(variant=UNMODIFIED)
+    alpha = first_token_alpha(ds, PRETRAINED)
     lengths = sorted(int(x) for x in ds["seq_len"].values)
     short = alpha.sel(seq_len=lengths[0])
     predicted = (short * uniform_first_token(lengths[-1]) / uniform_first_token(lengths[0])).clip(max=1.0)

@@ -26,8 +26,8 @@ from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
 from san.measures.sink import sink_share
 from san.phenomena.checks import Judged, cell, moved, unjudged_cell
-from san.phenomena.context import BY_SAMPLE, MEAN, SOURCE
-from san.phenomena.spec import CLAIMS, DECODER, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED
+from san.phenomena.context import SOURCE, first_token_alpha
+from san.phenomena.spec import CLAIMS, DECODER, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS
 
 KEY = "sinks_grow_with_model_size"
 NEEDS = ("needs one family pretrained at two sizes by one recipe (phenomena.size_ladders; config/qwen-1.5b.yaml "
@@ -48,10 +48,7 @@ def pairs(ladders: Sequence[Sequence[str]], held: Mapping[str, Any]) -> list[tup
 def layer_shares(ds: xr.Dataset, share_threshold: float, length: int) -> xr.DataArray:
     """The pretrained unmodified model's share of sink heads per layer with attention (and per sequence, where the
     run keeps them) at context ``length``."""
-    alpha = ds[BY_SAMPLE if BY_SAMPLE in ds else MEAN].sel(weights=PRETRAINED, seq_len=length)
-    if "variant" in alpha.dims:
-        alpha = alpha.sel(variant=UNMODIFIED)
-    share = sink_share(alpha, share_threshold)
+    share = sink_share(first_token_alpha(ds, PRETRAINED).sel(seq_len=length), share_threshold)
     return share.dropna("layer", how="all")
 
 
