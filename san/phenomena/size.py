@@ -1,7 +1,7 @@
 """Barbero, Arroyo, Gu, Perivolaropoulos, Bronstein, Veličković & Pascanu (COLM 2025), "Why do LLMs attend to the
 first token?": sinks help a deep model avoid over-mixing, so a larger (deeper) model of one family needs, and has,
-stronger sinks (their comparison of the LLaMa 3.1 sizes; the abstract: "depth ... influence[s] the sink
-behaviour"). A trend with size is judged only within a family pretrained at several sizes by one recipe
+stronger sinks (their experiments on the LLaMa 3.1 family at several sizes; the abstract: "depth ... influence[s]
+the sink behaviour"). A trend with size is judged only within a family pretrained at several sizes by one recipe
 (``phenomena.size_ladders``, smallest first), pair by pair; a run without such a pair leaves it not judged, saying
 what it needs. Every row rests on the pairs it names, and one pair is one pair: the row says so.
 
@@ -105,7 +105,7 @@ def size_claim(r: Settings, share_threshold: float) -> Claim:
         key=KEY,
         statement="within one family, the larger (deeper) pretrained decoder has the stronger attention sinks",
         words="we ... show how choices such as context length, depth, and data packing influence the sink behaviour",
-        source=SOURCE, place="abstract and the comparison of the LLaMa 3.1 sizes",
+        source=SOURCE, place="abstract; its experiments on the LLaMa 3.1 family at several sizes",
         form=V.UNIVERSAL,
         scope=Scope((DECODER,), sizes="two or more sizes of one family", training=PRETRAINED_BY_AUTHORS,
                     sweep=("model size within one family",), needs=NEEDS),
