@@ -103,6 +103,17 @@ def _model(ds: xr.Dataset, share_threshold: float) -> Judged:
     return Judged(DECODER, statistic, note=note)
 
 
+def dilution_near_miss(r: Settings) -> NearMiss:
+    """The inference-context row's near miss (:func:`diluted_growth`), its setting from ``r``
+    (``report.phenomena.context``)."""
+    return NearMiss(r.wrong("dilution_control", "the growth that dilution alone predicts (each head's first-token "
+                            "attention at the shortest length scaled as uniform causal attention's, H_T / T), "
+                            "moved {s:g} of the way"),
+                    "a sink could be a fixed share of each head's attention that spreads over a longer prefix as "
+                    "uniform causal attention does, so the share of sink heads would change with the length by "
+                    "dilution alone")  # fmt: skip
+
+
 def context_claims(
     results: Mapping[str, xr.Dataset], kinds: Mapping[str, str], report: Mapping[str, Any], share_threshold: float
 ) -> dict[str, dict[str, Any]]:
@@ -134,12 +145,7 @@ def context_claims(
         test="the sink share rises with the pretraining context length over models that differ in nothing else",
         threshold=threshold, near_miss=near_miss,
     )  # fmt: skip
-    dilution = NearMiss(r.wrong("dilution_control", "the growth that dilution alone predicts (each head's first-token "
-                                "attention at the shortest length scaled as uniform causal attention's, H_T / T), "
-                                "moved {s:g} of the way"),
-                        "a sink could be a fixed share of each head's attention that spreads over a longer prefix as "
-                        "uniform causal attention does, so the share of sink heads would change with the length by "
-                        "dilution alone")  # fmt: skip
+    dilution = dilution_near_miss(r)
     inference = Claim(
         key="sinks_at_longer_inference_context",
         statement="a pretrained decoder's share of sink heads grows when it reads longer prefixes of the same "

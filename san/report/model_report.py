@@ -153,7 +153,10 @@ def measures_table(ds: Any, model: str) -> Any:
 
     rows = []
     for name, var in ds.data_vars.items():
-        over = "sample" if {"layer", "sample"} <= set(var.dims) else "head" if name == "first_token_attention" else None
+        # one row per measure: the attention per head and sequence (first_token_attention_by_sample) is the sink
+        # share's, whose row reads its mean over the sequences
+        per_sample = {"layer", "sample"} <= set(var.dims) and "head" not in var.dims
+        over = "sample" if per_sample else "head" if name == "first_token_attention" else None
         if over is None:
             continue
         measure = "sink_share" if name == "first_token_attention" else name

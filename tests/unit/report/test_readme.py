@@ -305,7 +305,7 @@ def _benchmark(folder: Path, name: str, jobs: int = 3) -> Path:
     """A benchmark's output as benchmarks/_common.write_table leaves it: its data (measurements: the whole run's
     jobs, cores and wall time, which the README's run-time sentence reads) and the table rendered from it."""
     folder.mkdir(parents=True, exist_ok=True)
-    row = {"jobs": str(jobs), "cores": 2, "wall_s": 60.0 * jobs}
+    row = {"jobs": str(jobs), "cores": 2, "wall_s": 60.0 * jobs, "overlay": "config/overlay.yaml"}
     data = {
         "columns": [{"title": "jobs", "cell": "{jobs}"}],
         "rows": [row],
