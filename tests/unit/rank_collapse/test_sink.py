@@ -156,3 +156,16 @@ def test_every_sink_row_is_rederived_from_its_own_numbers():
     for data in (_decoder(0.4, 0.999), _decoder(0.4, 0.4), _decoder(0.9, 0.999), _decoder(0.4, 0.999, sinks=False)):
         r = json.loads(json.dumps(_row(_sink({"dec": data}))))
         assert V.rederive(r) == []
+
+
+def test_the_first_token_rows_control_moves_with_the_data_it_tests():
+    """Judged again on a seeded multiplicative perturbation of its result (:mod:`perturb`), the row's control, a
+    random token left out, reads a different value: it depends on the data tested."""
+    from perturb import perturbed_dataset
+
+    results = {"dec": _decoder(0.4, 0.999, layer1_without_first=0.99)}
+    before = _row(_sink(results))
+    after = _row(_sink({m: perturbed_dataset(ds, np.random.default_rng(0)) for m, ds in results.items()}))
+    assert before["holds"] is True
+    b, a = (r["positive_control"]["measured_value"] for r in (before, after))
+    assert not np.isclose(a, b, rtol=1e-9, atol=0), f"control {b} does not move"
