@@ -300,3 +300,17 @@ def test_the_figure_has_a_column_per_model_and_a_row_per_measure(result):
     assert len(axes) == 2 * len(ROWS)
     assert all(ax.get_yscale() == "log" for ax in axes)
     assert axes[0].get_title() == "a (init)" and len(axes[0].lines) == 4
+
+
+def test_the_high_norm_rows_control_moves_with_the_data_it_tests():
+    """Judged again on a seeded multiplicative perturbation of its result (:mod:`perturb`), the row's control (the
+    random-init twin, the data moved toward it) reads a different value."""
+    from perturb import perturbed_dataset
+
+    results = {"m": _norms({"init": 1.0, "pretrained": 50.0})}
+    before = high_norm_tokens_claim(results, REPORT)
+    after = high_norm_tokens_claim({m: perturbed_dataset(ds, np.random.default_rng(0)) for m, ds in results.items()},
+                                   REPORT)  # fmt: skip
+    assert before["holds"] is True
+    b, a = (r["positive_control"]["measured_value"] for r in (before, after))
+    assert not np.isclose(a, b, rtol=1e-9, atol=0), f"control {b} does not move"
