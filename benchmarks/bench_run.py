@@ -102,20 +102,27 @@ def longest_chain(jobs, edges, wall: dict[int, float]) -> tuple[float, list[int]
     return max((visit(j) for j in jobs), key=lambda t: t[0])
 
 
+def log_span(text: str) -> tuple[int, float | None]:
+    """A Snakemake log's finished jobs and its span in seconds, first to last timestamp (None with fewer than two)."""
+    stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", text, re.M)
+    finished = len(re.findall(r"^Finished jobid", text, re.M))
+    if len(stamps) < 2:
+        return finished, None
+    first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
+    return finished, (last - first).total_seconds()
+
+
 def run_wall(workdir: Path, n_jobs: int) -> float | None:
     """Wall time of the latest run: first to last timestamp of its Snakemake log, when that one invocation ran
     every job of the run (a run resumed or completed by a later invocation has no meaningful wall time: None)."""
     logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
     for log in reversed(logs):
-        text = log.read_text()
-        stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", text, re.M)
-        if len(stamps) >= 2:
-            finished = len(re.findall(r"^Finished jobid", text, re.M))
+        finished, span = log_span(log.read_text())
+        if span is not None:
             if finished < n_jobs:
                 print(f"the latest Snakemake log ran {finished} of the run's {n_jobs} jobs: no wall time")
                 return None
-            first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
-            return (last - first).total_seconds()
+            return span
     return None
 
 
@@ -127,13 +134,11 @@ def overlay_run(workdir: Path) -> tuple[int, float] | None:
         return None
     text = logs[-1].read_text()
     total = re.search(r"^total\s+(\d+)", text, re.M)
-    finished = len(re.findall(r"^Finished jobid", text, re.M))
-    stamps = re.findall(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]", text, re.M)
-    if not total or finished < int(total.group(1)) or len(stamps) < 2:
+    finished, span = log_span(text)
+    if not total or finished < int(total.group(1)) or span is None:
         print(f"the latest Snakemake log ({logs[-1].name}) did not finish the jobs it scheduled")
         return None
-    first, last = (datetime.strptime(s, "%a %b %d %H:%M:%S %Y") for s in (stamps[0], stamps[-1]))
-    return finished, (last - first).total_seconds()
+    return finished, span
 
 
 OVERLAY_COLUMNS = [("overlay", "{overlay}"), ("jobs it ran", "{jobs}"), ("cores", "{cores}"),

@@ -28,21 +28,17 @@ from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.measures.sink import sink_share
 from san.phenomena.checks import Judged, about, judge, moved, unjudged_cell
-from san.phenomena.data import lacks
+from san.phenomena.data import attention_variable, lacks
 from san.phenomena.spec import CLAIMS, DECODER, INIT, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED
 
 SOURCE, PLACE = "Barbero et al. 2025 (COLM), 'Why do LLMs attend to the first token?'", "the context-length experiment"
 PROJECT = "this project's measurement (no paper states it)"
 
 
-#: the context-length runs' attention on the first token per sequence, and its mean over the sequences
-BY_SAMPLE, MEAN = "first_token_attention_by_sample", "first_token_attention"
-
-
 def first_token_alpha(ds: xr.Dataset, weights: str) -> xr.DataArray:
     """The unmodified model's attention on the first token of one weight set: per sequence where the result keeps
-    them (:data:`BY_SAMPLE`), else their mean (:data:`MEAN`)."""
-    alpha = ds[BY_SAMPLE if BY_SAMPLE in ds else MEAN].sel(weights=weights)
+    them (:data:`san.phenomena.data.BY_SAMPLE`), else their mean (:func:`san.phenomena.data.attention_variable`)."""
+    alpha = ds[attention_variable(ds)].sel(weights=weights)
     return alpha.sel(variant=UNMODIFIED) if "variant" in alpha.dims else alpha
 
 
@@ -84,7 +80,7 @@ def _model(ds: xr.Dataset, share_threshold: float) -> Judged:
     """One decoder's share of the claim: its per-sequence growth of the sink share, moved toward the growth that
     dilution alone predicts from its own attention at the shortest length (:func:`diluted_growth`); the init twin's
     growth, a placebo, in the note."""
-    reason = lacks(ds, (BY_SAMPLE if BY_SAMPLE in ds else MEAN,), (PRETRAINED, INIT))
+    reason = lacks(ds, (attention_variable(ds),), (PRETRAINED, INIT))
     if not reason and ds.sizes.get("seq_len", 0) < 2:
         reason = "fewer than two sequence lengths in the context-length runs"
     if reason:

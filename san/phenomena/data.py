@@ -55,13 +55,22 @@ def curve(ds: xr.Dataset, name: str, weights: str, variant: str = UNMODIFIED) ->
     return np.asarray(da.mean([d for d in INPUT_DIMS if d in da.dims]), dtype=float)
 
 
+#: the first-token attention of the rank-collapse and context-length results: per sequence, and its mean over them
+BY_SAMPLE, MEAN = "first_token_attention_by_sample", "first_token_attention"
+
+
+def attention_variable(ds: xr.Dataset) -> str:
+    """The first-token attention a result keeps: per sequence (:data:`BY_SAMPLE`) where it has it, else the mean
+    over the sequences (:data:`MEAN`)."""
+    return BY_SAMPLE if BY_SAMPLE in ds else MEAN
+
+
 def sink_curve(ds: xr.Dataset, weights: str, threshold: float, variant: str = UNMODIFIED) -> np.ndarray:
     """The share of sink heads per layer (:func:`san.measures.sink.sink_share`) of one weight set and variant, counted
     per input sequence (``first_token_attention_by_sample``: the heads one sequence makes sinks) and averaged over
     the inputs; from the attention averaged over the sequences (``first_token_attention``) where a result keeps no
     other."""
-    name = "first_token_attention_by_sample" if "first_token_attention_by_sample" in ds else "first_token_attention"
-    share = sink_share(_select(ds[name], weights, variant), threshold)
+    share = sink_share(_select(ds[attention_variable(ds)], weights, variant), threshold)
     return np.asarray(share.mean([d for d in INPUT_DIMS if d in share.dims]), dtype=float)
 
 
