@@ -27,7 +27,7 @@ def top_level_names(path: Path) -> frozenset[str]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
         elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
         elif isinstance(node, ast.Import | ast.ImportFrom):
@@ -47,6 +47,7 @@ def resolves(dotted: str, package: Path = ROOT / "san") -> bool:
 
 def test_resolves_tells_modules_and_their_names_from_stale_ones():
     assert resolves("san.measures.residual") and resolves("san.circle.spec.check_config") and resolves("san.models")
+    assert resolves("san.phenomena.data.BY_SAMPLE") and resolves("san.phenomena.data.MEAN")  # a tuple assignment
     assert not resolves("san.fused") and not resolves("san.rank_collapse.hub") and not resolves("san.core.nothing")
 
 
