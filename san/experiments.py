@@ -111,7 +111,7 @@ WINGS: tuple[Wing, ...] = (
     ),
     Wing(
         "vision", vision_spec, vision_claims, vision_tables,
-        inputs=("vision",), params=("vision_models",), report=("vision",),
+        inputs=("vision", "quantisation"), params=("vision_models", "quantisation_models"), report=("vision",),
     ),
     Wing(
         "phenomena", phenomena_spec, phenomena_claims, phenomena_tables,

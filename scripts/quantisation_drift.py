@@ -1,7 +1,8 @@
-"""Snakemake entry: the quantisation control of one model's pretrained weights, its rank-collapse measures on the
-weights and on their copies requantised to each of ``params.kinds`` (san.rank_collapse.quantisation), one result with
-a weight set per copy; the summary judges each copy's claims (san.phenomena.drift). The copies are written to a
-temporary folder and removed."""
+"""Snakemake entry: the quantisation control of one model's pretrained weights, the measures of the experiment its
+rule names (``params.experiment``: rank collapse for text models, vision for image encoders; the rules
+quantisation_drift and vision_quantisation_drift share it) on the weights and on their copies requantised to each
+of ``params.kinds`` (san.rank_collapse.quantisation), one result with a weight set per copy; the summaries judge
+each copy's claims (san.phenomena.drift). The copies are written to a temporary folder and removed."""
 
 import tempfile
 from pathlib import Path
@@ -25,6 +26,7 @@ with job_log(snakemake.log[0]) as log:
             p.settings,
             p.kinds,
             Path(work),
+            experiment=p.experiment,
             job=JobPlace(device, log, *memory_budget(p.compute)),
         )
     log.info("weight sets measured: %s", list(result["weights"].values))

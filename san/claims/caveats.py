@@ -56,6 +56,16 @@ def gguf_type(file_name: str) -> str:
     return m.group(1).upper() if m else "unknown type"
 
 
+#: the keys of a model entry (config ``models.<name>``) its caveats are read from (:func:`model_caveats`): a summary
+#: takes only these, so that editing another key (its memory, its dtype) reruns no summary
+ENTRY_KEYS = ("pretrained", "fine_tune_of", "bos_in_inputs")
+
+
+def caveat_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a model entry that :func:`model_caveats` reads (:data:`ENTRY_KEYS`)."""
+    return {k: entry[k] for k in ENTRY_KEYS if k in entry}
+
+
 def model_caveats(entry: Mapping[str, Any] | None) -> dict[str, str]:
     """The caveats of one model entry (config ``models.<name>``): marker -> what it is, for this model."""
     entry = entry or {}

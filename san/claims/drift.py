@@ -76,13 +76,16 @@ def drift_in_decades(value: float, drift: float) -> float:
 
 #: integer coordinates stored as variables (a token's and a dimension's index), not measures
 NOT_MEASURES = ("massive_token", "massive_dim")
+#: the dimensions a measure is averaged over before its drift is taken: the inputs (text sequences, images) and heads
+AVERAGED = ("sample", "image", "head")
 
 
 def measure_drift(ds: xr.Dataset, reference: str = PRETRAINED) -> xr.Dataset:
-    """Per measure of a rank-collapse result ``ds`` whose weight sets are ``reference`` and its quantised copies:
-    ``|mean(copy) - mean(reference)|`` over the input sequences (over the heads for the first-token attention), on
-    the dims ``(copy, variant, layer)``, and ``max_drift``-prefixed variables with the largest over the copies. A
-    measure that is NaN on the reference (the first-token attention at layer 0) stays NaN."""
+    """Per measure of a rank-collapse or vision result ``ds`` whose weight sets are ``reference`` and its quantised
+    copies: ``|mean(copy) - mean(reference)|`` over the inputs (text sequences or images) and, for the first-token
+    attention, the heads (:data:`AVERAGED`), on the dims ``(copy, variant, layer)``, and ``max_drift``-prefixed
+    variables with the largest over the copies. A measure that is NaN on the reference (the first-token attention at
+    layer 0) stays NaN."""
     if reference not in ds["weights"].values:
         raise ValueError(f"the result has no weight set {reference!r} (has {list(ds['weights'].values)})")
     copies = [str(w) for w in ds["weights"].values if w != reference]
@@ -92,7 +95,7 @@ def measure_drift(ds: xr.Dataset, reference: str = PRETRAINED) -> xr.Dataset:
     for name, var in ds.data_vars.items():
         if name in NOT_MEASURES or "weights" not in var.dims or not np.issubdtype(var.dtype, np.floating):
             continue
-        over = [d for d in var.dims if d in ("sample", "head")]
+        over = [d for d in var.dims if d in AVERAGED]
         mean = var.mean(over)
         drift = abs(mean.sel(weights=copies) - mean.sel(weights=reference)).rename(weights="copy")
         out[name] = drift
@@ -119,11 +122,14 @@ def row_drift(text: Mapping[str, xr.Dataset], controls: Mapping[str, xr.Dataset]
     """Per verdict row (by key), the largest change of its margin when one model's weights (of ``controls``, model ->
     its quantisation control's result) are replaced by a requantised copy, the other models of ``text`` kept: each
     copy and the control's own ``pretrained`` judged by ``judge`` (:func:`as_pretrained`), the largest over the copies
-    and the models. None where no model's margin is a number on every copy: the row was not judged, or ``judge``
-    does not judge it (the context-length rows read no measure the control recomputes: judged without them, they are
-    not judged, so their drift is not measured)."""
+    and the models (a control of a model ``text`` lacks, one of another kind, is left out). None where no model's
+    margin is a number on every copy: the row was not judged, or ``judge`` does not judge it (the context-length rows
+    read no measure the control recomputes: judged without them, they are not judged, so their drift is not
+    measured)."""
     drift: dict[str, float | None] = {}
     for name, control in controls.items():
+        if name not in text:
+            continue
         sets = [str(w) for w in control["weights"].values]
         margins = {w: judge({**text, name: as_pretrained(text[name], control, w)}) for w in sets}
         for key, reference in margins[PRETRAINED].items():
@@ -133,6 +139,16 @@ def row_drift(text: Mapping[str, xr.Dataset], controls: Mapping[str, xr.Dataset]
             else:
                 drift.setdefault(key, None)
     return drift
+
+
+def merge_drift(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Two :func:`row_drift` results (of disjoint models) as one: per row the larger drift, None only where neither
+    has a number."""
+    out = dict(a)
+    for key, drift in b.items():
+        known = [d for d in (out.get(key), drift) if d is not None]
+        out[key] = max(known) if known else None
+    return out
 
 
 def apply_row_drift(rows: list[dict[str, Any]], drift: Mapping[str, float | None]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import xarray as xr
 
-from san.claims.drift import apply_row_drift, row_drift
+from san.claims.drift import apply_row_drift, merge_drift, row_drift
 from san.core.config import ConfigError
 from san.models.folders import result_family
 from san.phenomena.colocation import colocation_claims
@@ -96,18 +96,35 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
     context = _read(inputs, params, "sink_context", "sink_context_models")
     section = judge_all(text, images, context, params["report"], params.get("size_ladders", ()))
     controls = _read(inputs, params, "quantisation", "quantisation_models")
-
-    def judge(results: Mapping[str, xr.Dataset]) -> Mapping[str, Any]:
-        return judge_all(results, {}, {}, params["report"])["table"]
-
-    def margins(results: Mapping[str, xr.Dataset]) -> Mapping[str, float | None]:
-        # without the image encoders and the context-length runs, which the control does not recompute: their rows
-        # are not judged here, so they get no drift
-        return {r["key"]: r.get("margin") for r in judge_all(results, {}, {}, params["report"])["verdicts"]}
-
-    drifts = {name: cell_drift(name, text[name], control, judge) for name, control in controls.items()}
+    drifts: dict[str, dict[str, float | None]] = {}
+    rows: dict[str, float | None] = {}
+    # each kind judged alone: the text models' claims read the rank-collapse results, the image encoders' the vision
+    # results (the context-length runs are not recomputed by the control: their rows get no drift)
+    for results, as_text in ((text, True), (images, False)):
+        cells, margins = _drift(results, controls, params["report"], as_text)
+        drifts |= cells
+        rows = merge_drift(rows, margins)
     apply_drift(section["table"], drifts)
-    apply_row_drift(section["verdicts"], row_drift(text, controls, margins) if controls else {})
+    apply_row_drift(section["verdicts"], rows)
     section["quantisation_models"] = list(drifts)
     section["quantisation"] = {name: measure_table(control) for name, control in controls.items()}
     return {"phenomena": section}
+
+
+def _drift(
+    results: Mapping[str, xr.Dataset], controls: Mapping[str, xr.Dataset], report: Mapping[str, Any], as_text: bool
+) -> tuple[dict[str, dict[str, float | None]], dict[str, float | None]]:
+    """The quantisation control of the models of ``results`` (text models' rank-collapse results when ``as_text``,
+    else image encoders' vision results) that have one in ``controls``: each model's cell drifts
+    (:func:`san.phenomena.drift.cell_drift`) and each verdict row's margin drift (:func:`san.claims.drift.row_drift`),
+    every copy judged by :func:`judge_all` on results of that kind alone."""
+    own = {name: control for name, control in controls.items() if name in results}
+    if not own:
+        return {}, {}
+
+    def judged(swapped: Mapping[str, xr.Dataset]) -> dict[str, Any]:
+        return judge_all(swapped, {}, {}, report) if as_text else judge_all({}, swapped, {}, report)
+
+    cells = {name: cell_drift(name, results[name], c, lambda r: judged(r)["table"]) for name, c in own.items()}
+    margins = row_drift(results, own, lambda r: {v["key"]: v.get("margin") for v in judged(r)["verdicts"]})
+    return cells, margins

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from san.claims.drift import as_pretrained, crosses, measure_drift
+from san.claims.drift import AVERAGED, as_pretrained, crosses, measure_drift
 from san.phenomena.spec import PRETRAINED, UNMODIFIED
 
 __all__ = ["apply_drift", "cell_drift", "measure_table"]
@@ -80,7 +80,7 @@ def measure_table(control: xr.Dataset) -> dict[str, dict[str, dict[str, float | 
         for name in TABLE_MEASURES:
             if name not in drift:
                 continue
-            over = [d for d in control[name].dims if d in ("sample", "head")]
+            over = [d for d in control[name].dims if d in AVERAGED]
             reference = abs(control[name].sel(weights=PRETRAINED, variant=UNMODIFIED).mean(over))
             absolute = drift[name].sel(copy=copy, variant=UNMODIFIED)
             relative = (absolute / reference.where(reference > 0)).values

@@ -152,6 +152,7 @@ def check_config(config: Mapping[str, Any], schemas: Path) -> None:
 
 def quantisation_models(config: Mapping[str, Any]) -> list[str]:
     """The models whose cells get the quantisation control: those of ``phenomena.quantisation.models`` that the run
-    analyses (``rank_collapse.models``), so that a run of other models needs no edit of this list."""
-    analysed = set(config.get("rank_collapse", {}).get("models", []))
+    analyses (``rank_collapse.models``, the text models, or ``vision.models``, the image encoders), so that a run of
+    other models needs no edit of this list."""
+    analysed = {*config.get("rank_collapse", {}).get("models", []), *config.get("vision", {}).get("models", [])}
     return [m for m in config.get("phenomena", {}).get("quantisation", {}).get("models") or [] if m in analysed]

@@ -96,9 +96,10 @@ def quantisation_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> 
     header = ["model", "its weights", "requantised to", *labels.values()]
     measured = [r for r in summary.get("verdicts", {}).get("scientific", []) if r.get("drift") is not None]
     verdicts = [[f"`{r['claim']}`", r["verdict"], fmt(r.get("margin")), fmt(r["drift"])] for r in measured]
-    below = ("\nEach cell: the largest relative change over the layers of the measure's mean over the sequences "
-             "(the unmodified model), at its layer. The verdict rows on these models, with how far requantising "
-             "one model at a time moves their margin (a margin no larger prints \"within quantisation drift\"):"
+    below = ("\nEach cell: the largest relative change over the layers of the measure's mean over the inputs "
+             "(text sequences or images; the unmodified model), at its layer; none: the model has no such "
+             "measure. The verdict rows on these models, with how far requantising one model at a time moves "
+             "their margin (a margin no larger prints \"within quantisation drift\"):"
              "\n\n")  # fmt: skip
     table = markdown(["row", "verdict", "margin", "drift of the margin"], verdicts) if verdicts else "none\n"
     return markdown(header, rows) + below + table

@@ -49,6 +49,7 @@ GPU_RULES = {
     "vision_model",
     "sink_context",
     "quantisation_drift",
+    "vision_quantisation_drift",
 }
 
 

@@ -22,9 +22,10 @@ import xarray as xr
 
 from helpers import ROOT, copy_workflow, snakemake, tiny_config, write_config
 
-# Rules whose results the SLURM run builds, with everything upstream of them (`snakemake --until`); a new experiment
-# adds its result rules here. Rules absent from the workflow are skipped.
-UNTIL_RULES = ["rank_collapse", "attention_products", "circle_gather", "paths_evaluate", "paths_counts"]
+# Rules whose results the SLURM run builds, with everything upstream of them (`snakemake --until`): the GPU rules
+# (their requests reach sbatch), a model acquisition (a directory output) and a training with its resume state (the
+# path training); every other job is submitted the same way. Rules absent from the workflow are skipped.
+UNTIL_RULES = ["rank_collapse", "attention_products", "paths_evaluate"]
 # Wall-clock limit of the SLURM run, enforced with `timeout -k` (the plugin may ignore SIGTERM while it polls).
 SLURM_TIMEOUT_S = 900
 # GPU model exported to the profile (SAN_SLURM_GPU_MODEL): .ci/slurm.sh's node has one fake GPU of type "fake", so

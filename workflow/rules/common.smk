@@ -2,6 +2,7 @@
 # Parsing the workflow imports only torch-free modules (san.core.config and the wings' registry, san.experiments:
 # their `spec`, `claims` and `tables` modules).
 import os
+import re
 from pathlib import Path
 
 from snakemake.logging import logger
@@ -117,15 +118,28 @@ def compute_gpu(rule):
     return int(COMPUTE[rule]["device"] != "cpu")
 
 
+def memory_budget_of(rule, model):
+    """The memory budget (MB) of a job of ``rule`` on ``model`` (None: no model) and the config key that sets it: the
+    model's own ``models.<name>.memory_budget_mb``, else ``compute.<rule>.memory_budget_mb`` (None: the whole model
+    is held)."""
+    own = config["models"].get(model, {}).get("memory_budget_mb") if model else None
+    if own is not None:
+        return own, f"models.{model}.memory_budget_mb"
+    return COMPUTE[rule].get("memory_budget_mb"), f"compute.{rule}.memory_budget_mb"
+
+
 def compute_params(rule):
-    """The ``compute`` param of a job of ``rule``: its device, the config key that sets it (for messages), whether
-    it reserved a GPU (san.core.device.job_device reads it) and its memory budget with its key (model jobs)."""
-    params = {"device": COMPUTE[rule]["device"], "key": f"compute.{rule}.device", "gpu": compute_gpu(rule)}
-    if COMPUTE[rule].get("memory_budget_mb") is not None:
-        params.update(
-            memory_budget_mb=COMPUTE[rule]["memory_budget_mb"],
-            memory_budget_key=f"compute.{rule}.memory_budget_mb",
-        )
+    """Param function: the ``compute`` param of a job of ``rule``: its device, the config key that sets it (for
+    messages), whether it reserved a GPU (san.core.device.job_device reads it) and its memory budget with its key
+    (model jobs, :func:`memory_budget_of`: a model's own budget changes only its jobs' params)."""
+
+    def params(w):
+        out = {"device": COMPUTE[rule]["device"], "key": f"compute.{rule}.device", "gpu": compute_gpu(rule)}
+        budget, key = memory_budget_of(rule, w.get("model"))
+        if budget is not None:
+            out.update(memory_budget_mb=budget, memory_budget_key=key)
+        return out
+
     return params
 
 
@@ -179,12 +193,11 @@ def said_once(message):
 def analysis_resources(rule, section):
     """:func:`resources` of a job of ``rule`` that runs one model's forward passes (config ``section``: its dtype;
     ``rank_collapse.batch_size`` sequences of ``text.seq_len`` tokens a batch): ``mem_mb`` follows from the acquired
-    model's parameters and shape, the dtypes, the batch and ``compute.<rule>.memory_budget_mb``
-    (san.core.memory.declared_mem_mb; at least ``models.<name>.mem_mb`` when set), raised with each attempt
+    model's parameters and shape, the dtypes, the batch and the job's memory budget (:func:`memory_budget_of`;
+    san.core.memory.declared_mem_mb; at least ``models.<name>.mem_mb`` when set), raised with each attempt
     (``--retries``); a GPU job also declares ``gpu_mem_mb``, the device memory it needs, and ``gpu_model``, the
     smallest of a site's ``SAN_SLURM_GPU_MODELS`` that holds it (a SLURM profile's GPU model, when set, wins)."""
     default = RESOURCES[rule]["mem_mb"]
-    budget = COMPUTE[rule].get("memory_budget_mb")
     seq_len, batch = config["text"]["seq_len"], config["rank_collapse"]["batch_size"]
     # the attention products keep every layer's attention matrices of their sequences
     kept = config[section].get("n_sequences", 0) if section == "attention_products" else 0
@@ -200,10 +213,12 @@ def analysis_resources(rule, section):
                 f"{rule}: the memory of a model whose folder is not on this host (not acquired yet, or in a storage "
                 f"bucket) is {default} MB (workflow/resources.yaml) or its models.<name>.mem_mb, times the attempt"
             )
+        budget = memory_budget_of(rule, wildcards.model)[0]
         need = declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, default, False, kept)
         return max(need, config["models"][wildcards.model].get("mem_mb", 0) * attempt)
 
     def gpu_mem_mb(wildcards, input, attempt):
+        budget = memory_budget_of(rule, wildcards.model)[0]
         return declared_mem_mb(input.models, dtypes(wildcards), seq_len, batch, budget, attempt, 0, True, kept)
 
     def gpu_model(wildcards, input, attempt):
@@ -311,6 +326,11 @@ def tokenizer_model(w):
     if w.model == SERIES_MODEL:
         return rules.series_train.output[0].format(seed=config["series"]["seeds"][0])
     return RESULT["model"].format(**w)
+
+
+def one_of(models):
+    """A wildcard constraint matching exactly ``models`` (nothing for none)."""
+    return "|".join(map(re.escape, models)) if models else "^$"
 
 
 def model_inputs(kind):

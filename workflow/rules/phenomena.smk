@@ -54,16 +54,19 @@ SUMMARY_PARAMS.update(sink_context_models=SINK_CONTEXT_MODELS)
 SUMMARY_PARAMS.update(size_ladders=config["phenomena"]["size_ladders"])
 
 
-# Models whose cells get the quantisation control (those of phenomena.quantisation.models the run analyses) and its
-# copies' block types.
+# Models whose cells get the quantisation control (those of phenomena.quantisation.models the run analyses: text
+# models, and image encoders of vision.smk's VISION_MODELS) and its copies' block types.
 QUANTISATION = config["phenomena"]["quantisation"]
 QUANTISATION_MODELS = quantisation_models(config)
+QUANTISED_IMAGE_ENCODERS = [m for m in QUANTISATION_MODELS if m in VISION_MODELS]
+QUANTISED_TEXT_MODELS = [m for m in QUANTISATION_MODELS if m not in VISION_MODELS]
 
 
 rule quantisation_drift:
-    """The quantisation control of one model: its pretrained weights requantised to each of
+    """The quantisation control of one text model: its pretrained weights requantised to each of
     phenomena.quantisation.kinds, and the rank-collapse measures of the weights and of every copy, one result with a
-    weight set each (san.rank_collapse.quantisation); the summary judges each copy's cells (san.phenomena.drift)."""
+    weight set each (san.rank_collapse.quantisation); the summaries judge each copy's cells and rows
+    (san.phenomena.drift, san.claims.drift)."""
     input:
         models=lambda w: [RESULT["model"].format(model=w.model, weights="pretrained")],
         inputs=lambda w: [RESULT["inputs"].format(model=w.model, weights="pretrained")],
@@ -73,6 +76,8 @@ rule quantisation_drift:
         "logs/quantisation_drift/{model}.log",
     benchmark:
         f"{RESULTS}/benchmarks/quantisation_drift/{{model}}.tsv"
+    wildcard_constraints:
+        model=one_of(QUANTISED_TEXT_MODELS),
     priority: model_priority
     conda:
         TORCH_ENV
@@ -83,8 +88,31 @@ rule quantisation_drift:
         settings=model_settings("rank_collapse", drop=("models",)),
         kinds=QUANTISATION["kinds"],
         compute=compute_params("quantisation_drift"),
+        # the experiment whose `run` measures the weights and the copies (san.rank_collapse.experiment: text models)
+        experiment="san.rank_collapse.experiment",
     script:
         "../../scripts/quantisation_drift.py"
+
+
+use rule quantisation_drift as vision_quantisation_drift with:
+    """The quantisation control of one image encoder: its copies measured like vision.models (the vision experiment
+    on its pixel values), on the compute settings of compute.quantisation_drift."""
+    input:
+        models=lambda w: [RESULT["model"].format(model=w.model, weights="pretrained")],
+        inputs=lambda w: [RESULT["pixels"].format(model=w.model, weights="pretrained")],
+    log:
+        "logs/vision_quantisation_drift/{model}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/vision_quantisation_drift/{{model}}.tsv"
+    wildcard_constraints:
+        model=one_of(QUANTISED_IMAGE_ENCODERS),
+    resources:
+        **model_resources("vision_quantisation_drift", gpu=compute_gpu("quantisation_drift")),
+    params:
+        settings=model_settings("vision", drop=("models",)),
+        kinds=QUANTISATION["kinds"],
+        compute=compute_params("quantisation_drift"),
+        experiment="san.rank_collapse.vision.experiment",
 
 
 TARGETS.extend(expand(RESULT["quantisation"], model=QUANTISATION_MODELS))

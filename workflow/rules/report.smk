@@ -1,16 +1,19 @@
 # The report: the paper's claims checked against this run's numbers (captions), and per-rule runtimes.
 # `snakemake --report results/report.html` renders the captions written here (results/report/captions/).
 
+from san.claims.caveats import caveat_entry
 from san.experiments import WINGS, wing_inputs
 from san.report.readme import tables as readme_tables
 
 REPORT_INPUTS = list(TARGETS)  # every result of the configured experiments
 WING_NAMES = [w.name for w in WINGS]
-# the config the wings' summaries read besides SUMMARY_PARAMS: config `report` (each wing its sections) and the
-# entries of the run's models
+# the config the wings' summaries read besides SUMMARY_PARAMS: config `report` (each wing its sections) and, of the
+# entries of the run's models, the keys their caveats are read from (san.claims.caveats.ENTRY_KEYS)
 SUMMARY_FACTS = {
     "report": config["report"],
-    "model_entries": {m: config["models"][m] for m in dict.fromkeys(RANK_COLLAPSE_MODELS + VISION_MODELS)},
+    "model_entries": {
+        m: caveat_entry(config["models"][m]) for m in dict.fromkeys(RANK_COLLAPSE_MODELS + VISION_MODELS)
+    },
 }
 
 

@@ -1,6 +1,5 @@
 # Rank collapse in image encoders (beyond the paper): the four variants of each vision model on pinned photographs
 # and seeded noise images, over all tokens and the patch tokens alone, with the patch grid's spatial spectrum.
-import re
 
 VISION = config["vision"]
 VISION_MODELS = VISION["models"]
@@ -44,7 +43,7 @@ use rule rank_collapse as vision_model with:
     benchmark:
         f"{RESULTS}/benchmarks/vision_model/{{model}}.tsv"
     wildcard_constraints:
-        model="|".join(map(re.escape, VISION_MODELS)) if VISION_MODELS else "^$",
+        model=one_of(VISION_MODELS),
     threads: compute_threads("vision_model")
     resources:
         **model_resources("vision_model", gpu=compute_gpu("vision_model")),

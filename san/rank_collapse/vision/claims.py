@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.drift import apply_row_drift, row_drift
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
 from san.core.config import ConfigError
 from san.rank_collapse.pretrained_claims import moved
@@ -203,7 +204,10 @@ def per_model(results: Mapping[str, xr.Dataset]) -> dict[str, dict[str, Any]]:
 
 def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
     """The ``vision`` section of summary.json (None without image encoders in the run): ``inputs["vision"]`` are the
-    models' result files, in the order of ``params["vision_models"]``; thresholds from ``params["report"]``."""
+    models' result files, in the order of ``params["vision_models"]``; thresholds from ``params["report"]``. A row
+    on the weights of an image encoder with the quantisation control (``inputs["quantisation"]``, in the order of
+    ``params["quantisation_models"]``; those of other kinds left out) carries the drift of its margin and prints
+    "within quantisation drift" where the margin is no larger (:func:`san.claims.drift.row_drift`)."""
     from san.core.storage import read_netcdf
 
     models = list(params.get("vision_models", []))
@@ -211,11 +215,16 @@ def claims(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, An
         return {"vision": None}
     results = dict(zip(models, map(read_netcdf, inputs["vision"]), strict=True))
     t = params["report"]["vision"]
-    return {
-        "vision": {
-            **t,
-            "models": models,
-            "per_model": per_model(results),
-            "verdicts": [oversmoothing_claim(results, t), high_norm_tokens_claim(results, t)],
-        }
-    }
+    verdicts = _verdicts(results, t)
+    named = zip(params.get("quantisation_models", []), inputs.get("quantisation", []), strict=True)
+    controls = {name: read_netcdf(file) for name, file in named if name in results}
+    if controls:
+        margins = row_drift(results, controls, lambda r: {v["key"]: v.get("margin") for v in _verdicts(r, t)})
+        apply_row_drift(verdicts, margins)
+    return {"vision": {**t, "models": models, "per_model": per_model(results), "verdicts": verdicts}}
+
+
+def _verdicts(results: Mapping[str, xr.Dataset], t: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The wing's verdict rows on the image encoders' ``results`` with the thresholds ``t`` (config
+    ``report.vision``)."""
+    return [oversmoothing_claim(results, t), high_norm_tokens_claim(results, t)]

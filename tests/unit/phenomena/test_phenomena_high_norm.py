@@ -117,3 +117,32 @@ def test_a_large_vit_is_not_judged_and_a_missing_twin_leaves_its_share_out():
     out = high_norm_claims({"vit": ds}, {"vit": IMAGE_ENCODER}, R)["small_vit_high_norm"]
     assert out["cells"]["vit"]["verdict"] == "holds" and "init twin" not in out["row"]["detail"]
     assert "init twin's largest share 0" in judge(LOUD, key="small_vit_high_norm")["row"]["detail"]
+
+
+@pytest.mark.parametrize(("outliers", "within"), [(2.0, True), (10.5, False)])
+def test_an_image_encoder_with_the_quantisation_control_carries_its_drift(tmp_path, outliers, within):
+    """The summary's image cells and rows with an image encoder's control (its copies' vision results): a copy whose
+    outliers fall to ``outliers`` x the median moves the share of high-norm patches; to 2 (below the factor 4) the
+    share falls from 0.125 to 0, past its margin above 0.01: within quantisation drift; to 10.5 it stays, and the row
+    keeps its verdict with its drift beside."""
+    from san.claims.drift import WITHIN_DRIFT
+    from san.phenomena.claims import claims
+
+    copy = LOUD.copy()
+    copy[2:, :, OUTLIERS] = outliers
+    files = {"vit": vision_result({"pretrained": LOUD, "init": CALM}, SIM, layers=LAYERS),
+             "ctl": vision_result({"pretrained": LOUD, "Q4_0": copy}, SIM, layers=LAYERS)}  # fmt: skip
+    for name, ds in files.items():
+        ds.to_netcdf(tmp_path / f"{name}.nc")
+    inputs = {"vision": [str(tmp_path / "vit.nc")], "quantisation": [str(tmp_path / "ctl.nc")]}
+    params = {"models": [], "vision_models": ["vit"], "quantisation_models": ["vit"], "report": REPORT}
+    section = claims(inputs, params)["phenomena"]
+    cell = section["table"]["vit"]["small_vit_high_norm"]
+    row = next(r for r in section["verdicts"] if r["key"] == "small_vit_high_norm")
+    assert section["quantisation_models"] == ["vit"] and "vit" in section["quantisation"]
+    moved = 0.125 - (0.0 if within else 0.125)
+    assert cell["drift"] == pytest.approx(moved) and row["drift"] == pytest.approx(moved)
+    assert (cell["verdict"] == WITHIN_DRIFT) is within and (row["verdict"] == WITHIN_DRIFT) is within
+    if not within:
+        assert cell["verdict"] == row["verdict"] == "holds"
+    assert_rederived(row)
