@@ -28,22 +28,12 @@ __all__ = [
     "cell",
     "judge",
     "layers_text",
-    "moved",
     "sensitivity",
     "unjudged_cell",
 ]
 
 Statistic = Callable[[float], V.Measure]
 """A model's test statistic against the reference moved to parameter ``s`` (``wrong.right``: the claim's own)."""
-
-
-def moved(measured: Any, wrong: Any, s: float, *, log: bool = False) -> np.ndarray:
-    """``measured`` moved ``s`` of the way toward a wrong theory's prediction ``wrong``
-    (:func:`san.claims.verdicts.toward`), exactly ``measured`` at ``s = 0`` (a prediction missing somewhere leaves the
-    measurement as it is)."""
-    if s == 0:
-        return np.asarray(measured, dtype=float)
-    return np.asarray(V.toward(measured, wrong, s, log=log), dtype=float)
 
 
 def best(measures: Iterable[V.Measure], threshold: V.Threshold) -> V.Measure:

@@ -30,7 +30,8 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.phenomena.checks import Judged, about, judge, moved, sensitivity
+from san.claims.verdicts import moved
+from san.phenomena.checks import Judged, about, judge, sensitivity
 from san.phenomena.data import curve, lacks, sink_curve
 from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 

@@ -24,7 +24,8 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.phenomena.checks import Judged, about, judge, layers_text, moved
+from san.claims.verdicts import moved
+from san.phenomena.checks import Judged, about, judge, layers_text
 from san.phenomena.data import curve, lacks, variants
 from san.phenomena.spec import DECODER, ENCODER, PRETRAINED, PRETRAINED_BY_AUTHORS, PURE
 

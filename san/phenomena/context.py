@@ -26,8 +26,9 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
+from san.claims.verdicts import moved
 from san.measures.sink import sink_share
-from san.phenomena.checks import Judged, about, judge, moved, unjudged_cell
+from san.phenomena.checks import Judged, about, judge, unjudged_cell
 from san.phenomena.data import attention_variable, lacks
 from san.phenomena.spec import CLAIMS, DECODER, INIT, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED
 

@@ -31,7 +31,8 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings
-from san.phenomena.checks import Judged, about, judge, moved
+from san.claims.verdicts import moved
+from san.phenomena.checks import Judged, about, judge
 from san.phenomena.data import lacks, patch_norms, patch_similarity
 from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
 

@@ -24,8 +24,9 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
+from san.claims.verdicts import moved
 from san.measures.sink import sink_share
-from san.phenomena.checks import Judged, cell, moved, unjudged_cell
+from san.phenomena.checks import Judged, cell, unjudged_cell
 from san.phenomena.context import SOURCE, first_token_alpha
 from san.phenomena.spec import CLAIMS, DECODER, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS
 

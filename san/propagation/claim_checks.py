@@ -1,6 +1,6 @@
 """What every claim of the propagation wing shares: the papers it cites, the row built by the one check
-(:func:`san.claims.verdicts.check`) with the paper in its statement and source, the thresholds and wrong references
-read from config ``report.propagation`` (``t``), the seed spread of a grid point, the decay-rate fit, and the
+(:func:`san.claims.verdicts.check`) with the paper in its statement and source, the settings of config
+``report.propagation`` (``t``, :func:`settings`), the seed spread of a grid point, the decay-rate fit, and the
 disclosure of a threshold set after a result was seen (``report.propagation.threshold_notes``).
 """
 
@@ -13,6 +13,7 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.record import Settings
 
 NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
 NAIT_SAADA = "Nait Saada, Naderi & Tanner 2025"
@@ -27,16 +28,11 @@ def check(key: str, paper: str, statement: str, form: str, source: str, **kwargs
     return V.check(key, f"{paper}: {statement}", form=form, source=f"{paper}, {source}", **kwargs)
 
 
-def threshold(t: Mapping[str, Any], key: str, *, above: bool, log: bool = False, spread: bool = True) -> V.Threshold:
-    """The threshold ``report.propagation.<key>``, widened by ``sigmas`` standard errors of the seed spread unless
-    ``spread`` is False (a statistic without one)."""
-    return V.Threshold(t[key], above=above, key=f"{SECTION}.{key}", sigmas=t["sigmas"] if spread else 0.0, log=log)
-
-
-def toward(t: Mapping[str, Any], key: str, reference: str) -> V.Wrong:
-    """The wrong reference ``reference`` (a phrase with ``{s}``) reached at ``report.propagation.<key>``, scanned
-    from the claim's own reference (0) to twice the way to it (:meth:`san.claims.verdicts.Wrong.toward`)."""
-    return V.Wrong.toward(reference, t[key], f"{SECTION}.{key}")
+def settings(t: Mapping[str, Any]) -> Settings:
+    """The thresholds and control settings of config ``report.propagation`` (``t``), each read by its name with its
+    full key (:class:`san.claims.record.Settings`: ``threshold(name, above=..., sigmas="sigmas")`` widens a
+    threshold by the seed spread's standard errors, ``wrong(name, reference)`` the near-miss reference)."""
+    return Settings(SECTION, t)
 
 
 def note(t: Mapping[str, Any], key: str) -> str:
@@ -114,13 +110,6 @@ def decay_rate(residual: np.ndarray, floor: float) -> tuple[float, float]:
     ss = ((y - (slope * x + icpt)) ** 2).sum()
     r2 = 1 - ss / max(((y - y.mean()) ** 2).sum(), 1e-300)
     return float(-slope), float(r2)
-
-
-def moved(measured: xr.DataArray, wrong: xr.DataArray, s: float, *, log: bool = False) -> xr.DataArray:
-    """``measured`` moved ``s`` of the way toward a wrong theory's ``wrong`` (:func:`san.claims.verdicts.toward`),
-    as a DataArray of ``measured``'s shape."""
-    wrong = wrong.broadcast_like(measured).transpose(*measured.dims)
-    return measured.copy(data=V.toward(measured.values, wrong.values, s, log=log))
 
 
 Statistic = Callable[[float], V.Measure]

@@ -19,9 +19,10 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
+from san.claims.verdicts import moved
 from san.core.storage import read_structured_attr
 from san.propagation import theory
-from san.propagation.claim_checks import GG, NOCI, SECTION, check, has, moved, point_measures, threshold, toward
+from san.propagation.claim_checks import GG, NOCI, SECTION, check, has, point_measures, settings
 from san.propagation.results import fixed_params
 
 
@@ -51,7 +52,7 @@ def _last_cosines(ds: xr.Dataset) -> tuple[xr.DataArray, xr.DataArray | None]:
 def _noci_detail(inv: xr.DataArray, plain: xr.DataArray | None, t: Mapping[str, Any]) -> str:
     """Grid points where each scaling collapses (mean + ``sigmas`` s.e. at or above the threshold), and the
     largest 1/sqrt(L) cosine by depth."""
-    limit = threshold(t, "collapsed_cosine", above=False)
+    limit = settings(t).threshold("collapsed_cosine", above=False, sigmas="sigmas")
 
     def collapsed(x: xr.DataArray) -> str:
         ms = [m for m in point_measures(x) if m.evidence]
@@ -73,7 +74,7 @@ def noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     (:func:`_last_cosines`), reached by moving each seed's cosine ``noci_control`` of the way toward it; where it
     does not run, the point keeps its own reading (no placebo: not judged without one anywhere)."""
     inv, plain = _last_cosines(ds)
-    limit = threshold(t, "collapsed_cosine", above=False)
+    limit = settings(t).threshold("collapsed_cosine", above=False, sigmas="sigmas")
 
     def statistic(s: float) -> V.Measure:
         if s != 0 and (plain is None or not np.isfinite(plain).any()):
@@ -88,8 +89,10 @@ def noci_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         test=f"at every model depth L in {depths} and every grid point of the depth sweep, the 1/sqrt(L) runs' "
         f"last-layer cosine, mean + {t['sigmas']} standard errors over seeds, < {t['collapsed_cosine']}",
         statistic=statistic, threshold=limit, detail=_noci_detail(inv, plain, t),
-        wrong=toward(t, "noci_control", "the unscaled residual (a = b = 1): each seed's last-layer cosine moved {s:g} "
-                     "of the way from the 1/sqrt(L) run's to the unscaled run's at the same point"),
+        wrong=settings(t).wrong(
+            "noci_control",
+            "the unscaled residual (a = b = 1): each seed's last-layer cosine moved {s:g} "
+            "of the way from the 1/sqrt(L) run's to the unscaled run's at the same point"),
     )  # fmt: skip
 
 
@@ -187,7 +190,7 @@ def agreement_claim(ds: xr.Dataset, sub: list, t: Mapping[str, Any]) -> dict[str
         test=f"the gap fitted by a + b/d + c/T over the sizes run and extrapolated to d, T -> infinity (per seed), for "
         f"beta < {t['subcritical_fraction']} beta_c(p0): its mean plus {t['sigmas']} standard errors over seeds at "
         f"most {t['agreement']} (our reading of 'a few hundredths', set before the run)",
-        threshold=threshold(t, "agreement", above=False),
+        threshold=settings(t).threshold("agreement", above=False, sigmas="sigmas"),
         near_miss=NearMiss(r.wrong("recursion_offset", "the recursion offset by {s:+g}"),
                            "a recursion off by a constant still tracks the curve's shape at every finite size"),
     )  # fmt: skip
@@ -237,9 +240,11 @@ def finite_size_claim(ds: xr.Dataset, sup: list, t: Mapping[str, Any]) -> dict[s
         test="drop of the mean gap from the smallest to the largest T exceeds the drop from the smallest to the "
         f"largest d by more than {t['finite_size_margin']:g} after {t['sigmas']} standard errors over {t_eff.size} "
         "seeds (beta >= beta_c(p0))",
-        statistic=statistic, threshold=threshold(t, "finite_size_margin", above=True),
-        wrong=toward(t, "finite_size_control", "d and T equal per doubling: each seed's T effect moved {s:g} of the "
-                     f"way to its d effect x {ratio:.2f} (the ratio of the ranges in doublings)"),
+        statistic=statistic, threshold=settings(t).threshold("finite_size_margin", above=True, sigmas="sigmas"),
+        wrong=settings(t).wrong(
+            "finite_size_control",
+            "d and T equal per doubling: each seed's T effect moved {s:g} of the "
+            f"way to its d effect x {ratio:.2f} (the ratio of the ranges in doublings)"),
         detail=f"gap drop with T ({ds.seq_len.values[0]}->{ds.seq_len.values[-1]}): {t_eff.mean():+.3f}; with d "
         f"({ds.width.values[0]}->{ds.width.values[-1]}): {d_eff.mean():+.3f}; difference "
         f"{(t_eff - d_eff).mean():+.3f} ± {V.spread(t_eff - d_eff)[1]:.3f} (s.e.); d and T equal per doubling "

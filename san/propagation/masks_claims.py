@@ -30,8 +30,7 @@ from san.propagation.claim_checks import (
     has,
     margins_above_zero,
     seed_measure,
-    threshold,
-    toward,
+    settings,
 )
 from san.propagation.spec import CONSTRUCTION_NORMS
 
@@ -48,8 +47,8 @@ def collapse_measure(curves: np.ndarray, t: Mapping[str, Any]) -> V.Measure:
     """Whether every seed's curve (seed by layer) collapses exponentially, as one measure (:func:`halves`): the
     largest last-layer residual below ``collapsed_residual`` (in decades) and the smallest R^2 of the straight-line
     log decay (fitted above ``residual_floor``) above ``linear_r2``; the half that clears least."""
-    th_last = threshold(t, "collapsed_residual", above=False, log=True, spread=False)
-    th_r2 = threshold(t, "linear_r2", above=True, spread=False)
+    th_last = settings(t).threshold("collapsed_residual", above=False, log=True)
+    th_r2 = settings(t).threshold("linear_r2", above=True)
     fits = [decay_rate(c, t["residual_floor"]) for c in curves]
     last = V.worst([V.Measure(float(c[-1]), item=f"seed {i}") for i, c in enumerate(curves)], th_last)
     r2 = V.worst([V.Measure(f[1], item=f"seed {i}") for i, f in enumerate(fits)], th_r2)
@@ -80,8 +79,10 @@ def causal_claim(r: xr.DataArray, t: Mapping[str, Any]) -> dict[str, Any]:
         "spare of the half that clears least",
         statistic=lambda s: collapse_measure(V.toward(causal, wrong, s, log=True), t),
         threshold=margins_above_zero("collapsed_residual", "linear_r2"),
-        wrong=toward(t, "causal_control", f"the {local} mask (a local window slows the collapse): each seed's causal "
-                     "curve moved {s:g} of the way to it, geometrically"),
+        wrong=settings(t).wrong(
+            "causal_control",
+            f"the {local} mask (a local window slows the collapse): each seed's causal "
+            "curve moved {s:g} of the way to it, geometrically"),
         detail=f"causal: decay rate {rate:.3f} per layer (x{np.exp(-rate):.3f}), smallest R^2 {fits[:, 1].min():.3f}, "
         f"largest last {np.nanmax(causal[:, -1]):.1e} over {len(causal)} seeds; the placebo ({local}): rate "
         f"{local_rate:.4f} per layer, largest last {np.nanmax(wrong[:, -1]):.1e}",
@@ -115,7 +116,7 @@ def local_claim(r: xr.DataArray, t: Mapping[str, Any]) -> dict[str, Any] | None:
     pairs = [(lo, gl) for lo, gl in LOCAL_PAIRS if lo in r.mask.values and gl in r.mask.values]
     if not pairs:
         return None
-    limit = threshold(t, "rate_margin", above=True)
+    limit = settings(t).threshold("rate_margin", above=True, sigmas="sigmas")
     parts = []
     for lo, gl in pairs:
         m, w = _pair_measure(r, (lo, gl), 0.0, t), _pair_measure(r, (lo, gl), t["delay_control"], t)
@@ -128,9 +129,11 @@ def local_claim(r: xr.DataArray, t: Mapping[str, Any]) -> dict[str, Any] | None:
         test=f"each local mask's decay rate (no LN) below its global counterpart's (sliding vs full, one-directional "
         f"sliding vs causal) by more than {t['rate_margin']} per layer plus {t['sigmas']} standard errors over seeds",
         statistic=lambda s: V.worst([_pair_measure(r, p, s, t) for p in pairs], limit), threshold=limit,
-        wrong=toward(t, "delay_control", "local masks only delay the collapse: each seed's local curve moved {s:g} "
-                     f"of the way to its own first {t['delay_transient']:.0%} of the layers, then the global mask's "
-                     "rate, geometrically"),
+        wrong=settings(t).wrong(
+            "delay_control",
+            "local masks only delay the collapse: each seed's local curve moved {s:g} "
+            f"of the way to its own first {t['delay_transient']:.0%} of the layers, then the global mask's "
+            "rate, geometrically"),
         detail="; ".join(parts),
     )  # fmt: skip
 
@@ -143,7 +146,7 @@ def mu_kept_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     kept = ds["mu"].isel(layer=-1) / ds["mu"].isel(layer=0)
     ln, plain = kept.sel(norm="post_ln"), kept.sel(norm="none")
     rel = ds["relative_residual"].mean("seed").isel(layer=-1)
-    masks, limit = list(ds.mask.values), threshold(t, "mu_kept", above=True, log=True, spread=False)
+    masks, limit = list(ds.mask.values), settings(t).threshold("mu_kept", above=True, log=True)
 
     def statistic(s: float) -> V.Measure:
         ratio = V.toward(ln.transpose("mask", "seed").values, plain.transpose("mask", "seed").values, s, log=True)
@@ -160,8 +163,10 @@ def mu_kept_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         test=f"with post-LN, mu(X_L) / mu(X_0) > {t['mu_kept']} for every mask and seed (mu absolute; the relative "
         "residual beside it is scale-free)",
         statistic=statistic, threshold=limit,
-        wrong=toward(t, "layernorm_control", "the same runs without LayerNorm: each seed's mu ratio moved {s:g} of the "
-                     "way to it, geometrically"),
+        wrong=settings(t).wrong(
+            "layernorm_control",
+            "the same runs without LayerNorm: each seed's mu ratio moved {s:g} of the "
+            "way to it, geometrically"),
         detail=f"smallest mu(X_L)/mu(X_0) over seeds with LN: {listed(ln)}; without: {listed(plain)}; relative "
         "residual with LN: " + ", ".join(f"{m} {float(rel.sel(norm='post_ln', mask=m)):.1e}" for m in masks),
     )  # fmt: skip
@@ -205,7 +210,7 @@ def construction_row(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         f"tokens, d = {built['width']}), {ds.sizes['layer'] - 1} layers: at least {t['stay_fraction']:.0%} keep s2/s1 "
         f"of the centred tokens > {t['rank2_ratio']} at every layer with the sphere normalisation and with "
         "LayerNorm, fewer without (a draw that fell below once counts as collapsed: later readings are round-off)",
-        bound=threshold(t, "stay_fraction", above=True, spread=False),
+        bound=settings(t).threshold("stay_fraction", above=True),
         inclusive=True,
         items=[
             {"item": n, "value": frac[n], "verdict": V.label(ok[n]), "must": V.FAILS if n == "none" else V.HOLDS}

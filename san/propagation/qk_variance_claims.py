@@ -18,7 +18,7 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.propagation import theory
-from san.propagation.claim_checks import GG, check, note, point_measures, threshold, toward
+from san.propagation.claim_checks import GG, check, note, point_measures, settings
 from san.propagation.results import fixed_params, predicted_critical_beta
 from san.propagation.spec import PARAMS
 
@@ -68,7 +68,7 @@ def critical_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         return V.worst([V.Measure(relative_miss(r["observed"], V.toward(r["finite"], r["infinite"], s)), 0.0, 1,
                                   f"T = {r['seq_len']}") for r in rows], tol)  # fmt: skip
 
-    tol = threshold(t, "critical_tolerance", above=False, spread=False)
+    tol = settings(t).threshold("critical_tolerance", above=False)
     beta_star = predicted_critical_beta(ds.isel(seq_len=-1))
     return check(
         "qk_variance.critical_variance", GG,
@@ -80,8 +80,10 @@ def critical_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         "statistic of the finite-T recursion (no fitted parameter; the finite-T correction is the T-key softmax in "
         "place of its REM limit)",
         statistic=statistic, threshold=tol,
-        wrong=toward(t, "critical_control", "the infinite-T recursion (the REM limit): the prediction moved {s:g} of "
-                     "the way from the finite-T recursion's statistic to the infinite-T one's"),
+        wrong=settings(t).wrong(
+            "critical_control",
+            "the infinite-T recursion (the REM limit): the prediction moved {s:g} of "
+            "the way from the finite-T recursion's statistic to the infinite-T one's"),
         detail="; ".join(
             f"T = {r['seq_len']}: observed {r['observed']:.2f} ± {V.spread(r['per_seed'])[1]:.2f} (s.e. over seeds), "
             f"finite-T recursion {r['finite']:.2f} (off by {relative_miss(r['observed'], r['finite']):.1%}), "
@@ -101,7 +103,7 @@ def per_layer_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
     y = ds["attention_overlap"].isel(layer=slice(1, None))
     predicted = ds["finite_overlap"].isel(layer=slice(1, None)).mean("seed")
     limit = ds["theory_overlap"].isel(layer=slice(1, None)).mean("seed")
-    tol = threshold(t, "overlap_tolerance", above=False)
+    tol = settings(t).threshold("overlap_tolerance", above=False, sigmas="sigmas")
 
     def statistic(s: float) -> V.Measure:
         return V.worst(gaps(y - predicted - s), tol)
@@ -113,7 +115,7 @@ def per_layer_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         test=f"at every T, beta and layer: |measured Y - finite-T prediction at the measured input correlation| (seed "
         f"means), plus {t['sigmas']} standard errors over seeds, <= {t['overlap_tolerance']}",
         statistic=statistic, threshold=tol,
-        wrong=toward(t, "overlap_offset", "the finite-T prediction offset by {s:+g}"),
+        wrong=settings(t).wrong("overlap_offset", "the finite-T prediction offset by {s:+g}"),
         detail="; ".join(
             f"T = {int(n)}: largest gap {_largest(y - predicted, tol, n)} (to the REM limit "
             f"{_largest(y - limit, tol, n)})" for n in ds.seq_len.values
@@ -160,8 +162,8 @@ def trend_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
         V.QUANTITATIVE, "Sec. 3 assumptions: the REM limit T -> infinity",
         test=f"mean |measured Y - REM limit| over beta and layers drops from T = {t0} to T = {t1} by more than "
         f"{t['rem_drop_margin']:g} after {t['sigmas']} standard errors over {ds.sizes['seed']} seeds",
-        statistic=statistic, threshold=threshold(t, "rem_drop_margin", above=True),
-        wrong=toward(t, "overlap_offset", "the REM limit offset by {s:+g}"),
+        statistic=statistic, threshold=settings(t).threshold("rem_drop_margin", above=True, sigmas="sigmas"),
+        wrong=settings(t).wrong("overlap_offset", "the REM limit offset by {s:+g}"),
         detail=", ".join(f"T = {int(n)}: {float(at.sel(seq_len=n).mean()):.3f}" for n in ds.seq_len.values)
         + f"; to the REM limit + {offset}: drop {off.value:+.3f} ± {off.se:.3f} (s.e.)",
     )  # fmt: skip

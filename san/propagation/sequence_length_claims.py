@@ -14,8 +14,7 @@ from typing import Any
 import xarray as xr
 
 from san.claims import verdicts as V
-from san.propagation.claim_checks import NAIT_SAADA, check, halves, has, margins_above_zero, seed_measure, threshold
-from san.propagation.claim_checks import toward as wrong_toward
+from san.propagation.claim_checks import NAIT_SAADA, check, halves, has, margins_above_zero, seed_measure, settings
 
 
 def _growth(ds: xr.Dataset) -> tuple[xr.DataArray, dict[str, Any]]:
@@ -40,8 +39,8 @@ def gap_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
     s, other = _growth(ds)
     growth = s.isel(seq_len=-1) / s.isel(seq_len=0)  # (centred, seed)
     plain, centred = growth.sel(centred=0).values, growth.sel(centred=1).values
-    stays = threshold(t, "stable_rank_growth", above=False, log=True)
-    grows = threshold(t, "stable_rank_growth", above=True, log=True)
+    stays = settings(t).threshold("stable_rank_growth", above=False, log=True, sigmas="sigmas")
+    grows = settings(t).threshold("stable_rank_growth", above=True, log=True, sigmas="sigmas")
 
     def statistic(x: float) -> V.Measure:
         a = seed_measure(V.toward(plain, centred, x, log=True), "A stays")
@@ -60,7 +59,7 @@ def gap_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
             f"{t['stable_rank_growth']}x (mean + {t['sigmas']} s.e.) while with A - 11^T/T it exceeds it (mean - "
             f"{t['sigmas']} s.e.); value: decades to spare of the half that clears least",
             statistic=statistic, threshold=margins_above_zero("stable_rank_growth"),
-            wrong=wrong_toward(t, "partial_cure", "a partial cure: A's stable rank grows too, at {s:g} of the "
+            wrong=settings(t).wrong("partial_cure", "a partial cure: A's stable rank grows too, at {s:g} of the "
                                "log-rate of A - 11^T/T's"),
             detail=f"stable rank after {ds.sizes['layer'] - 1} layers, T={t0} -> T={t1}: A "
             f"{float(mean.sel(centred=0).isel(seq_len=0)):.2f} -> {float(mean.sel(centred=0).isel(seq_len=-1)):.2f} "

@@ -17,10 +17,11 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.drift import apply_row_drift, row_drift
+from san.claims.verdicts import moved
 from san.core.config import ConfigError
 from san.models.folders import result_family
 from san.models.spec import CAUSAL, PURE_ATTENTION, WITH_SKIP
-from san.rank_collapse.pretrained_claims import f_, moved, pretrained_collapse_claims, pretrained_slower_claims
+from san.rank_collapse.pretrained_claims import f_, pretrained_collapse_claims, pretrained_slower_claims
 from san.rank_collapse.rate_claims import rate_claims
 from san.rank_collapse.sink_claims import first_token_sink_claims
 

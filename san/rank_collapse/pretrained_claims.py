@@ -14,6 +14,7 @@ import xarray as xr
 
 from san.claims import verdicts as V
 from san.claims.record import Scope, item
+from san.claims.verdicts import moved
 from san.rank_collapse.spec import METRICS
 
 SOURCE = "Dong et al. 2021, Fig. 2 (pretrained; the paper's models: BERT, ALBERT, XLNet as released)"
@@ -26,12 +27,6 @@ PAPER_MODELS = Scope(("encoder",), sizes="base size (12 layers)", training="pret
 def f_(x: Any) -> float:
     """A 0-d array (an xarray selection) as a float."""
     return float(np.asarray(x))
-
-
-def moved(measured: float, predicted: float, s: float, *, log: bool = False) -> float:
-    """``measured`` moved ``s`` of the way toward a wrong theory's ``predicted`` value (:func:`san.claims.verdicts.
-    toward`, geometric with ``log``): exactly ``measured`` at ``s = 0``, also where the prediction is undefined."""
-    return float(measured) if s == 0 else float(V.toward(measured, predicted, s, log=log))
 
 
 def first_layer_below(curve: xr.DataArray, threshold: float) -> int | None:

@@ -20,8 +20,9 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.verdicts import moved
 from san.measures.sink import sink_share
-from san.rank_collapse.pretrained_claims import f_, moved
+from san.rank_collapse.pretrained_claims import f_
 
 
 def moved_decades(ratio_all: float, ratio_without: float) -> float:

@@ -18,8 +18,8 @@ import xarray as xr
 from san.claims import verdicts as V
 from san.claims.drift import apply_row_drift, row_drift
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
+from san.claims.verdicts import moved
 from san.core.config import ConfigError
-from san.rank_collapse.pretrained_claims import moved
 
 #: the control settings of ``report.vision``: how far the data are moved toward each row's wrong theory
 CONTROLS = ("constant_rate_control", "init_twin_control")

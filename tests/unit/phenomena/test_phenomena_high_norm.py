@@ -119,6 +119,7 @@ def test_a_large_vit_is_not_judged_and_a_missing_twin_leaves_its_share_out():
     assert "init twin's largest share 0" in judge(LOUD, key="small_vit_high_norm")["row"]["detail"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("outliers", "within"), [(2.0, True), (10.5, False)])
 def test_an_image_encoder_with_the_quantisation_control_carries_its_drift(tmp_path, outliers, within):
     """The summary's image cells and rows with an image encoder's control (its copies' vision results): a copy whose
