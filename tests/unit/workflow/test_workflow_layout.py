@@ -46,7 +46,7 @@ def test_rule_script_log_and_benchmark_share_the_rule_name():
     script and keeps its own log and benchmark; a figure rule runs the one figure script (scripts/figure.py, which
     draws each figure from the figure registry, san.figures)."""
     blocks = rule_blocks()
-    assert derived_rules() == {"vision_model": "rank_collapse"}
+    assert derived_rules() == {"vision_model": "rank_collapse", "vision_quantisation_drift": "quantisation_drift"}
     assert {"fig2", "fig3", "fig4", "theorem"} <= target_rules(blocks)
     for name, text in blocks.items():
         body = text.split("\n\n\n")[0]
