@@ -26,6 +26,8 @@ import numpy as np
 from san.claims import verdicts as V
 
 ANY = "any"
+#: how the key of a threshold of :meth:`Settings.halves` ends: its value is 0 (each half's margin), not a setting
+HALVES = "(each half's margin)"
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,18 @@ class Settings:
     def wrong(self, name: str, reference: str, right: float = 0.0) -> V.Wrong:
         """The near-miss reference whose setting is ``name`` (:meth:`san.claims.verdicts.Wrong.toward`)."""
         return V.Wrong.toward(reference, float(self[name]), self.key(name), right=right)
+
+    def note(self, name: str) -> str:
+        """The disclosure of setting ``name`` changed after a result was seen (the section's ``threshold_notes``),
+        for a row's detail; empty for a setting fixed before the first run that judged it."""
+        text = (self.values.get("threshold_notes") or {}).get(name)
+        return f"; {self.key(name)} = {self[name]:g}: {text}" if text else ""
+
+    def halves(self, *names: str) -> V.Threshold:
+        """The threshold of a claim of several halves (:func:`san.claims.evidence.halves`): the least margin above
+        0, its key naming each half's own setting."""
+        keys = " and ".join(self.key(n) for n in names)
+        return V.Threshold(0.0, above=True, key=f"{keys} {HALVES}")
 
     def section(self, name: str) -> Settings:
         """The settings of a subsection."""

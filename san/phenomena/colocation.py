@@ -29,11 +29,11 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.per_model import Judged, judge, sensitivity
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.claims.verdicts import moved
-from san.phenomena.checks import Judged, about, judge, sensitivity
 from san.phenomena.data import curve, lacks, sink_curve
-from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
+from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS, about, label
 
 QUEIPO = "Queipo-de-Llano et al. 2025 (arXiv 2510.06477)"
 MEASURES = ("first_token_norm_ratio", "matrix_entropy", "first_token_attention")
@@ -185,4 +185,4 @@ def colocation_claims(
     )  # fmt: skip
     judged = {name: _model(results[name], share_threshold, r) for name in about(claim.key, kinds) if name in results}
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
-    return {claim.key: judge(claim, judged, kinds, detail)}
+    return {claim.key: judge(claim, judged, kinds, detail, label(claim.key))}

@@ -23,11 +23,11 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.per_model import Judged, judge, layers_text
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.claims.verdicts import moved
-from san.phenomena.checks import Judged, about, judge, layers_text
 from san.phenomena.data import curve, lacks, variants
-from san.phenomena.spec import DECODER, ENCODER, PRETRAINED, PRETRAINED_BY_AUTHORS, PURE
+from san.phenomena.spec import DECODER, ENCODER, PRETRAINED, PRETRAINED_BY_AUTHORS, PURE, about, label
 
 SOURCE = (
     "this workbench's reading of Queipo-de-Llano et al. 2025 (arXiv 2510.06477), abstract (massive activations "
@@ -95,4 +95,4 @@ def compression_claims(
         name: _model(results[name], kinds[name], r["compressed"]) for name in about(claim.key, kinds) if name in results
     }
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
-    return {claim.key: judge(claim, judged, kinds, detail)}
+    return {claim.key: judge(claim, judged, kinds, detail, label(claim.key))}

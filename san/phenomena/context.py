@@ -25,12 +25,12 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.per_model import Judged, judge, not_about, unjudged_cell
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.claims.verdicts import moved
 from san.measures.sink import sink_share
-from san.phenomena.checks import Judged, about, judge, unjudged_cell
 from san.phenomena.data import attention_variable, lacks
-from san.phenomena.spec import CLAIMS, DECODER, INIT, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED
+from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS, UNMODIFIED, about, label
 
 SOURCE, PLACE = "Barbero et al. 2025 (COLM), 'Why do LLMs attend to the first token?'", "the context-length experiment"
 PROJECT = "this project's measurement (no paper states it)"
@@ -154,7 +154,7 @@ def context_claims(
     )  # fmt: skip
     decoders = about(barbero.key, kinds)
     cells = {name: unjudged_cell(kind, V.NOT_JUDGED, barbero.scope.needs) if name in decoders else
-             unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[barbero.key][0]}: not a claim about {kind}s")
+             not_about(label(barbero.key), kind)
              for name, kind in kinds.items()}  # fmt: skip
     found = (
         f"this run reads {len(decoders)} decoder(s) each pretrained at one context length"
@@ -169,4 +169,4 @@ def context_claims(
     }
     detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
     return {barbero.key: {"row": barbero.not_in_scope(found), "cells": cells},
-            inference.key: judge(inference, judged, kinds, detail)}  # fmt: skip
+            inference.key: judge(inference, judged, kinds, detail, label(inference.key))}  # fmt: skip

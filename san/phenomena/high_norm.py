@@ -30,11 +30,11 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.per_model import Judged, judge
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.claims.verdicts import moved
-from san.phenomena.checks import Judged, about, judge
 from san.phenomena.data import lacks, patch_norms, patch_similarity
-from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
+from san.phenomena.spec import IMAGE_ENCODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS, about, label
 
 DARCET = "Darcet et al. 2024 (ICLR), Sec. 2, Fig. 4"
 BACH = "Bach et al. 2025 (TMLR)"
@@ -190,5 +190,5 @@ def high_norm_claims(
     for claim, model in ((exist, _exist_model), (redundant, _redundant_model)):
         judged = {name: model(results[name], r) for name in about(claim.key, kinds) if name in results}
         detail = "; ".join(f"{name}: {m.note}" for name, m in judged.items() if m.statistic is not None)
-        out[claim.key] = judge(claim, judged, kinds, detail)
+        out[claim.key] = judge(claim, judged, kinds, detail, label(claim.key))
     return out

@@ -29,11 +29,11 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.per_model import Judged, judge, sensitivity
 from san.claims.record import Claim, NearMiss, Scope, Settings
 from san.claims.verdicts import moved
-from san.phenomena.checks import Judged, about, judge, sensitivity
 from san.phenomena.data import curve, lacks, mode, per_input
-from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS
+from san.phenomena.spec import DECODER, INIT, PRETRAINED, PRETRAINED_BY_AUTHORS, about, label
 
 SUN, PLACE = "Sun et al. 2024 (COLM)", "Sec. 2, 'Which layers?'"
 MEASURE = "massive_ratio"
@@ -201,7 +201,7 @@ def massive_claims(
 ) -> dict[str, dict[str, Any]]:
     """The two rows of Sun et al.'s claim over the decoders of ``results`` (model -> rank-collapse result; ``kinds``:
     model -> kind), thresholds and control settings from ``report`` (``report.phenomena.massive``): per claim key,
-    its ``row`` and its models x claims ``cells`` (:func:`san.phenomena.checks.judge`)."""
+    its ``row`` and its models x claims ``cells`` (:func:`san.claims.per_model.judge`)."""
     r = Settings("report.phenomena", report).section("massive")
     scope = Scope((DECODER,), training=PRETRAINED_BY_AUTHORS)
     appear = Claim(
@@ -245,6 +245,6 @@ def massive_claims(
         if name in results
     }
     return {
-        appear.key: judge(appear, judged_appear, kinds, _detail(judged_appear)),
-        plateau.key: judge(plateau, judged_plateau, kinds, _detail(judged_plateau)),
+        appear.key: judge(appear, judged_appear, kinds, _detail(judged_appear), label(appear.key)),
+        plateau.key: judge(plateau, judged_plateau, kinds, _detail(judged_plateau), label(plateau.key)),
     }

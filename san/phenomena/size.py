@@ -23,12 +23,12 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.per_model import Judged, cell, not_about, unjudged_cell
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
 from san.claims.verdicts import moved
 from san.measures.sink import sink_share
-from san.phenomena.checks import Judged, cell, unjudged_cell
 from san.phenomena.context import SOURCE, first_token_alpha
-from san.phenomena.spec import CLAIMS, DECODER, NOT_APPLICABLE, PRETRAINED, PRETRAINED_BY_AUTHORS
+from san.phenomena.spec import DECODER, PRETRAINED, PRETRAINED_BY_AUTHORS, label
 
 KEY = "sinks_grow_with_model_size"
 NEEDS = ("needs one family pretrained at two sizes by one recipe (phenomena.size_ladders; config/qwen-1.5b.yaml "
@@ -145,11 +145,11 @@ def size_claims(
         found = (f"this run's size ladders hold no two sizes with context-length runs ({len(decoders)} decoder(s), "
                  f"ladders: {[list(ladder) for ladder in ladders] or 'none'})")  # fmt: skip
         cells = {name: unjudged_cell(kind, V.NOT_JUDGED, NEEDS) if kind == DECODER else
-                 unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[KEY][0]}: not a claim about {kind}s")
+                 not_about(label(KEY), kind)
                  for name, kind in kinds.items()}  # fmt: skip
         return {KEY: {"row": claim.not_in_scope(found), "cells": cells}}
     cells = {name: unjudged_cell(DECODER, V.NOT_JUDGED, f"no other size of its family in this run; {NEEDS}")
-             if kind == DECODER else unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[KEY][0]}: not a claim about {kind}s")
+             if kind == DECODER else not_about(label(KEY), kind)
              for name, kind in kinds.items()}  # fmt: skip
     rested = []
     for name, (small, large, m) in judged.items():

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from san.claims.drift import WITHIN_DRIFT
+from san.claims.per_model import NOT_APPLICABLE
 from san.core.config import ConfigError
 from san.core.storage import Variable
 from san.models.spec import CAUSAL, IMAGE_FAMILIES
@@ -60,8 +61,17 @@ STATISTICS: dict[str, str] = {
 #: the printed state of a models x claims cell: a verdict (:data:`san.claims.verdicts.STATES`), "n/a" where the claim
 #: does not apply to the model's kind, or "within quantisation drift" where requantising the model's weights moves
 #: its statistic across the threshold (:mod:`san.phenomena.drift`); the netCDF table stores its index (flag values)
-NOT_APPLICABLE = "n/a"
 CELL_STATES = ("holds", "fails", "no power", "not judged", NOT_APPLICABLE, WITHIN_DRIFT)
+
+
+def label(key: str) -> str:
+    """The short label of claim ``key`` (:data:`CLAIMS`), as the models x claims table prints it."""
+    return CLAIMS[key][0]
+
+
+def about(key: str, kinds: Mapping[str, str]) -> list[str]:
+    """The models of ``kinds`` (model -> kind) that claim ``key`` is about (:data:`CLAIMS`)."""
+    return [name for name, kind in kinds.items() if kind in CLAIMS[key][1]]
 
 
 def model_kind(family: str) -> str:

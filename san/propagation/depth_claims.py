@@ -18,12 +18,13 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.evidence import has, point_measures
 from san.claims.record import Claim, NearMiss, Scope, Settings, item
 from san.claims.verdicts import moved
 from san.core.storage import read_structured_attr
 from san.propagation import theory
-from san.propagation.claim_checks import GG, NOCI, SECTION, check, has, point_measures, settings
 from san.propagation.results import fixed_params
+from san.propagation.spec import GG, NOCI, SECTION, check, settings
 
 
 def depth_gaps_by_seed(ds: xr.Dataset) -> xr.DataArray:

@@ -21,21 +21,28 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.evidence import halves, has, seed_measure
 from san.core.storage import read_structured_attr
-from san.propagation.claim_checks import (
-    WU,
-    check,
-    decay_rate,
-    halves,
-    has,
-    margins_above_zero,
-    seed_measure,
-    settings,
-)
-from san.propagation.spec import CONSTRUCTION_NORMS
+from san.propagation.spec import CONSTRUCTION_NORMS, WU, check, settings
 
 #: each local mask against the global mask of the same direction
 LOCAL_PAIRS = (("sliding", "full"), ("sliding_causal", "causal"))
+
+
+def decay_rate(residual: np.ndarray, floor: float) -> tuple[float, float]:
+    """Per-layer exponential decay rate of a relative-residual curve (layers 1..L): minus the slope of ln(residual)
+    against layer over the layers above the float64 ``floor``, and the R^2 of that straight-line fit."""
+    r = np.asarray(residual, dtype=float)
+    layers = np.arange(len(r))
+    keep = (layers >= 1) & (r > floor) & np.isfinite(r)
+    if keep.sum() < 3:
+        keep = (layers >= 1) & np.isfinite(r) & (r > 0)
+        keep &= np.cumsum(keep) <= 3
+    x, y = layers[keep], np.log(r[keep])
+    slope, icpt = np.polyfit(x, y, 1)
+    ss = ((y - (slope * x + icpt)) ** 2).sum()
+    r2 = 1 - ss / max(((y - y.mean()) ** 2).sum(), 1e-300)
+    return float(-slope), float(r2)
 
 
 def _seed_curves(r: xr.DataArray, mask: str) -> np.ndarray:
@@ -56,7 +63,7 @@ def collapse_measure(curves: np.ndarray, t: Mapping[str, Any]) -> V.Measure:
 
 
 def _rates(curves: np.ndarray, floor: float) -> np.ndarray:
-    """Each seed's decay rate (:func:`~san.propagation.claim_checks.decay_rate`)."""
+    """Each seed's decay rate (:func:`~decay_rate`)."""
     return np.array([decay_rate(c, floor)[0] for c in curves])
 
 
@@ -78,7 +85,7 @@ def causal_claim(r: xr.DataArray, t: Mapping[str, Any]) -> dict[str, Any]:
         f"{t['collapsed_residual']} and ln(residual) linear in depth (R^2 > {t['linear_r2']}); value: decades to "
         "spare of the half that clears least",
         statistic=lambda s: collapse_measure(V.toward(causal, wrong, s, log=True), t),
-        threshold=margins_above_zero("collapsed_residual", "linear_r2"),
+        threshold=settings(t).halves("collapsed_residual", "linear_r2"),
         wrong=settings(t).wrong(
             "causal_control",
             f"the {local} mask (a local window slows the collapse): each seed's causal "

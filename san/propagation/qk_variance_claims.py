@@ -17,10 +17,10 @@ import numpy as np
 import xarray as xr
 
 from san.claims import verdicts as V
+from san.claims.evidence import point_measures
 from san.propagation import theory
-from san.propagation.claim_checks import GG, check, note, point_measures, settings
 from san.propagation.results import fixed_params, predicted_critical_beta
-from san.propagation.spec import PARAMS
+from san.propagation.spec import GG, PARAMS, check, settings
 
 
 def with_seq_len(ds: xr.Dataset) -> xr.Dataset:
@@ -91,7 +91,7 @@ def critical_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
             for r in rows
         )
         + f"; infinite-T onset at depth {ds.sizes['layer'] - 1}: beta* = {beta_star:.2f}"
-        + note(t, "critical_tolerance"),
+        + settings(t).note("critical_tolerance"),
     )  # fmt: skip
 
 
@@ -125,7 +125,7 @@ def per_layer_claim(ds: xr.Dataset, t: Mapping[str, Any]) -> dict[str, Any]:
 
 def gaps(differences: xr.DataArray) -> list[V.Measure]:
     """Per grid point, the gap ``|seed mean of differences|`` with the standard error of the seeds
-    (:func:`~san.propagation.claim_checks.point_measures`)."""
+    (:func:`~san.claims.evidence.point_measures`)."""
     return [V.Measure(abs(m.value), m.se, m.evidence, m.item) for m in point_measures(differences)]
 
 

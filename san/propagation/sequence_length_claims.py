@@ -14,7 +14,8 @@ from typing import Any
 import xarray as xr
 
 from san.claims import verdicts as V
-from san.propagation.claim_checks import NAIT_SAADA, check, halves, has, margins_above_zero, seed_measure, settings
+from san.claims.evidence import halves, has, seed_measure
+from san.propagation.spec import NAIT_SAADA, check, settings
 
 
 def _growth(ds: xr.Dataset) -> tuple[xr.DataArray, dict[str, Any]]:
@@ -58,7 +59,7 @@ def gap_claims(ds: xr.Dataset, t: Mapping[str, Any]) -> list[dict[str, Any]]:
             test=f"at {other}: the stable rank's growth from T={t0} to T={t1}, over seeds, with A stays below "
             f"{t['stable_rank_growth']}x (mean + {t['sigmas']} s.e.) while with A - 11^T/T it exceeds it (mean - "
             f"{t['sigmas']} s.e.); value: decades to spare of the half that clears least",
-            statistic=statistic, threshold=margins_above_zero("stable_rank_growth"),
+            statistic=statistic, threshold=settings(t).halves("stable_rank_growth"),
             wrong=settings(t).wrong("partial_cure", "a partial cure: A's stable rank grows too, at {s:g} of the "
                                "log-rate of A - 11^T/T's"),
             detail=f"stable rank after {ds.sizes['layer'] - 1} layers, T={t0} -> T={t1}: A "

@@ -14,8 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from san.claims import verdicts as V
+from san.claims.record import Settings
 from san.core.config import ConfigError
 from san.models.spec import PROSE_EMBEDDING_FAMILY
+
+#: the papers the wing's claims cite
+NOCI, GG, WU = "Noci et al. 2022", "Giorlandino & Goldt 2026", "Wu et al. 2024"
+NAIT_SAADA = "Nait Saada, Naderi & Tanner 2025"
+#: the config section of the wing's thresholds and control settings
+SECTION = "report.propagation"
 
 #: the four sweeps of the study (config keys under ``propagation.sweeps`` and the ``{sweep}`` wildcard)
 SWEEPS = ("depth", "qk_variance", "masks", "sequence_length")
@@ -156,3 +164,17 @@ def check_config(config: Mapping[str, Any], schemas: Path) -> None:
                 f"config key 'propagation.prose_model': {name!r} is not a {PROSE_EMBEDDING_FAMILY} model defined under "
                 f"'models' (defined: {sorted(models)})"
             )
+
+
+def check(key: str, paper: str, statement: str, form: str, source: str, **kwargs: Any) -> dict[str, Any]:
+    """A scientific row of this wing (:func:`san.claims.verdicts.check`), its statement and source naming the paper;
+    ``kwargs``: ``test``, ``statistic``, ``threshold``, ``wrong`` and ``detail``."""
+    return V.check(key, f"{paper}: {statement}", form=form, source=f"{paper}, {source}", **kwargs)
+
+
+def settings(t: Mapping[str, Any]) -> Settings:
+    """The thresholds and control settings of config ``report.propagation`` (``t``), each read by its name with its
+    full key (:class:`san.claims.record.Settings`: ``threshold(name, above=..., sigmas="sigmas")`` widens a
+    threshold by the seed spread's standard errors, ``wrong(name, reference)`` the near-miss reference,
+    ``note(name)`` the disclosure of a threshold set after a result was seen)."""
+    return Settings(SECTION, t)

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from san.claims import verdicts as V
-from san.phenomena.checks import cell
+from san.claims.per_model import cell
 from san.report import published
 
 NOTES = {"stay": "set to 0.8 before the first run; raised after it"}

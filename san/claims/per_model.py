@@ -1,5 +1,6 @@
 """One claim judged over the models it applies to (torch-free): its scientific row (:func:`san.claims.verdicts.check`
-over every judged model) and, per model, the same check on that model alone (a cell of the models x claims table).
+over every judged model) and, per model, the same check on that model alone (a cell of the models x claims table,
+Fig. "models x claims" of the phenomena wing; any wing that judges a claim model by model uses it).
 
 A claim is a :class:`san.claims.record.Claim` (the one record of every wing's claims); each model gives either
 its statistic as a function of the wrong reference's parameter ``s`` (:data:`Statistic`) or the reason it cannot be
@@ -17,20 +18,23 @@ import numpy as np
 
 from san.claims import verdicts as V
 from san.claims.record import Claim, item
-from san.phenomena.spec import CLAIMS, NOT_APPLICABLE
 
 __all__ = [
     "Claim",
     "Judged",
+    "NOT_APPLICABLE",
     "Statistic",
-    "about",
     "best",
     "cell",
     "judge",
     "layers_text",
+    "not_about",
     "sensitivity",
     "unjudged_cell",
 ]
+
+#: a cell of a model that a claim is not about
+NOT_APPLICABLE = "n/a"
 
 Statistic = Callable[[float], V.Measure]
 """A model's test statistic against the reference moved to parameter ``s`` (``wrong.right``: the claim's own)."""
@@ -79,11 +83,12 @@ class Judged:
     sensitive: bool = False
 
 
-def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], detail: str) -> dict[str, Any]:
+def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], detail: str, label: str
+          ) -> dict[str, Any]:  # fmt: skip
     """The claim judged over ``models`` (those it applies to; every other model of ``kinds``, model -> kind, gets an
-    ``n/a`` cell): ``row`` (its scientific row over the judged models, the worst or, for an existential claim, the
-    best of them; not judged without one, with ``detail`` saying why) and ``cells`` (per model, the same check on
-    that model alone)."""
+    ``n/a`` cell that names the claim by its short ``label``): ``row`` (its scientific row over the judged models,
+    the worst or, for an existential claim, the best of them; not judged without one, with ``detail`` saying why)
+    and ``cells`` (per model, the same check on that model alone)."""
     judged = {name: m.statistic for name, m in models.items() if m.statistic is not None}
     combine = best if claim.form == V.EXISTENTIAL else V.worst
 
@@ -94,7 +99,7 @@ def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], 
     for name, kind in kinds.items():
         m = models.get(name)
         if m is None:
-            cells[name] = unjudged_cell(kind, NOT_APPLICABLE, f"{CLAIMS[claim.key][0]}: not a claim about {kind}s")
+            cells[name] = not_about(label, kind)
         elif m.statistic is None:
             cells[name] = unjudged_cell(kind, V.NOT_JUDGED, m.reason)
         else:
@@ -107,9 +112,9 @@ def judge(claim: Claim, models: Mapping[str, Judged], kinds: Mapping[str, str], 
     return {"row": row, "cells": cells}
 
 
-def about(key: str, kinds: Mapping[str, str]) -> list[str]:
-    """The models of ``kinds`` (model -> kind) that claim ``key`` is about (:data:`~san.phenomena.spec.CLAIMS`)."""
-    return [name for name, kind in kinds.items() if kind in CLAIMS[key][1]]
+def not_about(label: str, kind: str) -> dict[str, Any]:
+    """The ``n/a`` cell of a model of ``kind`` that the claim named ``label`` is not about."""
+    return unjudged_cell(kind, NOT_APPLICABLE, f"{label}: not a claim about {kind}s")
 
 
 def layers_text(layers: Iterable[int]) -> str:
