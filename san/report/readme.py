@@ -30,6 +30,9 @@ Four steps, each a subcommand of ``python -m san.report.readme``:
    with itself (a value, its margin and its verdict changed together, the tables re-rendered and the hashes updated):
    only a rerun of the workflow (and ``python -m san.core.compare`` against it) shows that. With ``RESULTS``, the
    run's tables themselves are compared too. The tests run it.
+
+``publish-overlay RESULTS --overlay config/<name>.yaml`` publishes an overlay run's verdicts and models x claims
+table beside the default run's (:mod:`san.report.overlays`); ``verify`` checks them the same way.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from san.experiments import Table, table_data
 from san.experiments import tables as wing_tables
 from san.figures import gallery, gallery_markdown, gallery_source
 from san.models.tables import TABLES as FAMILY_TABLES
-from san.report import published
+from san.report import overlays, published
 from san.report.benchmark_tables import BenchmarkCells, benchmark_table
 from san.report.provenance import source_line
 
@@ -122,7 +125,7 @@ def run_time(snapshots: Path) -> str:
 
 SENTENCES = {"run-time": run_time}
 """Generated blocks that are a sentence rendered from a snapshot's data, by block name: ``name(snapshots) -> text``."""
-BLOCK = re.compile(r"(<!-- generated: ([\w-]+) -->\n)(.*?)(<!-- end -->)", re.S)
+BLOCK = re.compile(r"(<!-- generated: ([\w./-]+) -->\n)(.*?)(<!-- end -->)", re.S)
 
 
 def verdicts_table(summary: Mapping[str, Any], data: Mapping[str, Path]) -> str:
@@ -375,6 +378,7 @@ def verify(root: Path, results: Path | None = None) -> list[str]:
             continue
         if text != table.read_text():
             problems.append(f"the benchmark table {SNAPSHOTS / name} differs from its data {SNAPSHOTS / data.name}")
+    problems += overlays.problems(root, tables(), quoted)
     for name in tables():
         if f"{name}.md" not in manifest.get("tables", {}):
             problems.append(f"the run table {name} was not published")
@@ -433,13 +437,17 @@ def main(argv: list[str] | None = None) -> int:
                          "docs/, then sync")  # fmt: skip
     pub.add_argument("results", type=Path, nargs="?", default=None, help="the run (without: only the benchmarks)")
     pub.add_argument("--benchmarks", type=Path, default=BENCHMARK_TABLES, help="the benchmarks' tables folder")
+    over = sub.add_parser("publish-overlay", help="copy an overlay run's summary and tables into "
+                          "docs/results/overlays/<name>/")  # fmt: skip
+    over.add_argument("results", type=Path, help="the results folder of the overlay run")
+    over.add_argument("--overlay", type=Path, required=True, help="the overlay config, e.g. config/qwen-1.5b.yaml")
     check = sub.add_parser("sync", help="rewrite the documents' generated blocks from docs/results/")
     check.add_argument("--check", action="store_true", help="only report documents out of sync (exit 1)")
     ver = sub.add_parser("verify", help="check the snapshots against what they were published from (exit 1)")
     ver.add_argument("results", type=Path, nargs="?", default=None, help="the run to compare the tables with")
-    for p in (pub, check, ver):
+    for p in (pub, over, check, ver):
         p.add_argument("--root", type=Path, default=Path("."), help="the repository root")
-    for p in (run_tables, pub, check, ver):
+    for p in (run_tables, pub, over, check, ver):
         add_verbose(p)
     args = ap.parse_args(argv)
     quiet_libraries(args.verbose)
@@ -447,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
         written = write_tables(args.results, args.results / "tables" / "readme")
     elif args.command == "publish":
         written = publish(args.results, args.root, args.benchmarks)
+    elif args.command == "publish-overlay":
+        written = [*overlays.publish(args.results, args.overlay, args.root, tables()), *sync(args.root)]
     elif args.command == "verify":
         problems = verify(args.root, args.results)
         print("\n".join(problems), file=sys.stderr)
