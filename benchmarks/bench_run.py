@@ -1,6 +1,6 @@
 """How close a finished run came to what its machine allows: packing bound, longest chain, arithmetic floor.
 
-    python benchmarks/bench_run.py [--workdir .] [--cores 2]
+    python benchmarks/bench_run.py [--workdir .] [--cores 2] [--log .snakemake/log/<run>.snakemake.log]
     python benchmarks/bench_run.py --workdir W --overlay config/qwen-1.5b.yaml   # after `snakemake --configfile` there
 
 Reads the run's job graph (`snakemake --dag`), its per-job benchmark files (results/benchmarks/<rule>/...tsv) and
@@ -18,6 +18,12 @@ the timestamps of its latest Snakemake log, and prints:
 - per path evaluation: its exact arithmetic (single-head applications after prefix sharing, on the task's own
   sampled path sets), the floor at the same rate on the job's threads, and the share of the evaluation's measured
   wall time (its log's ``path evaluation in X s``) it is.
+
+Both modes also write each model job's memory (``bench_run_models`` after a default run, ``bench_run_overlay_models``
+after an overlay): per job of the invocation that has a ``model`` wildcard (acquisition, rank collapse, attention
+products, context lengths, quantisation control, vision), its wall time, its peak resident memory as Snakemake's
+``benchmark:`` sampled it (a lower bound: sampled every 30 s after the first 15 s) and the ``mem_mb`` it declared
+(:mod:`san.core.memory`, what a scheduler reserves), with the target peak <= declared.
 
 Measured on a shared machine, wall times include other processes' load: compare ratios within one run.
 """
@@ -112,33 +118,71 @@ def log_span(text: str) -> tuple[int, float | None]:
     return finished, (last - first).total_seconds()
 
 
-def run_wall(workdir: Path, n_jobs: int) -> float | None:
-    """Wall time of the latest run: first to last timestamp of its Snakemake log, when that one invocation ran
-    every job of the run (a run resumed or completed by a later invocation has no meaningful wall time: None)."""
-    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
-    for log in reversed(logs):
-        finished, span = log_span(log.read_text())
-        if span is not None:
-            if finished < n_jobs:
-                print(f"the latest Snakemake log ran {finished} of the run's {n_jobs} jobs: no wall time")
-                return None
-            return span
-    return None
-
-
-def overlay_run(workdir: Path) -> tuple[int, float] | None:
-    """The jobs and the wall time (first to last timestamp) of the latest Snakemake invocation in ``workdir``, when
-    it finished every job it scheduled (its ``Job stats`` total); None otherwise."""
-    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
-    if not logs:
+def run_wall(log: Path | None, n_jobs: int) -> float | None:
+    """Wall time of the run in Snakemake ``log``: its first to last timestamp, when that one invocation ran every job
+    of the run (a run resumed or completed by a later invocation has no meaningful wall time: None)."""
+    if log is None:
         return None
-    text = logs[-1].read_text()
+    finished, span = log_span(log.read_text())
+    if finished < n_jobs:
+        print(f"the Snakemake log {log.name} ran {finished} of the run's {n_jobs} jobs: no wall time")
+        return None
+    return span
+
+
+def overlay_run(log: Path | None) -> tuple[int, float] | None:
+    """The jobs and the wall time (first to last timestamp) of the Snakemake invocation of ``log``, when it finished
+    every job it scheduled (its ``Job stats`` total); None otherwise."""
+    if log is None:
+        return None
+    text = log.read_text()
     total = re.search(r"^total\s+(\d+)", text, re.M)
     finished, span = log_span(text)
     if not total or finished < int(total.group(1)) or span is None:
-        print(f"the latest Snakemake log ({logs[-1].name}) did not finish the jobs it scheduled")
+        print(f"the Snakemake log {log.name} did not finish the jobs it scheduled")
         return None
     return finished, span
+
+
+JOB_BLOCK = re.compile(r"^(?:local)?rule (\w+):\n((?:    .*\n)+)", re.M)
+MODEL_COLUMNS = [("job", "{rule} {job}"), ("wall time", "{wall_s:.0f} s"),
+                 ("peak RSS (sampled)", "{peak_rss_bytes:.2f@GiB} GiB"),
+                 ("declared mem_mb", "{declared_bytes:.2f@GiB} GiB"),
+                 ("peak / declared", "{declared_ratio:.2f} ({declared_ratio:<=1?met|NOT met})")]  # fmt: skip
+
+
+def model_jobs(workdir: Path, log: Path) -> list[dict[str, object]]:
+    """Each job of the Snakemake ``log`` with a ``model`` wildcard: its rule, wildcards, the ``mem_mb`` it declared
+    and, from its benchmark file, its wall time and sampled peak RSS (jobs without a benchmark file left out)."""
+    out = []
+    for m in JOB_BLOCK.finditer(log.read_text()):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), re.M))
+        wildcards = fields.get("wildcards", "")
+        mem = re.search(r"\bmem_mb=(\d+)", fields.get("resources", ""))
+        bench = workdir / fields.get("benchmark", "-")
+        if "model=" not in wildcards or mem is None or not bench.is_file():
+            continue
+        with bench.open() as fh:
+            last = list(csv.DictReader(fh, delimiter="\t"))[-1]
+        peak, declared = float(last["max_rss"]) * 2**20, int(mem.group(1)) * 2**20
+        out.append({"rule": m.group(1), "job": wildcards.replace("model=", "").replace(", ", " "),
+                    "wall_s": float(last["s"]), "peak_rss_bytes": peak, "declared_bytes": declared,
+                    "declared_ratio": peak / declared})  # fmt: skip
+    return sorted(out, key=lambda r: (str(r["job"]), str(r["rule"])))
+
+
+def write_model_table(name: str, rows: list[dict[str, object]], cores: int) -> None:
+    """The model jobs' memory (:func:`model_jobs`) as ``benchmarks/out/<name>.md``."""
+    write_table(name, MODEL_COLUMNS, rows, values={"cores": cores},
+                note="Each job with a model of the invocation on {cores} cores: peak RSS as Snakemake's "
+                "benchmark sampled it (every 30 s after the first 15 s: a lower bound) against the mem_mb it "
+                "declared.")  # fmt: skip
+
+
+def latest_log(workdir: Path) -> Path | None:
+    """The newest Snakemake log of ``workdir`` that ran at least one job."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return next((log for log in reversed(logs) if log_span(log.read_text())[0] > 0), None)
 
 
 OVERLAY_COLUMNS = [("overlay", "{overlay}"), ("jobs it ran", "{jobs}"), ("cores", "{cores}"),
@@ -159,12 +203,16 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=ROOT)
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--overlay", default=None, help="the overlay a run after a default run laid over config.yaml")
+    parser.add_argument("--log", type=Path, default=None, help="the run's Snakemake log (default: the newest that "
+                        "ran a job)")  # fmt: skip
     args = parser.parse_args()
+    log = args.log or latest_log(args.workdir)
     if args.overlay:
-        ran = overlay_run(args.workdir)
+        ran = overlay_run(log)
         if ran:
             print(f"{args.overlay}: {ran[0]} jobs in {ran[1]:.0f} s on {args.cores} cores")
             write_overlay_table(args.overlay, args.cores, *ran)
+            write_model_table("bench_run_overlay_models", model_jobs(args.workdir, log), args.cores)
         return
     jobs, edges = dag(args.workdir)
     rows = benchmark_rows(args.workdir / "results" / "benchmarks")
@@ -188,7 +236,7 @@ def main() -> None:
     total_cpu = sum(cpu.values())
     chain, path = longest_chain(jobs, edges, wall)
     bound = max(total_cpu / args.cores, chain)
-    achieved = run_wall(args.workdir, len(jobs))
+    achieved = run_wall(log, len(jobs))
     print(f"jobs with a benchmark file: {len(wall)} of {len(jobs)}; with their exact CPU time in their log: {exact}")
     print(
         f"total job CPU: {total_cpu:.0f} s (Snakemake's sampled cpu_time: {sum(sampled.values()):.0f} s); "
@@ -200,6 +248,8 @@ def main() -> None:
     if achieved:
         print(f"achieved wall: {achieved:.0f} s = {achieved / bound:.2f} x the bound")
     write_run_table(len(wall), args.cores, total_cpu, chain, bound, achieved)
+    if achieved:
+        write_model_table("bench_run_models", model_jobs(args.workdir, log), args.cores)
 
     import yaml
 
