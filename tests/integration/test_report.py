@@ -237,6 +237,7 @@ def test_publish_refreshes_every_document_from_the_run_and_verify_compares_them(
     root.mkdir()
     shutil.copy2(ROOT / "README.md", root / "README.md")
     shutil.copytree(ROOT / "docs", root / "docs")
+    shutil.copytree(ROOT / "config", root / "config")
     for snap in (root / readme.SNAPSHOTS).glob("bench_*.md"):
         snap.unlink()  # benchmarks are published from their own runs; none here
     for doc in readme.documents(root):

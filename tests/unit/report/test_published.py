@@ -132,6 +132,7 @@ def test_verify_fails_on_a_config_threshold_changed_after_the_committed_run(tmp_
 
     root = tmp_path / "repo"
     shutil.copytree(ROOT / "docs", root / "docs")
+    shutil.copytree(ROOT / "config", root / "config")
     shutil.copytree(ROOT / "workflow" / "schemas", root / "workflow" / "schemas")
     shutil.copy2(ROOT / "README.md", root / "README.md")
     config = (ROOT / "config.yaml").read_text()

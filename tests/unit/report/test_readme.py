@@ -82,6 +82,7 @@ def _copy_documents(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / "README.md", dest / "README.md")
     shutil.copytree(ROOT / "docs", dest / "docs")
+    shutil.copytree(ROOT / "config", dest / "config")  # the overlays whose published tables the documents quote
     return dest
 
 
@@ -403,8 +404,9 @@ def test_the_committed_snapshots_are_what_a_run_published():
 def _published(tmp_path: Path, paths_csv: str | None = None) -> tuple[Path, Path]:
     """A repository copy with a run (a synthetic summary, its tables, figures) and a benchmark published into it."""
     root = _copy_documents(tmp_path / "repo")
-    for snap in (root / readme.SNAPSHOTS).iterdir():  # the snapshots of this run and benchmark only
-        snap.unlink()
+    for snap in (root / readme.SNAPSHOTS).iterdir():  # the snapshots of this run and benchmark only (overlays kept)
+        if snap.is_file():
+            snap.unlink()
     results = tmp_path / "results"
     results.mkdir()
     (results / "summary.json").write_text(json.dumps(_summary()))
