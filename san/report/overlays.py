@@ -13,7 +13,6 @@ numbers, every table equals the one rendered again from the committed summary, a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable, Iterable, Mapping
@@ -22,6 +21,7 @@ from typing import Any
 
 from san.claims.verdicts import rederive_summary
 from san.core.config import load_yaml
+from san.models.folders import sha256_file
 from san.report import published
 from san.report.provenance import source_line
 
@@ -57,10 +57,6 @@ def _missing_models(summary: Mapping[str, Any], models: Iterable[str]) -> list[s
     return [m for m in models if m not in judged]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def publish(results: Path, overlay: Path, root: Path, tables: Mapping[str, Table]) -> list[Path]:
     """Copy the overlay run's summary and its tables into ``docs/results/overlays/<overlay stem>/`` with their
     record. Everything is checked before anything is written: the summary exists, names every model the overlay
@@ -82,7 +78,7 @@ def publish(results: Path, overlay: Path, root: Path, tables: Mapping[str, Table
         (folder / f"{name}.md").write_text(text)
     files = [SUMMARY, *(f"{name}.md" for name in texts)]
     record = {"overlay": overlay.as_posix(), "run": summary["provenance"],
-              "files": {f: _sha256(folder / f) for f in files}}  # fmt: skip
+              "files": {f: sha256_file(folder / f) for f in files}}  # fmt: skip
     (folder / SOURCES).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return [folder / f for f in files]
 
@@ -106,7 +102,7 @@ def _folder_problems(root: Path, folder: Path, tables: Mapping[str, Table], quot
     for path in sorted(p for p in folder.iterdir() if p.is_file() and p.name != SOURCES):
         if path.name not in made:
             out.append(f"{where}/{path.name} was not published from the overlay run")
-        elif _sha256(path) != made[path.name]:
+        elif sha256_file(path) != made[path.name]:
             out.append(f"{where}/{path.name} differs from the file it was published from (hand-edited?)")
     out += [f"{where}/{n} is listed in its {SOURCES} but missing" for n in made if not (folder / n).is_file()]
     summary_path = folder / SUMMARY

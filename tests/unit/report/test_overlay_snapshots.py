@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from san.models.folders import sha256_file
 from san.report import overlays, readme
 
 REPO = Path(__file__).resolve().parents[3]
@@ -45,7 +46,7 @@ def _problems(root: Path) -> list[str]:
 def _rehash(root: Path) -> None:
     folder = root / overlays.OVERLAYS / "extra"
     sources = json.loads((folder / overlays.SOURCES).read_text())
-    sources["files"] = {f: overlays._sha256(folder / f) for f in sources["files"]}
+    sources["files"] = {f: sha256_file(folder / f) for f in sources["files"]}
     (folder / overlays.SOURCES).write_text(json.dumps(sources))
 
 
