@@ -59,14 +59,18 @@ def dag(workdir: Path) -> tuple[dict[int, tuple[str, list[str]]], list[tuple[int
     return jobs, edges
 
 
+def last_row(tsv: Path) -> dict[str, str]:
+    """The last row of a Snakemake benchmark file (its latest measurement), by column."""
+    with tsv.open() as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))[-1]
+
+
 def benchmark_rows(root: Path) -> dict[str, list[tuple[Path, dict[str, str]]]]:
     """The last row of every benchmark file, by rule (the first folder below ``root``, or the file's stem)."""
     rows: dict[str, list[tuple[Path, dict[str, str]]]] = {}
     for tsv in sorted(root.rglob("*.tsv")):
         rel = tsv.relative_to(root).with_suffix("")
-        with tsv.open() as fh:
-            last = list(csv.DictReader(fh, delimiter="\t"))[-1]
-        rows.setdefault(rel.parts[0], []).append((rel, last))
+        rows.setdefault(rel.parts[0], []).append((rel, last_row(tsv)))
     return rows
 
 
@@ -162,8 +166,7 @@ def model_jobs(workdir: Path, log: Path) -> list[dict[str, object]]:
         bench = workdir / fields.get("benchmark", "-")
         if "model=" not in wildcards or mem is None or not bench.is_file():
             continue
-        with bench.open() as fh:
-            last = list(csv.DictReader(fh, delimiter="\t"))[-1]
+        last = last_row(bench)
         peak, declared = float(last["max_rss"]) * 2**20, int(mem.group(1)) * 2**20
         out.append({"rule": m.group(1), "job": wildcards.replace("model=", "").replace(", ", " "),
                     "wall_s": float(last["s"]), "peak_rss_bytes": peak, "declared_bytes": declared,

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from san.claims.verdicts import rederive_summary
 from san.core.config import load_yaml
 from san.models.folders import sha256_file
 from san.report import published
@@ -117,8 +116,7 @@ def _folder_problems(root: Path, folder: Path, tables: Mapping[str, Table], quot
             summary, overlay_models(overlay))]  # fmt: skip
     else:
         out.append(f"{where}: the overlay config {manifest.get('overlay')} it was published from is missing")
-    out += [f"{where}/{SUMMARY}: {p}" for p in rederive_summary(summary)]
-    out += [f"{where}/{SUMMARY}: {p}" for p in published.problems(summary, root)]
+    out += [f"{where}/{SUMMARY}: {p}" for p in published.summary_problems(summary, root)]
     for name, text in render(summary, tables).items():
         snap = folder / f"{name}.md"
         if snap.is_file() and snap.read_text() != text:

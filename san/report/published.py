@@ -207,6 +207,14 @@ def scan_problems(summary: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def summary_problems(summary: Mapping[str, Any], root: Path) -> list[str]:
+    """Everything ``verify`` re-derives of one committed summary: every verdict from its own numbers
+    (:func:`san.claims.verdicts.rederive_summary`) and, for a summary with claim records (:data:`FORMAT`), what
+    :func:`problems` checks."""
+    found = V.rederive_summary(summary)
+    return found + (problems(summary, root) if summary.get("format", 1) >= FORMAT else [])
+
+
 def problems(summary: Mapping[str, Any], root: Path) -> list[str]:
     """Everything :mod:`this module <san.report.published>` re-derives of a committed summary, against the config of
     the repository at ``root`` (a snapshot folder copied without its repository's config is checked against

@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any
 
 from san.claims import cells
-from san.claims.verdicts import rederive_summary
 from san.core.cli import add_verbose, quiet_libraries
 from san.core.markdown import lookup, markdown
 from san.experiments import Table, table_data
@@ -412,9 +411,7 @@ def _verify_run_tables(root: Path, manifest: Mapping[str, Any]) -> list[str]:
     problems = []
     if summary.get("provenance") != manifest.get("run"):
         problems.append(f"{SNAPSHOTS / 'summary.json'} is not the run {MANIFEST} records")
-    problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in rederive_summary(summary)]
-    if summary.get("format", 1) >= published.FORMAT:
-        problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in published.problems(summary, root)]
+    problems += [f"{SNAPSHOTS / 'summary.json'}: {p}" for p in published.summary_problems(summary, root)]
     try:
         rendered = build_tables(summary, run_data(snapshots, snapshots=True))
     except (KeyError, ValueError) as err:
